@@ -1,0 +1,207 @@
+//! Configuration from the environment, and the adapters it selects. Read
+//! once per process (per cold start on Lambda).
+
+use floe_api::AppState;
+use floe_auth::{KeySource, Verifier, VerifierConfig};
+use floe_domain::repository::EndpointPolicy;
+use floe_secrets::{Cipher, Ciphers, KmsCipher, LocalCipher};
+use floe_store::Store;
+use floe_store::backend::Backend;
+use floe_store::dynamo::DynamoBackend;
+use floe_store::sqlite::SqliteBackend;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_ISSUER: &str = "floe-local";
+pub const DEFAULT_AUDIENCE: &str = "floe-api";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{name}: {message}")]
+    Invalid { name: &'static str, message: String },
+    #[error("{0}")]
+    Auth(#[from] floe_auth::ConfigError),
+    #[error("{0}")]
+    Secrets(#[from] floe_secrets::SecretError),
+    #[error("store: {0}")]
+    Store(#[from] floe_store::BackendError),
+}
+
+fn invalid(name: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        name,
+        message: message.into(),
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Where local mode keeps its files: the SQLite database, the JWT secret and
+/// the key that encrypts repository credentials.
+pub fn data_dir() -> PathBuf {
+    var("FLOE_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".floe"))
+}
+
+pub enum StoreChoice {
+    Sqlite(PathBuf),
+    Dynamo(String),
+}
+
+pub fn store_choice() -> Result<StoreChoice, ConfigError> {
+    match var("FLOE_STORE") {
+        None => Ok(StoreChoice::Sqlite(data_dir().join("floe.db"))),
+        Some(s) => {
+            if let Some(path) = s.strip_prefix("sqlite://") {
+                if path.is_empty() {
+                    return Err(invalid(
+                        "FLOE_STORE",
+                        "sqlite:// needs a file path, e.g. sqlite://.floe/floe.db",
+                    ));
+                }
+                Ok(StoreChoice::Sqlite(PathBuf::from(path)))
+            } else if let Some(table) = s.strip_prefix("dynamodb://") {
+                let ok = (3..=255).contains(&table.len())
+                    && table
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+                if !ok {
+                    return Err(invalid(
+                        "FLOE_STORE",
+                        "dynamodb://TABLE needs a DynamoDB table name",
+                    ));
+                }
+                Ok(StoreChoice::Dynamo(table.to_string()))
+            } else {
+                Err(invalid(
+                    "FLOE_STORE",
+                    "must be sqlite://PATH or dynamodb://TABLE",
+                ))
+            }
+        }
+    }
+}
+
+pub async fn backend() -> Result<Arc<dyn Backend>, ConfigError> {
+    Ok(match store_choice()? {
+        StoreChoice::Sqlite(path) => Arc::new(SqliteBackend::open(&path)?),
+        StoreChoice::Dynamo(table) => {
+            let b = DynamoBackend::from_env(table).await;
+            // Tooling and tests start from an empty endpoint; production's
+            // table comes from the stack and is never created here.
+            if var("FLOE_CREATE_TABLE").is_some_and(|v| v == "1" || v == "true") {
+                b.ensure_table().await?;
+            }
+            Arc::new(b)
+        }
+    })
+}
+
+/// The HS256 secret: `FLOE_JWT_SECRET`, or in local mode a generated one kept
+/// in the data folder so that tokens survive restarts.
+pub fn jwt_secret() -> Result<Vec<u8>, ConfigError> {
+    match var("FLOE_JWT_SECRET") {
+        Some(s) => {
+            if s.len() < floe_auth::MIN_SECRET_LEN {
+                return Err(invalid(
+                    "FLOE_JWT_SECRET",
+                    format!("must be at least {} bytes", floe_auth::MIN_SECRET_LEN),
+                ));
+            }
+            Ok(s.into_bytes())
+        }
+        None => Ok(floe_auth::load_or_create_secret(
+            &data_dir().join("jwt.secret"),
+        )?),
+    }
+}
+
+pub fn issuer() -> String {
+    var("FLOE_JWT_ISSUER").unwrap_or_else(|| DEFAULT_ISSUER.to_string())
+}
+
+pub fn audience() -> String {
+    var("FLOE_JWT_AUDIENCE").unwrap_or_else(|| DEFAULT_AUDIENCE.to_string())
+}
+
+pub fn uses_jwks() -> bool {
+    var("FLOE_JWKS_URL").is_some() || var("FLOE_JWKS_FILE").is_some()
+}
+
+pub async fn verifier() -> Result<Verifier, ConfigError> {
+    let keys = if let Some(url) = var("FLOE_JWKS_URL") {
+        KeySource::Jwks(floe_auth::fetch_jwks(&url).await?)
+    } else if let Some(file) = var("FLOE_JWKS_FILE") {
+        KeySource::Jwks(floe_auth::load_jwks_file(std::path::Path::new(&file))?)
+    } else {
+        KeySource::Hs256Secret(jwt_secret()?)
+    };
+    if matches!(keys, KeySource::Jwks(_))
+        && (var("FLOE_JWT_ISSUER").is_none() || var("FLOE_JWT_AUDIENCE").is_none())
+    {
+        // With a real identity provider a default issuer would accept nothing
+        // (or, worse, the wrong tokens): make the operator say which.
+        return Err(invalid(
+            "FLOE_JWT_ISSUER",
+            "FLOE_JWT_ISSUER and FLOE_JWT_AUDIENCE must be set with a JWKS",
+        ));
+    }
+    Ok(Verifier::new(VerifierConfig {
+        issuer: issuer(),
+        audience: audience(),
+        keys,
+        leeway_secs: 30,
+    })?)
+}
+
+pub async fn cipher() -> Result<Arc<dyn Cipher>, ConfigError> {
+    let key_file = var("FLOE_SECRET_KEY_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| data_dir().join("secrets.key"));
+    match var("FLOE_KMS_KEY_ID") {
+        Some(key_id) => {
+            // Values sealed with a local key stay readable if its file is there.
+            let local = if key_file.exists() {
+                Some(LocalCipher::load_or_create(&key_file)?)
+            } else {
+                None
+            };
+            Ok(Arc::new(Ciphers::new(
+                Box::new(KmsCipher::from_env(key_id).await),
+                local,
+            )))
+        }
+        None => Ok(Arc::new(LocalCipher::load_or_create(&key_file)?)),
+    }
+}
+
+pub fn endpoint_policy() -> Result<EndpointPolicy, ConfigError> {
+    let allow_private = match var("FLOE_ALLOW_PRIVATE_ENDPOINTS").as_deref() {
+        None | Some("0") | Some("false") => false,
+        Some("1") | Some("true") => true,
+        Some(_) => {
+            return Err(invalid(
+                "FLOE_ALLOW_PRIVATE_ENDPOINTS",
+                "must be true or false",
+            ));
+        }
+    };
+    Ok(EndpointPolicy { allow_private })
+}
+
+pub async fn state() -> Result<AppState, ConfigError> {
+    Ok(AppState {
+        store: Store::new(backend().await?),
+        cipher: cipher().await?,
+        verifier: Arc::new(verifier().await?),
+        endpoint_policy: endpoint_policy()?,
+    })
+}
+
+pub fn listen() -> String {
+    var("FLOE_LISTEN").unwrap_or_else(|| DEFAULT_LISTEN.to_string())
+}

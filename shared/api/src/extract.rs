@@ -1,0 +1,347 @@
+//! Request extractors: JSON bodies with field-precise errors, the verified
+//! caller, preconditions (`If-Match` / `?version=`) and idempotency keys.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use floe_auth::Principal;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// A JSON body. Refuses wrong content types (415), oversize bodies (413),
+/// malformed JSON, unknown fields and wrong types (400, naming the field).
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        if !is_json(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "request.unsupported_media_type",
+                "send the body as JSON with Content-Type: application/json",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| match e {
+            BytesRejection::FailedToBufferBody(_) => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request.body_too_large",
+                format!("the body must be at most {MAX_BODY_BYTES} bytes"),
+            ),
+            _ => ApiError::bad_request(
+                "request.unreadable_body",
+                "the request body could not be read",
+            ),
+        })?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+}
+
+/// Deserialises with the path of the first offending field.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(ApiError::bad_request(
+            "request.body_required",
+            "a JSON body is required",
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| json_error(&e))?;
+    de.end().map_err(|e| {
+        ApiError::bad_request(
+            "request.malformed_json",
+            format!("malformed JSON: {}", strip_position(&e.to_string())),
+        )
+    })?;
+    Ok(value)
+}
+
+fn json_error(e: &serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    use serde_json::error::Category;
+    let inner = e.inner();
+    match inner.classify() {
+        Category::Syntax | Category::Eof | Category::Io => ApiError::bad_request(
+            "request.malformed_json",
+            format!(
+                "malformed JSON at line {} column {}",
+                inner.line(),
+                inner.column()
+            ),
+        ),
+        Category::Data => {
+            let path = e.path().to_string();
+            let path = if path == "." { String::new() } else { path };
+            let message = strip_position(&inner.to_string());
+            let join = |name: &str| {
+                if path.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{path}.{name}")
+                }
+            };
+            if let Some(name) = backticked(&message, "unknown field `") {
+                ApiError::invalid_field(
+                    "validation.unknown_field",
+                    join(&name),
+                    format!("is not a known field ({message})"),
+                )
+            } else if let Some(name) = backticked(&message, "missing field `") {
+                ApiError::invalid_field("validation.required", join(&name), "is required")
+            } else if message.starts_with("unknown variant") {
+                let field = if path.is_empty() {
+                    "type".to_string()
+                } else {
+                    path
+                };
+                ApiError::invalid_field("validation.unknown_value", field, message)
+            } else {
+                let field = if path.is_empty() {
+                    "body".to_string()
+                } else {
+                    path
+                };
+                ApiError::invalid_field("validation.type", field, message)
+            }
+        }
+    }
+}
+
+fn backticked(message: &str, after: &str) -> Option<String> {
+    let rest = message.strip_prefix(after)?;
+    rest.split('`').next().map(str::to_string)
+}
+
+/// serde_json appends " at line L column C"; the field path says more.
+fn strip_position(m: &str) -> String {
+    match m.rfind(" at line ") {
+        Some(i) => m[..i].to_string(),
+        None => m.to_string(),
+    }
+}
+
+/// The verified caller and the organization the request acts in.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub principal: Principal,
+    pub org: String,
+}
+
+/// Platform roles act on every organization; they pick one with this header.
+pub const ORG_HEADER: &str = "x-floe-organization";
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let unauthorized =
+            |code: &str, message: &str| ApiError::new(StatusCode::UNAUTHORIZED, code, message);
+        let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
+            unauthorized(
+                "auth.missing_token",
+                "send a bearer token: Authorization: Bearer <jwt>",
+            )
+        })?;
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|h| {
+                h.strip_prefix("Bearer ")
+                    .or_else(|| h.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                unauthorized(
+                    "auth.missing_token",
+                    "the Authorization header must be: Bearer <jwt>",
+                )
+            })?;
+        let principal = state.verifier.verify(token).map_err(|e| {
+            tracing::info!(reason = %e, "token refused");
+            unauthorized(e.code(), &e.to_string())
+        })?;
+        let org = match parts
+            .headers
+            .get(ORG_HEADER)
+            .map(|v| v.to_str().unwrap_or(""))
+        {
+            None => principal.org.clone(),
+            Some(requested) if requested == principal.org => principal.org.clone(),
+            Some(requested) => {
+                if !principal.is_platform() {
+                    return Err(ApiError::forbidden(format!(
+                        "only platform roles may act in another organization ({ORG_HEADER})"
+                    )));
+                }
+                floe_domain::names::validate_org(requested).map_err(|m| {
+                    ApiError::invalid_field("validation.organization", ORG_HEADER, m)
+                })?;
+                requested.to_string()
+            }
+        };
+        tracing::Span::current().record("org", org.as_str());
+        Ok(Caller { principal, org })
+    }
+}
+
+impl Caller {
+    pub fn require_read(&self) -> Result<(), ApiError> {
+        if self.principal.can_read() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this token has no role that may read"))
+        }
+    }
+
+    pub fn require_deployment_manager(&self) -> Result<(), ApiError> {
+        if self.principal.can_manage_deployments() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(
+                "this needs the deployment_manager or platform_admin role",
+            ))
+        }
+    }
+
+    pub fn require_platform_admin(&self) -> Result<(), ApiError> {
+        if self.principal.can_manage_platform() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this needs the platform_admin role"))
+        }
+    }
+}
+
+/// The version a client expects: `If-Match` (an ETag) or ECE's `?version=`.
+pub fn expected_version(
+    headers: &HeaderMap,
+    query: &BTreeMap<String, String>,
+) -> Result<Option<u64>, ApiError> {
+    let from_header = match headers.get(header::IF_MATCH) {
+        None => None,
+        Some(v) => {
+            let text = v.to_str().unwrap_or("").trim();
+            if text == "*" {
+                None
+            } else {
+                let inner = text.trim_start_matches("W/").trim_matches('"');
+                Some(inner.parse::<u64>().map_err(|_| {
+                    ApiError::invalid_field(
+                        "validation.if_match",
+                        "If-Match",
+                        "must be an ETag this API returned, e.g. \"3\"",
+                    )
+                })?)
+            }
+        }
+    };
+    let from_query = match query.get("version") {
+        None => None,
+        Some(v) => Some(v.parse::<u64>().map_err(|_| {
+            ApiError::invalid_field("validation.version", "version", "must be a whole number")
+        })?),
+    };
+    match (from_header, from_query) {
+        (Some(h), Some(q)) if h != q => Err(ApiError::invalid_field(
+            "validation.version",
+            "version",
+            "disagrees with If-Match; send one of them",
+        )),
+        (h, q) => Ok(h.or(q)),
+    }
+}
+
+/// Checks the expected version against the current one (412 when stale).
+pub fn check_version(expected: Option<u64>, current: u64) -> Result<(), ApiError> {
+    match expected {
+        Some(e) if e != current => Err(ApiError::precondition_failed(current)),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses query parameters a route does not know, so a typo is not silently ignored.
+pub fn only_params(query: &BTreeMap<String, String>, allowed: &[&str]) -> Result<(), ApiError> {
+    for k in query.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(ApiError::invalid_field(
+                "validation.unknown_parameter",
+                k.clone(),
+                format!(
+                    "is not a parameter of this operation (known: {})",
+                    allowed.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub fn page_request(query: &BTreeMap<String, String>) -> Result<floe_store::PageRequest, ApiError> {
+    let size = match query.get("size") {
+        None => None,
+        Some(s) => match s.parse::<u32>() {
+            Ok(n) if (1..=floe_store::stores::MAX_PAGE_SIZE).contains(&n) => Some(n),
+            _ => {
+                return Err(ApiError::invalid_field(
+                    "validation.range",
+                    "size",
+                    format!(
+                        "must be a whole number from 1 to {}",
+                        floe_store::stores::MAX_PAGE_SIZE
+                    ),
+                ));
+            }
+        },
+    };
+    Ok(floe_store::PageRequest {
+        size,
+        cursor: query.get("cursor").cloned(),
+    })
+}
+
+/// Idempotency key of a create: `Idempotency-Key` header or ECE's `request_id`.
+pub fn idempotency_key(
+    headers: &HeaderMap,
+    query: &BTreeMap<String, String>,
+) -> Result<Option<String>, ApiError> {
+    let key = match (headers.get("idempotency-key"), query.get("request_id")) {
+        (Some(h), _) => Some(h.to_str().unwrap_or("\u{0}").to_string()),
+        (None, Some(q)) => Some(q.clone()),
+        (None, None) => None,
+    };
+    if let Some(k) = &key {
+        let ok = !k.is_empty() && k.len() <= 128 && k.bytes().all(|b| b.is_ascii_graphic());
+        if !ok {
+            return Err(ApiError::invalid_field(
+                "validation.idempotency_key",
+                "Idempotency-Key",
+                "must be 1 to 128 visible ASCII characters",
+            ));
+        }
+    }
+    Ok(key)
+}

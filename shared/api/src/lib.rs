@@ -1,0 +1,159 @@
+//! Floe's HTTP API: one axum router whose OpenAPI document is collected from
+//! the real handlers, served the same way on Lambda and on a local port.
+
+pub mod error;
+mod examples;
+pub mod extract;
+mod respond;
+pub mod routes;
+pub mod state;
+
+pub use error::ApiError;
+pub use state::AppState;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, HeaderValue, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::sync::Arc;
+use std::time::Duration;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+
+pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Floe API",
+        description = "A serverless control plane for Elasticsearch deployments on AWS: snapshot repositories, \
+deployments on Graviton or x86 EC2 node groups, snapshot policies, restores and clones.\n\n\
+Errors have ECE's shape, `{\"errors\":[{\"code\",\"message\",\"fields\"}]}`, with the codes in `x-cloud-error-codes`. \
+Every resource carries a version (`ETag`, `x-cloud-resource-version`); updates and deletes take `If-Match` or `?version=`. \
+Platform roles may act in another organization with the `x-floe-organization` header.",
+        license(name = "Apache-2.0"),
+    ),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "snapshot-repositories", description = "Where snapshots are kept: S3 on AWS or any S3-compatible store, or a local folder."),
+        (name = "deployments", description = "Elasticsearch deployments and their node groups."),
+        (name = "snapshot-policies", description = "Snapshot schedules and retention."),
+        (name = "platform", description = "Health and the instance catalog."),
+    ),
+    components(schemas(error::ErrorBody, error::ErrorItem))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let mut http = Http::new(HttpAuthScheme::Bearer);
+        http.bearer_format = Some("JWT".into());
+        http.description = Some(
+            "A JWT with claims `sub`, `org`, `roles` (platform_admin, platform_viewer, deployment_manager, deployment_viewer), `iss`, `aud`, `exp`.".into(),
+        );
+        components.add_security_scheme("bearer", SecurityScheme::Http(http));
+    }
+}
+
+fn collected() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(routes::platform::router())
+        .merge(routes::repositories::router())
+        .merge(routes::deployments::router())
+        .merge(routes::policies::router())
+        .split_for_parts()
+}
+
+/// The OpenAPI document, as collected from the router.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    collected().1
+}
+
+/// The document as committed in `openapi/openapi.json` (pretty, newline-terminated).
+pub fn openapi_json() -> String {
+    let mut s = openapi()
+        .to_pretty_json()
+        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    s.push('\n');
+    s
+}
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The whole application: routes, auth, limits, request ids and tracing.
+pub fn app(state: AppState) -> Router {
+    let (router, _) = collected();
+    let document: Arc<str> = Arc::from(openapi_json());
+    router
+        .route(
+            OPENAPI_PATH,
+            get(move || {
+                let document = document.clone();
+                async move {
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/json"),
+                        )],
+                        document.to_string(),
+                    )
+                }
+            }),
+        )
+        .fallback(|| async {
+            ApiError::not_found(
+                "root.not_found",
+                "no such API path; see /api/v1/openapi.json",
+            )
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "root.method_not_allowed",
+                "this path does not take that method",
+            )
+        })
+        .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .with_state(state)
+        .layer(CatchPanicLayer::custom(|_| {
+            tracing::error!("a handler panicked");
+            ApiError::internal().into_response()
+        }))
+        .layer(
+            // One span per request. Headers and bodies are never recorded:
+            // they carry tokens and credentials.
+            TraceLayer::new_for_http()
+                .make_span_with(|req: &Request<_>| {
+                    let id = req
+                        .headers()
+                        .get(&REQUEST_ID)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-");
+                    tracing::info_span!(
+                        "request",
+                        method = %req.method(),
+                        path = %req.uri().path(),
+                        request_id = %id,
+                        org = tracing::field::Empty,
+                    )
+                })
+                .on_request(())
+                .on_response(|res: &Response, latency: Duration, _span: &tracing::Span| {
+                    tracing::info!(
+                        status = res.status().as_u16(),
+                        latency_ms = latency.as_millis() as u64,
+                        "request done"
+                    );
+                }),
+        )
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}

@@ -1,0 +1,4 @@
+pub mod deployments;
+pub mod platform;
+pub mod policies;
+pub mod repositories;

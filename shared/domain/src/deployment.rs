@@ -1,0 +1,665 @@
+//! Deployments: an Elasticsearch version and its node groups.
+
+use crate::catalog::{self, Arch};
+use crate::names::validate_name;
+use crate::plan::PlanRef;
+use crate::validation::{Invalid, Problems};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use utoipa::ToSchema;
+use validator::Validate;
+
+pub const MAX_NODE_GROUPS: usize = 20;
+pub const MAX_NODES_PER_GROUP: u32 = 100;
+pub const MAX_USER_SETTINGS: usize = 200;
+pub const MAX_TAGS: usize = 32;
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeRole {
+    Master,
+    DataHot,
+    DataWarm,
+    DataCold,
+    DataFrozen,
+    DataContent,
+    Ingest,
+    Ml,
+    RemoteClusterClient,
+    Transform,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumeType {
+    #[default]
+    Gp3,
+    Gp2,
+    Io1,
+    Io2,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeploymentStatus {
+    Initializing,
+    Reconfiguring,
+    Running,
+    Stopping,
+    Stopped,
+    Failed,
+}
+
+impl DeploymentStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeploymentStatus::Initializing => "initializing",
+            DeploymentStatus::Reconfiguring => "reconfiguring",
+            DeploymentStatus::Running => "running",
+            DeploymentStatus::Stopping => "stopping",
+            DeploymentStatus::Stopped => "stopped",
+            DeploymentStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DeploymentStatus> {
+        serde_json::from_value(Value::String(s.to_string())).ok()
+    }
+}
+
+/// What a client sends to create or replace a deployment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema, Validate)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentSpec {
+    /// DNS-safe name, also the Elasticsearch cluster name.
+    #[schema(example = "logs-prod")]
+    pub name: String,
+    /// Elasticsearch version.
+    #[schema(example = "8.15.3")]
+    pub version: String,
+    #[validate(length(min = 1, max = 20), nested)]
+    pub node_groups: Vec<NodeGroup>,
+    /// `elasticsearch.yml` overrides, flat (`thread_pool.snapshot.max`) or nested.
+    #[serde(default)]
+    #[schema(value_type = Object, example = json!({"thread_pool.snapshot.max": 8}))]
+    pub user_settings: BTreeMap<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotAttachment>,
+    #[serde(default)]
+    pub metadata: Metadata,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema, Validate)]
+#[serde(deny_unknown_fields)]
+pub struct NodeGroup {
+    #[schema(example = "hot")]
+    pub id: String,
+    pub roles: Vec<NodeRole>,
+    /// An EC2 instance type from the catalog; it decides the architecture.
+    #[schema(example = "m6g.xlarge")]
+    pub instance_type: String,
+    #[validate(range(min = 1, max = 100))]
+    #[schema(example = 3, minimum = 1, maximum = 100)]
+    pub count: u32,
+    #[serde(default = "one")]
+    #[validate(range(min = 1, max = 3))]
+    #[schema(example = 3, minimum = 1, maximum = 3)]
+    pub zone_count: u32,
+    #[validate(nested)]
+    pub storage: Storage,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema, Validate)]
+#[serde(deny_unknown_fields)]
+pub struct Storage {
+    /// EBS volume size per node, in GB.
+    #[validate(range(min = 10, max = 16384))]
+    #[schema(example = 200, minimum = 10, maximum = 16384)]
+    pub size_gb: u32,
+    #[serde(default)]
+    pub volume_type: VolumeType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iops: Option<u32>,
+    /// MiB/s, gp3 only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotAttachment {
+    /// The repository the deployment's cluster registers (writable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// Ids of snapshot policies attached to this deployment.
+    #[serde(default)]
+    pub policies: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    #[serde(default)]
+    pub tags: Vec<Tag>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Tag {
+    pub key: String,
+    pub value: String,
+}
+
+impl Tag {
+    /// The form list filters use: `key:value`.
+    pub fn filter_form(&self) -> String {
+        format!("{}:{}", self.key, self.value)
+    }
+}
+
+/// Settings the platform renders itself; a user value would break the
+/// cluster's wiring (paths, discovery, identity) or leak around the
+/// repository's own credentials.
+pub const PLATFORM_OWNED_SETTINGS: &[&str] = &[
+    "path.",
+    "cluster.name",
+    "cluster.initial_master_nodes",
+    "node.name",
+    "node.roles",
+    "node.attr.floe",
+    "discovery.",
+    "network.",
+    "http.port",
+    "http.host",
+    "transport.port",
+    "transport.host",
+    "bootstrap.memory_lock",
+    "s3.client.",
+    "xpack.security.transport.",
+    "xpack.security.http.ssl.",
+];
+
+fn owned_by_platform(key: &str) -> Option<&'static str> {
+    PLATFORM_OWNED_SETTINGS.iter().copied().find(|owned| {
+        if let Some(prefix) = owned.strip_suffix('.') {
+            key == prefix || key.starts_with(owned)
+        } else {
+            key == *owned || key.starts_with(&format!("{owned}."))
+        }
+    })
+}
+
+impl DeploymentSpec {
+    /// Flattens nested `user_settings` into dotted keys, the form Elasticsearch
+    /// itself reports, so that equal settings compare equal however they were sent.
+    pub fn normalize(&mut self) -> Result<(), Invalid> {
+        let mut flat = BTreeMap::new();
+        let mut p = Problems::new();
+        for (k, v) in std::mem::take(&mut self.user_settings) {
+            flatten_setting(&k, v, &mut flat, &mut p);
+        }
+        self.user_settings = flat;
+        self.metadata.tags.sort();
+        p.finish()
+    }
+
+    /// Checks everything that can be checked without the store.
+    pub fn validate_spec(&self) -> Result<(), Invalid> {
+        let mut p = Problems::new();
+        if let Err(e) = Validate::validate(self) {
+            p.extend_validator("", &e);
+        }
+        p.check("name", "validation.name", validate_name(&self.name));
+        p.check(
+            "version",
+            "validation.version",
+            validate_es_version(&self.version),
+        );
+
+        let mut ids = BTreeSet::new();
+        let (mut master, mut data) = (false, false);
+        for (i, g) in self.node_groups.iter().enumerate() {
+            let f = |name: &str| format!("node_groups[{i}].{name}");
+            p.check(f("id"), "validation.name", validate_group_id(&g.id));
+            if !ids.insert(g.id.as_str()) {
+                p.push(
+                    f("id"),
+                    "validation.duplicate",
+                    format!("node group id '{}' is used twice", g.id),
+                );
+            }
+            if g.roles.is_empty() {
+                p.push(
+                    f("roles"),
+                    "validation.required",
+                    "must name at least one role",
+                );
+            }
+            let unique: BTreeSet<_> = g.roles.iter().collect();
+            if unique.len() != g.roles.len() {
+                p.push(f("roles"), "validation.duplicate", "must not repeat a role");
+            }
+            master |= g.roles.contains(&NodeRole::Master);
+            data |=
+                g.roles.contains(&NodeRole::DataHot) || g.roles.contains(&NodeRole::DataContent);
+            if catalog::lookup(&g.instance_type).is_none() {
+                let hint = catalog::suggest(&g.instance_type)
+                    .map(|s| format!(" (did you mean {s}?)"))
+                    .unwrap_or_default();
+                p.push(
+                    f("instance_type"),
+                    "validation.instance_type",
+                    format!("'{}' is not in the instance catalog{hint}; see GET /api/v1/platform/configuration/instance-types", g.instance_type),
+                );
+            }
+            if g.zone_count > g.count {
+                p.push(
+                    f("zone_count"),
+                    "validation.range",
+                    "must not exceed count: every zone needs a node",
+                );
+            }
+            check_storage(&mut p, &format!("node_groups[{i}].storage"), &g.storage);
+        }
+        if !self.node_groups.is_empty() && !master {
+            p.push(
+                "node_groups",
+                "validation.topology",
+                "at least one node group needs the master role",
+            );
+        }
+        if !self.node_groups.is_empty() && !data {
+            p.push(
+                "node_groups",
+                "validation.topology",
+                "at least one node group needs the data_hot or data_content role",
+            );
+        }
+
+        if self.user_settings.len() > MAX_USER_SETTINGS {
+            p.push(
+                "user_settings",
+                "validation.length",
+                format!("at most {MAX_USER_SETTINGS} settings"),
+            );
+        }
+        for (k, v) in &self.user_settings {
+            let field = format!("user_settings.{k}");
+            if let Err(m) = validate_setting_key(k) {
+                p.push(field, "validation.setting_key", m);
+                continue;
+            }
+            if let Some(owned) = owned_by_platform(k) {
+                p.push(
+                    field,
+                    "validation.platform_owned_setting",
+                    format!("is set by the platform ({owned}) and cannot be overridden"),
+                );
+                continue;
+            }
+            p.check(
+                field,
+                "validation.setting_value",
+                validate_setting_value(k, v),
+            );
+        }
+
+        if let Some(s) = &self.snapshot {
+            if let Some(r) = &s.repository {
+                p.check("snapshot.repository", "validation.name", validate_name(r));
+            }
+            let mut seen = BTreeSet::new();
+            for (i, id) in s.policies.iter().enumerate() {
+                if !crate::names::is_resource_id(id) {
+                    p.push(
+                        format!("snapshot.policies[{i}]"),
+                        "validation.id",
+                        "must be a snapshot policy id",
+                    );
+                } else if !seen.insert(id) {
+                    p.push(
+                        format!("snapshot.policies[{i}]"),
+                        "validation.duplicate",
+                        "is attached twice",
+                    );
+                }
+            }
+        }
+
+        if self.metadata.tags.len() > MAX_TAGS {
+            p.push(
+                "metadata.tags",
+                "validation.length",
+                format!("at most {MAX_TAGS} tags"),
+            );
+        }
+        let mut keys = BTreeSet::new();
+        for (i, t) in self.metadata.tags.iter().enumerate() {
+            p.check(
+                format!("metadata.tags[{i}].key"),
+                "validation.tag",
+                validate_tag_text(&t.key, 64),
+            );
+            p.check(
+                format!("metadata.tags[{i}].value"),
+                "validation.tag",
+                validate_tag_text(&t.value, 256),
+            );
+            if !keys.insert(&t.key) {
+                p.push(
+                    format!("metadata.tags[{i}].key"),
+                    "validation.duplicate",
+                    "tag keys must be unique",
+                );
+            }
+        }
+        p.finish()
+    }
+
+    /// Whether going from `self` to `next` changes the cluster (and so needs
+    /// a plan), or only the record (name, tags, policy attachments).
+    pub fn needs_plan_to_become(&self, next: &DeploymentSpec) -> bool {
+        self.version != next.version
+            || self.node_groups != next.node_groups
+            || self.user_settings != next.user_settings
+            || self.snapshot.as_ref().and_then(|s| s.repository.as_ref())
+                != next.snapshot.as_ref().and_then(|s| s.repository.as_ref())
+    }
+
+    pub fn repository(&self) -> Option<&str> {
+        self.snapshot.as_ref().and_then(|s| s.repository.as_deref())
+    }
+
+    pub fn policies(&self) -> &[String] {
+        self.snapshot
+            .as_ref()
+            .map(|s| s.policies.as_slice())
+            .unwrap_or(&[])
+    }
+}
+
+fn flatten_setting(key: &str, value: Value, out: &mut BTreeMap<String, Value>, p: &mut Problems) {
+    match value {
+        Value::Object(map) => {
+            if map.is_empty() {
+                p.push(
+                    format!("user_settings.{key}"),
+                    "validation.setting_value",
+                    "must not be an empty object",
+                );
+            }
+            for (k, v) in map {
+                flatten_setting(&format!("{key}.{k}"), v, out, p);
+            }
+        }
+        other => {
+            if out.insert(key.to_string(), other).is_some() {
+                p.push(
+                    format!("user_settings.{key}"),
+                    "validation.duplicate",
+                    "is given twice (flat and nested)",
+                );
+            }
+        }
+    }
+}
+
+fn validate_setting_key(k: &str) -> Result<(), String> {
+    let ok = !k.is_empty()
+        && k.len() <= 256
+        && k.split('.').all(|seg| {
+            !seg.is_empty()
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err("is not an Elasticsearch setting name (dot-separated words of letters, digits, '_' and '-')".into())
+    }
+}
+
+fn validate_setting_value(key: &str, v: &Value) -> Result<(), String> {
+    let scalar = |v: &Value| match v {
+        Value::String(s) if s.len() > 1024 => {
+            Err("string values must be at most 1024 characters".to_string())
+        }
+        Value::String(s) if s.contains('\n') => Err("must be a single line".to_string()),
+        Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(()),
+        Value::Null => Err("must not be null".to_string()),
+        _ => Err("must be a string, number, boolean or a list of them".to_string()),
+    };
+    match v {
+        Value::Array(items) => {
+            if items.len() > 100 {
+                return Err("lists must have at most 100 items".into());
+            }
+            items.iter().try_for_each(scalar)?;
+        }
+        other => scalar(other)?,
+    }
+    // Thread pool sizes are whole numbers; Elasticsearch would refuse to start otherwise.
+    if key.starts_with("thread_pool.")
+        && (key.ends_with(".max") || key.ends_with(".size") || key.ends_with(".core"))
+    {
+        let n = match v {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.parse::<u64>().ok(),
+            _ => None,
+        };
+        match n {
+            Some(n) if (1..=4096).contains(&n) => {}
+            _ => return Err("must be a whole number from 1 to 4096".into()),
+        }
+    }
+    Ok(())
+}
+
+fn validate_group_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty()
+        && id.len() <= 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !id.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err("must be 1 to 32 characters of a-z, 0-9 and '-'".into())
+    }
+}
+
+fn validate_tag_text(t: &str, max: usize) -> Result<(), String> {
+    if t.is_empty() || t.chars().count() > max {
+        return Err(format!("must be 1 to {max} characters"));
+    }
+    if t.chars().any(|c| c.is_control()) {
+        return Err("must not contain control characters".into());
+    }
+    Ok(())
+}
+
+/// Elasticsearch versions the platform can run: 7.10 and later.
+pub fn validate_es_version(v: &str) -> Result<(), String> {
+    let parts: Vec<&str> = v.split('.').collect();
+    let nums: Option<Vec<u32>> = if parts.len() == 3 {
+        parts
+            .iter()
+            .map(|p| {
+                if p.is_empty() || p.len() > 4 {
+                    None
+                } else {
+                    p.parse().ok()
+                }
+            })
+            .collect()
+    } else {
+        None
+    };
+    match nums.as_deref() {
+        Some([7, minor, _]) if *minor >= 10 => Ok(()),
+        Some([8 | 9, _, _]) => Ok(()),
+        Some(_) => Err("must be 7.10.0 or later".into()),
+        None => Err("must be a version such as 8.15.3".into()),
+    }
+}
+
+fn check_storage(p: &mut Problems, at: &str, s: &Storage) {
+    let field = |name: &str| format!("{at}.{name}");
+    match s.volume_type {
+        VolumeType::Gp3 => {
+            if let Some(iops) = s.iops {
+                if !(3000..=16000).contains(&iops) {
+                    p.push(
+                        field("iops"),
+                        "validation.range",
+                        "must be between 3000 and 16000 for gp3",
+                    );
+                }
+            }
+            if let Some(t) = s.throughput {
+                if !(125..=1000).contains(&t) {
+                    p.push(
+                        field("throughput"),
+                        "validation.range",
+                        "must be between 125 and 1000 MiB/s for gp3",
+                    );
+                }
+            }
+        }
+        VolumeType::Gp2 => {
+            if s.iops.is_some() {
+                p.push(
+                    field("iops"),
+                    "validation.not_allowed",
+                    "gp2 volumes do not take provisioned iops",
+                );
+            }
+        }
+        VolumeType::Io1 | VolumeType::Io2 => {
+            let max = if s.volume_type == VolumeType::Io1 {
+                64000
+            } else {
+                256000
+            };
+            match s.iops {
+                Some(iops) if (100..=max).contains(&iops) => {}
+                Some(_) => p.push(
+                    field("iops"),
+                    "validation.range",
+                    format!("must be between 100 and {max}"),
+                ),
+                None => p.push(
+                    field("iops"),
+                    "validation.required",
+                    "is required for io1 and io2 volumes",
+                ),
+            }
+        }
+    }
+    if s.throughput.is_some() && s.volume_type != VolumeType::Gp3 {
+        p.push(
+            field("throughput"),
+            "validation.not_allowed",
+            "only gp3 volumes take a throughput",
+        );
+    }
+}
+
+/// A deployment as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deployment {
+    pub id: String,
+    pub org: String,
+    pub spec: DeploymentSpec,
+    pub status: DeploymentStatus,
+    /// The plan waiting for, or being run by, the plan engine.
+    #[serde(default)]
+    pub pending_plan: Option<PlanRef>,
+    pub created: chrono::DateTime<chrono::Utc>,
+    pub updated: chrono::DateTime<chrono::Utc>,
+}
+
+/// A node group as a client sees it: the spec plus what the catalog derives.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeGroupView {
+    #[serde(flatten)]
+    pub spec: NodeGroup,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arch: Option<Arch>,
+    pub vcpus: u32,
+    pub memory_mib: u32,
+    /// The JVM heap the platform sets: half the RAM, at most 31 GiB.
+    pub jvm_heap_mib: u32,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DeploymentView {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    pub status: DeploymentStatus,
+    pub node_groups: Vec<NodeGroupView>,
+    #[schema(value_type = Object)]
+    pub user_settings: BTreeMap<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotAttachment>,
+    pub metadata: Metadata,
+    pub plans: PlansSummary,
+    pub resource_version: u64,
+    pub created: chrono::DateTime<chrono::Utc>,
+    pub updated: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PlansSummary {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PlanRef>,
+}
+
+impl DeploymentView {
+    pub fn new(d: &Deployment, version: u64) -> DeploymentView {
+        let node_groups = d
+            .spec
+            .node_groups
+            .iter()
+            .map(|g| {
+                // Stored specs were validated, so the type is in the catalog;
+                // a type later removed from it is shown without derived figures
+                // rather than failing the whole read.
+                let t = catalog::lookup(&g.instance_type);
+                NodeGroupView {
+                    spec: g.clone(),
+                    arch: t.map(|t| t.arch),
+                    vcpus: t.map(|t| t.vcpus).unwrap_or(0),
+                    memory_mib: t.map(|t| t.memory_mib).unwrap_or(0),
+                    jvm_heap_mib: t.map(|t| catalog::jvm_heap_mib(t.memory_mib)).unwrap_or(0),
+                }
+            })
+            .collect();
+        DeploymentView {
+            id: d.id.clone(),
+            name: d.spec.name.clone(),
+            version: d.spec.version.clone(),
+            status: d.status,
+            node_groups,
+            user_settings: d.spec.user_settings.clone(),
+            snapshot: d.spec.snapshot.clone(),
+            metadata: d.spec.metadata.clone(),
+            plans: PlansSummary {
+                pending: d.pending_plan.clone(),
+            },
+            resource_version: version,
+            created: d.created,
+            updated: d.updated,
+        }
+    }
+}

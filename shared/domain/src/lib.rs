@@ -1,0 +1,18 @@
+//! Floe's domain: entities, validated inputs, the instance catalog and the
+//! schedule rules. No I/O and no AWS or HTTP dependency, so every other crate
+//! can use it and its tests run in milliseconds.
+
+pub mod bytesize;
+pub mod catalog;
+pub mod deployment;
+pub mod names;
+pub mod plan;
+pub mod policy;
+pub mod repository;
+pub mod schedule;
+pub mod secret;
+pub mod snapshot_name;
+pub mod timevalue;
+pub mod validation;
+
+pub use validation::{FieldError, Invalid, Problems};

@@ -1,0 +1,146 @@
+//! Field-level validation problems, collected so that one response can name
+//! every offending field at once (a client fixes a request in one round trip).
+
+use serde::Serialize;
+use std::borrow::Cow;
+use validator::{ValidationErrors, ValidationErrorsKind};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    /// Path of the field in the request body, e.g. `node_groups[0].count`.
+    pub field: String,
+    /// Stable machine-readable reason, e.g. `validation.range`.
+    pub code: Cow<'static, str>,
+    pub message: String,
+}
+
+/// A request that failed validation, with every problem found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid input: {}", .0.iter().map(|p| p.field.as_str()).collect::<Vec<_>>().join(", "))]
+pub struct Invalid(pub Vec<FieldError>);
+
+impl Invalid {
+    pub fn one(
+        field: impl Into<String>,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Invalid {
+        Invalid(vec![FieldError {
+            field: field.into(),
+            code: Cow::Borrowed(code),
+            message: message.into(),
+        }])
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Problems(Vec<FieldError>);
+
+impl Problems {
+    pub fn new() -> Problems {
+        Problems::default()
+    }
+
+    pub fn push(
+        &mut self,
+        field: impl Into<String>,
+        code: &'static str,
+        message: impl Into<String>,
+    ) {
+        self.0.push(FieldError {
+            field: field.into(),
+            code: Cow::Borrowed(code),
+            message: message.into(),
+        });
+    }
+
+    /// Records `check`'s error, if any, against `field`.
+    pub fn check(
+        &mut self,
+        field: impl Into<String>,
+        code: &'static str,
+        check: Result<(), String>,
+    ) {
+        if let Err(message) = check {
+            self.push(field, code, message);
+        }
+    }
+
+    /// Adds the problems the `validator` derive found, prefixed with `prefix`.
+    pub fn extend_validator(&mut self, prefix: &str, errors: &ValidationErrors) {
+        flatten(prefix, errors, &mut self.0);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn finish(mut self) -> Result<(), Invalid> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            // Deterministic order makes responses and tests stable.
+            self.0
+                .sort_by(|a, b| a.field.cmp(&b.field).then(a.code.cmp(&b.code)));
+            self.0.dedup();
+            Err(Invalid(self.0))
+        }
+    }
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}.{name}")
+    }
+}
+
+fn flatten(prefix: &str, errors: &ValidationErrors, out: &mut Vec<FieldError>) {
+    for (name, kind) in errors.errors() {
+        let path = join(prefix, name);
+        match kind {
+            ValidationErrorsKind::Field(list) => {
+                for e in list {
+                    let message = e
+                        .message
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_else(|| describe(e));
+                    out.push(FieldError {
+                        field: path.clone(),
+                        code: Cow::Owned(format!("validation.{}", e.code)),
+                        message,
+                    });
+                }
+            }
+            ValidationErrorsKind::Struct(inner) => flatten(&path, inner, out),
+            ValidationErrorsKind::List(items) => {
+                for (index, inner) in items {
+                    flatten(&format!("{path}[{index}]"), inner, out);
+                }
+            }
+        }
+    }
+}
+
+/// A readable sentence for the derive's built-in rules, which carry only
+/// their parameters.
+fn describe(e: &validator::ValidationError) -> String {
+    let param = |k: &str| e.params.get(k).map(|v| v.to_string());
+    match e.code.as_ref() {
+        "range" => match (param("min"), param("max")) {
+            (Some(min), Some(max)) => format!("must be between {min} and {max}"),
+            (Some(min), None) => format!("must be at least {min}"),
+            (None, Some(max)) => format!("must be at most {max}"),
+            _ => "is out of range".to_string(),
+        },
+        "length" => match (param("min"), param("max")) {
+            (Some(min), Some(max)) => format!("length must be between {min} and {max}"),
+            (Some(min), None) => format!("length must be at least {min}"),
+            (None, Some(max)) => format!("length must be at most {max}"),
+            _ => "has the wrong length".to_string(),
+        },
+        other => format!("is invalid ({other})"),
+    }
+}

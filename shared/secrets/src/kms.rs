@@ -1,0 +1,92 @@
+use crate::{Cipher, Owner, SecretError};
+use async_trait::async_trait;
+use aws_sdk_kms::primitives::Blob;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+const PREFIX: &str = "kms:v1:";
+
+/// AWS KMS `Encrypt`/`Decrypt` with the owner as encryption context.
+/// Credentials are far below KMS's 4 KiB plaintext limit, so no data key
+/// (envelope) layer is needed.
+pub struct KmsCipher {
+    client: aws_sdk_kms::Client,
+    key_id: String,
+}
+
+impl KmsCipher {
+    pub fn new(client: aws_sdk_kms::Client, key_id: impl Into<String>) -> KmsCipher {
+        KmsCipher {
+            client,
+            key_id: key_id.into(),
+        }
+    }
+
+    pub async fn from_env(key_id: impl Into<String>) -> KmsCipher {
+        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        KmsCipher::new(aws_sdk_kms::Client::new(&config), key_id)
+    }
+
+    fn context(owner: &Owner<'_>) -> [(String, String); 3] {
+        [
+            ("floe:org".to_string(), owner.org.to_string()),
+            ("floe:repository".to_string(), owner.repository.to_string()),
+            ("floe:field".to_string(), owner.field.to_string()),
+        ]
+    }
+}
+
+fn describe<E: std::error::Error>(e: &aws_sdk_kms::error::SdkError<E>) -> String
+where
+    E: 'static,
+{
+    aws_sdk_kms::error::DisplayErrorContext(e).to_string()
+}
+
+#[async_trait]
+impl Cipher for KmsCipher {
+    async fn seal(&self, plaintext: &str, owner: &Owner<'_>) -> Result<String, SecretError> {
+        let mut req = self
+            .client
+            .encrypt()
+            .key_id(&self.key_id)
+            .plaintext(Blob::new(plaintext.as_bytes()));
+        for (k, v) in Self::context(owner) {
+            req = req.encryption_context(k, v);
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| SecretError::KeyUnavailable(describe(&e)))?;
+        let blob = out
+            .ciphertext_blob()
+            .ok_or_else(|| SecretError::KeyUnavailable("KMS returned no ciphertext".into()))?;
+        Ok(format!("{PREFIX}{}", STANDARD.encode(blob.as_ref())))
+    }
+
+    async fn open(&self, sealed: &str, owner: &Owner<'_>) -> Result<String, SecretError> {
+        let body = sealed
+            .strip_prefix(PREFIX)
+            .ok_or_else(|| SecretError::CannotOpen("not sealed with KMS".into()))?;
+        let blob = STANDARD
+            .decode(body)
+            .map_err(|_| SecretError::CannotOpen("not base64".into()))?;
+        let mut req = self
+            .client
+            .decrypt()
+            .key_id(&self.key_id)
+            .ciphertext_blob(Blob::new(blob));
+        for (k, v) in Self::context(owner) {
+            req = req.encryption_context(k, v);
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| SecretError::CannotOpen(describe(&e)))?;
+        let pt = out
+            .plaintext()
+            .ok_or_else(|| SecretError::CannotOpen("KMS returned no plaintext".into()))?;
+        String::from_utf8(pt.as_ref().to_vec())
+            .map_err(|_| SecretError::CannotOpen("not UTF-8".into()))
+    }
+}

@@ -1,0 +1,645 @@
+//! Typed stores of Floe's aggregates over any `Backend`. The aggregates'
+//! rules live here once: which writes go together in one batch, which
+//! references are counted, and what a failed condition means to a caller.
+
+use crate::backend::{
+    Attrs, Backend, BackendError, Filter, Kind, ListQuery, Record, RecordKey, Write, WriteFailure,
+};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use floe_domain::deployment::Deployment;
+use floe_domain::plan::Plan;
+use floe_domain::policy::Policy;
+use floe_domain::repository::Repository;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub const DEFAULT_PAGE_SIZE: u32 = 20;
+pub const MAX_PAGE_SIZE: u32 = 100;
+/// How long a create's idempotency key is remembered.
+pub const IDEMPOTENCY_TTL_SECS: i64 = 24 * 3600;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    #[error("already exists")]
+    AlreadyExists,
+    /// The caller's expected version is stale.
+    #[error("version mismatch: current version is {current}")]
+    VersionMismatch { current: u64 },
+    /// Other records still reference this one.
+    #[error("still referenced by {refs} records")]
+    InUse { refs: u64 },
+    /// A referenced record does not exist (in this organization).
+    #[error("{kind:?} '{key}' does not exist")]
+    MissingReference { kind: Kind, key: String },
+    /// The idempotency key was used before with another request.
+    #[error("idempotency key reused with a different request")]
+    IdempotencyKeyReused,
+    #[error("invalid cursor")]
+    BadCursor,
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// A value with its record's version and reference count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Versioned<T> {
+    pub value: T,
+    pub version: u64,
+    pub refs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// Opaque; present when more items may follow.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PageRequest {
+    pub size: Option<u32>,
+    pub cursor: Option<String>,
+}
+
+/// What an idempotent create remembers: the request's hash and its result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    pub request_hash: String,
+    pub deployment_id: String,
+}
+
+/// The idempotency part of a create: the key (already hashed by the caller,
+/// so any client string is safe as a storage key) and the request's hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Idempotency {
+    pub key_hash: String,
+    pub request_hash: String,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    backend: Arc<dyn Backend>,
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn decode<T: DeserializeOwned>(record: Record) -> Result<Versioned<T>, StoreError> {
+    let value = serde_json::from_str(&record.body).map_err(|e| {
+        StoreError::Corrupt(format!("{:?} {}: {e}", record.key.kind, record.key.key))
+    })?;
+    Ok(Versioned {
+        value,
+        version: record.version,
+        refs: record.refs,
+    })
+}
+
+fn backend_error(e: BackendError) -> StoreError {
+    match e {
+        BackendError::Unavailable(m) => StoreError::Unavailable(m),
+        BackendError::Corrupt(m) => StoreError::Corrupt(m),
+        BackendError::Failed { failure, .. } => simple_failure(failure),
+    }
+}
+
+fn simple_failure(f: WriteFailure) -> StoreError {
+    match f {
+        WriteFailure::Exists => StoreError::AlreadyExists,
+        WriteFailure::Missing => StoreError::NotFound,
+        WriteFailure::VersionMismatch { current } => StoreError::VersionMismatch { current },
+        WriteFailure::Referenced { refs } => StoreError::InUse { refs },
+        WriteFailure::Underflow => StoreError::Corrupt("reference count below zero".into()),
+    }
+}
+
+/// A batch of writes with, for each, what its failure means to the caller.
+#[derive(Default)]
+struct Batch {
+    writes: Vec<Write>,
+    meanings: Vec<Meaning>,
+}
+
+#[derive(Clone)]
+enum Meaning {
+    /// The aggregate's own record: failures mean what they say.
+    Own,
+    /// A reference to another record: `Missing` means the reference is dangling.
+    Reference(Kind, String),
+    /// The idempotency record: `Exists` means the key was used before.
+    IdempotencyKey,
+}
+
+impl Batch {
+    fn push(&mut self, w: Write, m: Meaning) {
+        self.writes.push(w);
+        self.meanings.push(m);
+    }
+
+    /// Adds +1/-1 reference writes for the difference between `before` and `after`.
+    fn reference_changes(
+        &mut self,
+        org: &str,
+        before: &[(Kind, String)],
+        after: &[(Kind, String)],
+    ) {
+        let mut delta: BTreeMap<(Kind, String), i64> = BTreeMap::new();
+        for r in before {
+            *delta.entry(r.clone()).or_default() -= 1;
+        }
+        for r in after {
+            *delta.entry(r.clone()).or_default() += 1;
+        }
+        for ((kind, key), d) in delta {
+            if d != 0 {
+                self.push(
+                    Write::Refs {
+                        key: RecordKey::new(org, kind, &key),
+                        delta: d,
+                    },
+                    Meaning::Reference(kind, key),
+                );
+            }
+        }
+    }
+
+    async fn run(self, backend: &dyn Backend) -> Result<(), StoreError> {
+        match backend.write(self.writes).await {
+            Ok(()) => Ok(()),
+            Err(BackendError::Failed { index, failure }) => Err(
+                match (
+                    self.meanings.get(index).cloned().unwrap_or(Meaning::Own),
+                    failure,
+                ) {
+                    (Meaning::Reference(kind, key), WriteFailure::Missing) => {
+                        StoreError::MissingReference { kind, key }
+                    }
+                    (Meaning::IdempotencyKey, WriteFailure::Exists) => {
+                        StoreError::IdempotencyKeyReused
+                    }
+                    (_, f) => simple_failure(f),
+                },
+            ),
+            Err(e) => Err(backend_error(e)),
+        }
+    }
+}
+
+fn record(key: RecordKey, body: String, version: u64, attrs: Attrs) -> Record {
+    Record {
+        key,
+        body,
+        version,
+        refs: 0,
+        attrs,
+        expires_at: None,
+    }
+}
+
+fn deployment_attrs(d: &Deployment) -> Attrs {
+    Attrs {
+        name: Some(d.spec.name.clone()),
+        status: Some(d.status.as_str().to_string()),
+        tags: d
+            .spec
+            .metadata
+            .tags
+            .iter()
+            .map(|t| t.filter_form())
+            .collect(),
+    }
+}
+
+fn deployment_refs(d: &Deployment) -> Vec<(Kind, String)> {
+    let mut refs: Vec<(Kind, String)> = d
+        .spec
+        .repository()
+        .map(|r| (Kind::Repository, r.to_string()))
+        .into_iter()
+        .collect();
+    refs.extend(d.spec.policies().iter().map(|p| (Kind::Policy, p.clone())));
+    refs
+}
+
+fn plan_key(p: &Plan) -> RecordKey {
+    RecordKey::new(&p.org, Kind::Plan, &format!("{}#{}", p.deployment_id, p.id))
+}
+
+fn decode_cursor(cursor: &Option<String>) -> Result<Option<String>, StoreError> {
+    let Some(c) = cursor else { return Ok(None) };
+    let bytes = URL_SAFE_NO_PAD
+        .decode(c)
+        .map_err(|_| StoreError::BadCursor)?;
+    let key = String::from_utf8(bytes).map_err(|_| StoreError::BadCursor)?;
+    // A cursor is only ever a key we produced; the backend rebuilds the full
+    // storage key from it inside the caller's organization and kind, so a
+    // forged cursor can only skip ahead, never step outside.
+    if key.is_empty() || key.len() > 512 || key.contains(char::is_control) {
+        return Err(StoreError::BadCursor);
+    }
+    Ok(Some(key))
+}
+
+fn encode_cursor(key: &str) -> String {
+    URL_SAFE_NO_PAD.encode(key.as_bytes())
+}
+
+impl Store {
+    pub fn new(backend: Arc<dyn Backend>) -> Store {
+        Store { backend }
+    }
+
+    async fn get<T: DeserializeOwned>(
+        &self,
+        key: RecordKey,
+    ) -> Result<Option<Versioned<T>>, StoreError> {
+        match self.backend.get(&key).await.map_err(backend_error)? {
+            Some(r) => decode(r).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn list<T: DeserializeOwned>(
+        &self,
+        org: &str,
+        kind: Kind,
+        key_prefix: String,
+        filter: Filter,
+        page: &PageRequest,
+    ) -> Result<Page<Versioned<T>>, StoreError> {
+        let limit = page
+            .size
+            .unwrap_or(DEFAULT_PAGE_SIZE)
+            .clamp(1, MAX_PAGE_SIZE);
+        let after = match decode_cursor(&page.cursor)? {
+            // A cursor from another deployment's plan list must not leak across.
+            Some(k) if !k.starts_with(&key_prefix) => return Err(StoreError::BadCursor),
+            other => other,
+        };
+        let query = ListQuery {
+            org: org.to_string(),
+            kind,
+            key_prefix,
+            after,
+            limit,
+            filter,
+        };
+        let result = self.backend.list(&query).await.map_err(backend_error)?;
+        let items = result
+            .records
+            .into_iter()
+            .map(decode)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Page {
+            items,
+            next_cursor: result.next.as_deref().map(encode_cursor),
+        })
+    }
+
+    // ---- repositories ----
+
+    pub async fn create_repository(&self, repo: &Repository) -> Result<(), StoreError> {
+        let key = RecordKey::new(&repo.org, Kind::Repository, &repo.name);
+        let attrs = Attrs {
+            name: Some(repo.name.clone()),
+            ..Attrs::default()
+        };
+        let mut b = Batch::default();
+        b.push(
+            Write::Create(record(key, encode(repo)?, 1, attrs)),
+            Meaning::Own,
+        );
+        b.run(self.backend.as_ref()).await
+    }
+
+    /// Replaces the repository whose version is `expected`; returns the new version.
+    pub async fn replace_repository(
+        &self,
+        repo: &Repository,
+        expected: u64,
+    ) -> Result<u64, StoreError> {
+        let key = RecordKey::new(&repo.org, Kind::Repository, &repo.name);
+        let attrs = Attrs {
+            name: Some(repo.name.clone()),
+            ..Attrs::default()
+        };
+        let mut b = Batch::default();
+        b.push(
+            Write::Update {
+                record: record(key, encode(repo)?, expected + 1, attrs),
+                expected,
+            },
+            Meaning::Own,
+        );
+        b.run(self.backend.as_ref()).await?;
+        Ok(expected + 1)
+    }
+
+    pub async fn get_repository(
+        &self,
+        org: &str,
+        name: &str,
+    ) -> Result<Option<Versioned<Repository>>, StoreError> {
+        self.get(RecordKey::new(org, Kind::Repository, name)).await
+    }
+
+    pub async fn list_repositories(
+        &self,
+        org: &str,
+        page: &PageRequest,
+    ) -> Result<Page<Versioned<Repository>>, StoreError> {
+        self.list(
+            org,
+            Kind::Repository,
+            String::new(),
+            Filter::default(),
+            page,
+        )
+        .await
+    }
+
+    /// Deletes the repository unless a deployment or policy still uses it (`InUse`).
+    pub async fn delete_repository(
+        &self,
+        org: &str,
+        name: &str,
+        expected: u64,
+    ) -> Result<(), StoreError> {
+        let mut b = Batch::default();
+        b.push(
+            Write::Delete {
+                key: RecordKey::new(org, Kind::Repository, name),
+                expected,
+                unreferenced: true,
+            },
+            Meaning::Own,
+        );
+        b.run(self.backend.as_ref()).await
+    }
+
+    // ---- snapshot policies ----
+
+    /// Creates the policy and counts its use of the repository, which must exist.
+    pub async fn create_policy(&self, policy: &Policy) -> Result<(), StoreError> {
+        let key = RecordKey::new(&policy.org, Kind::Policy, &policy.id);
+        let attrs = Attrs {
+            name: Some(policy.spec.name.clone()),
+            ..Attrs::default()
+        };
+        let mut b = Batch::default();
+        b.push(
+            Write::Create(record(key, encode(policy)?, 1, attrs)),
+            Meaning::Own,
+        );
+        b.reference_changes(
+            &policy.org,
+            &[],
+            &[(Kind::Repository, policy.spec.repository.clone())],
+        );
+        b.run(self.backend.as_ref()).await
+    }
+
+    /// Replaces `previous` with `policy`, moving the repository reference if it changed.
+    pub async fn replace_policy(
+        &self,
+        policy: &Policy,
+        previous: &Versioned<Policy>,
+    ) -> Result<u64, StoreError> {
+        let key = RecordKey::new(&policy.org, Kind::Policy, &policy.id);
+        let attrs = Attrs {
+            name: Some(policy.spec.name.clone()),
+            ..Attrs::default()
+        };
+        let version = previous.version + 1;
+        let mut b = Batch::default();
+        b.push(
+            Write::Update {
+                record: record(key, encode(policy)?, version, attrs),
+                expected: previous.version,
+            },
+            Meaning::Own,
+        );
+        b.reference_changes(
+            &policy.org,
+            &[(Kind::Repository, previous.value.spec.repository.clone())],
+            &[(Kind::Repository, policy.spec.repository.clone())],
+        );
+        b.run(self.backend.as_ref()).await?;
+        Ok(version)
+    }
+
+    pub async fn get_policy(
+        &self,
+        org: &str,
+        id: &str,
+    ) -> Result<Option<Versioned<Policy>>, StoreError> {
+        self.get(RecordKey::new(org, Kind::Policy, id)).await
+    }
+
+    pub async fn list_policies(
+        &self,
+        org: &str,
+        page: &PageRequest,
+    ) -> Result<Page<Versioned<Policy>>, StoreError> {
+        self.list(org, Kind::Policy, String::new(), Filter::default(), page)
+            .await
+    }
+
+    /// Deletes the policy unless a deployment still has it attached (`InUse`).
+    pub async fn delete_policy(&self, previous: &Versioned<Policy>) -> Result<(), StoreError> {
+        let p = &previous.value;
+        let mut b = Batch::default();
+        b.push(
+            Write::Delete {
+                key: RecordKey::new(&p.org, Kind::Policy, &p.id),
+                expected: previous.version,
+                unreferenced: true,
+            },
+            Meaning::Own,
+        );
+        b.reference_changes(
+            &p.org,
+            &[(Kind::Repository, p.spec.repository.clone())],
+            &[],
+        );
+        b.run(self.backend.as_ref()).await
+    }
+
+    // ---- deployments and their plans ----
+
+    /// Stores a new deployment with its first plan, counts its references
+    /// (repository, policies: all must exist), and remembers the idempotency
+    /// key, all in one atomic batch.
+    pub async fn create_deployment(
+        &self,
+        deployment: &Deployment,
+        plan: &Plan,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<(), StoreError> {
+        let org = &deployment.org;
+        let mut b = Batch::default();
+        b.push(
+            Write::Create(record(
+                RecordKey::new(org, Kind::Deployment, &deployment.id),
+                encode(deployment)?,
+                1,
+                deployment_attrs(deployment),
+            )),
+            Meaning::Own,
+        );
+        b.push(
+            Write::Create(record(plan_key(plan), encode(plan)?, 1, plan_attrs(plan))),
+            Meaning::Own,
+        );
+        b.reference_changes(org, &[], &deployment_refs(deployment));
+        if let Some(idem) = idempotency {
+            let body = encode(&IdempotencyRecord {
+                request_hash: idem.request_hash.clone(),
+                deployment_id: deployment.id.clone(),
+            })?;
+            let mut r = record(
+                RecordKey::new(org, Kind::Idempotency, &idem.key_hash),
+                body,
+                1,
+                Attrs::default(),
+            );
+            r.expires_at = Some(crate::backend::now_epoch() + IDEMPOTENCY_TTL_SECS);
+            b.push(Write::Create(r), Meaning::IdempotencyKey);
+        }
+        b.run(self.backend.as_ref()).await
+    }
+
+    pub async fn get_idempotency(
+        &self,
+        org: &str,
+        key_hash: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        Ok(self
+            .get::<IdempotencyRecord>(RecordKey::new(org, Kind::Idempotency, key_hash))
+            .await?
+            .map(|v| v.value))
+    }
+
+    /// Replaces `previous` with `deployment` (moving references), and stores
+    /// `plan` with it when the change needs one.
+    pub async fn replace_deployment(
+        &self,
+        deployment: &Deployment,
+        previous: &Versioned<Deployment>,
+        plan: Option<&Plan>,
+    ) -> Result<u64, StoreError> {
+        let org = &deployment.org;
+        let version = previous.version + 1;
+        let mut b = Batch::default();
+        b.push(
+            Write::Update {
+                record: record(
+                    RecordKey::new(org, Kind::Deployment, &deployment.id),
+                    encode(deployment)?,
+                    version,
+                    deployment_attrs(deployment),
+                ),
+                expected: previous.version,
+            },
+            Meaning::Own,
+        );
+        if let Some(plan) = plan {
+            b.push(
+                Write::Create(record(plan_key(plan), encode(plan)?, 1, plan_attrs(plan))),
+                Meaning::Own,
+            );
+        }
+        b.reference_changes(
+            org,
+            &deployment_refs(&previous.value),
+            &deployment_refs(deployment),
+        );
+        b.run(self.backend.as_ref()).await?;
+        Ok(version)
+    }
+
+    pub async fn get_deployment(
+        &self,
+        org: &str,
+        id: &str,
+    ) -> Result<Option<Versioned<Deployment>>, StoreError> {
+        self.get(RecordKey::new(org, Kind::Deployment, id)).await
+    }
+
+    pub async fn list_deployments(
+        &self,
+        org: &str,
+        filter: Filter,
+        page: &PageRequest,
+    ) -> Result<Page<Versioned<Deployment>>, StoreError> {
+        self.list(org, Kind::Deployment, String::new(), filter, page)
+            .await
+    }
+
+    /// Deletes the deployment record and releases its references. Its plans
+    /// stay as history.
+    pub async fn delete_deployment(
+        &self,
+        previous: &Versioned<Deployment>,
+    ) -> Result<(), StoreError> {
+        let d = &previous.value;
+        let mut b = Batch::default();
+        b.push(
+            Write::Delete {
+                key: RecordKey::new(&d.org, Kind::Deployment, &d.id),
+                expected: previous.version,
+                unreferenced: false,
+            },
+            Meaning::Own,
+        );
+        b.reference_changes(&d.org, &deployment_refs(d), &[]);
+        b.run(self.backend.as_ref()).await
+    }
+
+    pub async fn get_plan(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        plan_id: &str,
+    ) -> Result<Option<Versioned<Plan>>, StoreError> {
+        self.get(RecordKey::new(
+            org,
+            Kind::Plan,
+            &format!("{deployment_id}#{plan_id}"),
+        ))
+        .await
+    }
+
+    pub async fn list_plans(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        page: &PageRequest,
+    ) -> Result<Page<Versioned<Plan>>, StoreError> {
+        self.list(
+            org,
+            Kind::Plan,
+            format!("{deployment_id}#"),
+            Filter::default(),
+            page,
+        )
+        .await
+    }
+}
+
+fn plan_attrs(p: &Plan) -> Attrs {
+    Attrs {
+        name: None,
+        status: serde_json::to_value(p.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string)),
+        tags: Vec::new(),
+    }
+}
