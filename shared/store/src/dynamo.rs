@@ -904,7 +904,9 @@ mod tests {
     struct Wire {
         operations: Mutex<Vec<String>>,
         conflicts_to_inject: AtomicUsize,
-        pending_fault: Mutex<Option<&'static str>>,
+        /// The cancellation reason of injected failures.
+        fault_reason: Mutex<&'static str>,
+        pending_fault: Mutex<Option<String>>,
         close_connections: bool,
     }
 
@@ -916,12 +918,17 @@ mod tests {
         fn clear(&self) {
             self.operations.lock().expect("wire lock").clear();
         }
+
+        fn inject(&self, failures: usize, reason: &'static str) {
+            *self.fault_reason.lock().expect("wire lock") = reason;
+            self.conflicts_to_inject.store(failures, Ordering::SeqCst);
+        }
     }
 
     /// Records each request's operation and, while `conflicts_to_inject` is
-    /// positive, turns a write into a harmless ListTables on the wire and
-    /// answers it with the conflict DynamoDB gives a write that lost a race
-    /// (moto never produces one).
+    /// positive, turns a transaction into a harmless ListTables on the wire
+    /// and answers it with the cancellation DynamoDB gives a transaction that
+    /// lost a race or was throttled (moto never produces either).
     #[derive(Debug)]
     struct WireInterceptor(Arc<Wire>);
 
@@ -953,11 +960,7 @@ mod tests {
                     .headers_mut()
                     .insert("connection", "close");
             }
-            let is_write = matches!(
-                operation.as_str(),
-                "PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems"
-            );
-            let inject = is_write
+            let inject = operation == "TransactWriteItems"
                 && self
                     .0
                     .conflicts_to_inject
@@ -967,11 +970,10 @@ mod tests {
                 ctx.request_mut()
                     .headers_mut()
                     .insert("x-amz-target", "DynamoDB_20120810.ListTables");
-                let body = if operation == "TransactWriteItems" {
-                    r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict, None]","CancellationReasons":[{"Code":"TransactionConflict","Message":"Transaction is ongoing for the item"},{"Code":"None"}]}"#
-                } else {
-                    r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}"#
-                };
+                let reason = *self.0.fault_reason.lock().expect("wire lock");
+                let body = format!(
+                    r#"{{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled, please refer cancellation reasons for specific reasons [{reason}]","CancellationReasons":[{{"Code":"{reason}","Message":"injected by the test"}}]}}"#
+                );
                 *self.0.pending_fault.lock().expect("wire lock") = Some(body);
             }
             Ok(())
@@ -1191,14 +1193,21 @@ mod tests {
             expires_at: Some(now_epoch() + 60),
             ..record(Kind::Idempotency, "idem-2")
         };
-        create(&backend, &[old.clone(), live.clone()]).await;
+        // Gone from its `expires_at` second on, as in the SQLite adapter.
+        let ending = Record {
+            expires_at: Some(now_epoch()),
+            ..record(Kind::Idempotency, "idem-3")
+        };
+        create(&backend, &[old.clone(), live.clone(), ending.clone()]).await;
 
         assert_eq!(get(&backend, &old.key).await, None);
+        assert_eq!(get(&backend, &ending.key).await, None);
         let page = backend
             .list(&query(Kind::Idempotency, 10))
             .await
             .expect("list");
         assert_eq!(keys(&page), vec!["idem-2"]);
+        create(&backend, &[ending]).await;
 
         let update = Write::Update {
             record: Record {
@@ -1792,28 +1801,27 @@ mod tests {
     #[tokio::test]
     async fn a_write_that_loses_a_transaction_race_is_retried() {
         let (backend, wire) = backend().await;
-        wire.conflicts_to_inject.store(2, Ordering::SeqCst);
+        wire.inject(2, "TransactionConflict");
         create(&backend, &[repo("a"), repo("b")]).await;
         assert_eq!(wire.operations(), vec!["TransactWriteItems"; 3]);
         assert!(get(&backend, &repo("a").key).await.is_some());
 
+        // A single write is a transaction too (see `write_once`).
         wire.clear();
-        wire.conflicts_to_inject.store(1, Ordering::SeqCst);
-        backend
-            .write(vec![Write::Refs {
-                key: repo("a").key,
-                delta: 1,
-            }])
-            .await
-            .expect("refs");
-        assert_eq!(wire.operations(), vec!["UpdateItem"; 2]);
+        wire.inject(1, "ThrottlingError");
+        let refs = Write::Refs {
+            key: repo("a").key,
+            delta: 1,
+        };
+        backend.write(vec![refs]).await.expect("refs");
+        assert_eq!(wire.operations(), vec!["TransactWriteItems"; 2]);
         assert_eq!(get(&backend, &repo("a").key).await.map(|r| r.refs), Some(1));
     }
 
     #[tokio::test]
     async fn a_write_that_keeps_conflicting_is_unavailable() {
         let (backend, wire) = backend().await;
-        wire.conflicts_to_inject.store(100, Ordering::SeqCst);
+        wire.inject(100, "TransactionConflict");
         let result = backend
             .write(vec![Write::Create(repo("a")), Write::Create(repo("b"))])
             .await;
@@ -1823,19 +1831,21 @@ mod tests {
             }
             other => panic!("expected Unavailable, got {other:?}"),
         }
+        assert_eq!(wire.operations().len(), WRITE_ATTEMPTS as usize);
+
+        // Other cancellations are not worth a retry.
+        wire.clear();
+        wire.inject(100, "ValidationError");
         let result = backend.write(vec![Write::Create(repo("a"))]).await;
         match result {
             Err(BackendError::Unavailable(message)) => {
-                assert!(
-                    message.contains("TransactionConflictException"),
-                    "{message}"
-                );
+                assert!(message.contains("ValidationError"), "{message}");
             }
             other => panic!("expected Unavailable, got {other:?}"),
         }
-        let attempts = WRITE_ATTEMPTS as usize;
-        assert_eq!(wire.operations().len(), 2 * attempts);
-        wire.conflicts_to_inject.store(0, Ordering::SeqCst);
+        assert_eq!(wire.operations().len(), 1);
+
+        wire.inject(0, "None");
         assert_eq!(get(&backend, &repo("a").key).await, None);
     }
 
@@ -1872,11 +1882,22 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn ensure_table_is_idempotent() {
+    async fn ensure_table_is_idempotent_and_enables_ttl() {
         let (backend, _) = backend().await;
         backend.ensure_table().await.expect("second ensure_table");
         create(&backend, &[repo("a")]).await;
         backend.ensure_table().await.expect("third ensure_table");
         assert!(get(&backend, &repo("a").key).await.is_some());
+
+        let ttl = backend
+            .client
+            .describe_time_to_live()
+            .table_name(backend.table())
+            .send()
+            .await
+            .expect("describe TTL");
+        let ttl = ttl.time_to_live_description().expect("a TTL description");
+        assert_eq!(ttl.time_to_live_status(), Some(&TimeToLiveStatus::Enabled));
+        assert_eq!(ttl.attribute_name(), Some(EXPIRES_AT));
     }
 }

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Runs Floe locally on its embedded default: SQLite under .floe/, a local
+# JWT secret and credential key, listening on FLOE_LISTEN (127.0.0.1:8080).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec cargo run --quiet --bin floe-api -- serve "$@"

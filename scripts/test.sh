@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs every test of Floe on a fresh machine: installs what the tests need
+# (a Python venv with moto), starts moto on 127.0.0.1, then runs formatting,
+# lints and the whole workspace's tests (unit, handler, conformance on
+# SQLite and DynamoDB, black-box, OpenAPI drift).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+venv=${FLOE_VENV:-$root/.venv}
+req=scripts/requirements-test.txt
+if [ ! -x "$venv/bin/moto_server" ] || ! cmp -s "$req" "$venv/.requirements"; then
+  echo "== installing test tools into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+  cp "$req" "$venv/.requirements"
+fi
+
+mkdir -p target
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+echo "== starting moto on 127.0.0.1:$port"
+"$venv/bin/python" scripts/moto_serial.py 127.0.0.1 "$port" > target/moto.log 2>&1 &
+moto_pid=$!
+trap 'kill $moto_pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  if curl -s -o /dev/null "http://127.0.0.1:$port/moto-api/"; then break; fi
+  if ! kill -0 $moto_pid 2>/dev/null; then cat target/moto.log; echo "moto did not start"; exit 1; fi
+  sleep 0.2
+done
+
+# Everything AWS-shaped in the tests talks to moto on loopback, with fake
+# credentials, and never asks an instance metadata service.
+export FLOE_TEST_AWS_ENDPOINT="http://127.0.0.1:$port"
+export AWS_ENDPOINT_URL="$FLOE_TEST_AWS_ENDPOINT"
+export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+export AWS_EC2_METADATA_DISABLED=true
+export PATH="$venv/bin:$PATH"
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast "$@"
+else
+  cargo test --workspace --no-fail-fast "$@"
+fi
