@@ -516,23 +516,23 @@ fn check_storage(p: &mut Problems, at: &str, s: &Storage) {
     let field = |name: &str| format!("{at}.{name}");
     match s.volume_type {
         VolumeType::Gp3 => {
-            if let Some(iops) = s.iops {
-                if !(3000..=16000).contains(&iops) {
-                    p.push(
-                        field("iops"),
-                        "validation.range",
-                        "must be between 3000 and 16000 for gp3",
-                    );
-                }
+            if let Some(iops) = s.iops
+                && !(3000..=16000).contains(&iops)
+            {
+                p.push(
+                    field("iops"),
+                    "validation.range",
+                    "must be between 3000 and 16000 for gp3",
+                );
             }
-            if let Some(t) = s.throughput {
-                if !(125..=1000).contains(&t) {
-                    p.push(
-                        field("throughput"),
-                        "validation.range",
-                        "must be between 125 and 1000 MiB/s for gp3",
-                    );
-                }
+            if let Some(t) = s.throughput
+                && !(125..=1000).contains(&t)
+            {
+                p.push(
+                    field("throughput"),
+                    "validation.range",
+                    "must be between 125 and 1000 MiB/s for gp3",
+                );
             }
         }
         VolumeType::Gp2 => {

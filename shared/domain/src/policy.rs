@@ -115,14 +115,14 @@ impl PolicySpec {
                     parse_time_value(e).map(|_| ()),
                 );
             }
-            if let (Some(min), Some(max)) = (r.min_count, r.max_count) {
-                if min > max {
-                    p.push(
-                        "retention.min_count",
-                        "validation.range",
-                        format!("must not exceed max_count ({max})"),
-                    );
-                }
+            if let (Some(min), Some(max)) = (r.min_count, r.max_count)
+                && min > max
+            {
+                p.push(
+                    "retention.min_count",
+                    "validation.range",
+                    format!("must not exceed max_count ({max})"),
+                );
             }
         }
         p.finish()?;

@@ -36,10 +36,7 @@ impl KmsCipher {
     }
 }
 
-fn describe<E: std::error::Error>(e: &aws_sdk_kms::error::SdkError<E>) -> String
-where
-    E: 'static,
-{
+fn describe<E: std::error::Error + 'static>(e: &aws_sdk_kms::error::SdkError<E>) -> String {
     aws_sdk_kms::error::DisplayErrorContext(e).to_string()
 }
 

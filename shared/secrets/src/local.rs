@@ -37,10 +37,10 @@ impl LocalCipher {
     /// it would make encryption at rest pointless.
     pub fn load_or_create(path: &Path) -> Result<LocalCipher, SecretError> {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        if let Some(dir) = path.parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir).map_err(unavailable)?;
-            }
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(unavailable)?;
         }
         match std::fs::metadata(path) {
             Ok(meta) => {

@@ -43,10 +43,10 @@ fn unavailable(e: impl std::fmt::Display) -> BackendError {
 impl SqliteBackend {
     /// Opens (creating if needed) the database file and its schema.
     pub fn open(path: &Path) -> Result<SqliteBackend, BackendError> {
-        if let Some(dir) = path.parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir).map_err(unavailable)?;
-            }
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(unavailable)?;
         }
         let conn = Connection::open(path).map_err(unavailable)?;
         Self::init(conn)

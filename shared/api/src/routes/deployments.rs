@@ -117,7 +117,8 @@ fn view(d: &Versioned<Deployment>) -> DeploymentView {
     responses(
         (status = 201, description = "Created, with its pending create plan.", body = DeploymentView,
          example = json!(crate::examples::deployment_view())),
-        (status = 200, description = "A retry with the same idempotency key and body: the first result.", body = DeploymentView),
+        (status = 200, description = "A retry with the same idempotency key and body: the first result.", body = DeploymentView,
+         example = json!(crate::examples::deployment_view())),
         (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody,
          example = json!({"errors": [{"code": "validation.instance_type", "message": "node_groups[0].instance_type: 'm6g.huge' is not in the instance catalog", "fields": ["node_groups[0].instance_type"]}]})),
         (status = 401, description = "No or bad token.", body = ErrorBody),
@@ -151,10 +152,10 @@ async fn create_deployment(
             })
         }
     };
-    if let Some(idem) = &idempotency {
-        if let Some(first) = replay(&state, &caller, idem).await? {
-            return Ok(first);
-        }
+    if let Some(idem) = &idempotency
+        && let Some(first) = replay(&state, &caller, idem).await?
+    {
+        return Ok(first);
     }
 
     let now = chrono::Utc::now();
@@ -195,10 +196,10 @@ async fn create_deployment(
         Ok(()) => {}
         Err(StoreError::IdempotencyKeyReused) => {
             // A concurrent request with the same key won the race.
-            if let Some(idem) = &idempotency {
-                if let Some(first) = replay(&state, &caller, idem).await? {
-                    return Ok(first);
-                }
+            if let Some(idem) = &idempotency
+                && let Some(first) = replay(&state, &caller, idem).await?
+            {
+                return Ok(first);
             }
             return Err(ApiError::concurrent_change());
         }
@@ -285,14 +286,14 @@ async fn list_deployments(
                 .to_string(),
         ),
     };
-    if let Some(tag) = query.get("tag") {
-        if !tag.contains(':') {
-            return Err(ApiError::invalid_field(
-                "validation.tag",
-                "tag",
-                "must be key:value",
-            ));
-        }
+    if let Some(tag) = query.get("tag")
+        && !tag.contains(':')
+    {
+        return Err(ApiError::invalid_field(
+            "validation.tag",
+            "tag",
+            "must be key:value",
+        ));
     }
     let filter = Filter {
         name_prefix: query.get("name").cloned(),

@@ -1,0 +1,701 @@
+//! Handler tests through the real router (no socket): the semantics of each
+//! resource, versions, idempotency, references, roles and organizations.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use floe_api::{AppState, app};
+use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
+use floe_domain::repository::EndpointPolicy;
+use floe_secrets::LocalCipher;
+use floe_store::Store;
+use floe_store::sqlite::SqliteBackend;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceExt;
+
+const SECRET: &[u8] = b"router-tests-hs256-secret-0123456789abcdef";
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+struct Api {
+    app: axum::Router,
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: Value,
+}
+
+impl Reply {
+    fn etag(&self) -> &str {
+        self.headers
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+    fn code(&self) -> &str {
+        self.body["errors"][0]["code"].as_str().unwrap_or("")
+    }
+}
+
+fn token(org: &str, role: Role) -> String {
+    issue_hs256(
+        SECRET,
+        "floe-local",
+        "floe-api",
+        "tester",
+        org,
+        &[role],
+        Duration::from_secs(600),
+    )
+    .unwrap_or_default()
+}
+
+fn api() -> Result<Api, Box<dyn std::error::Error>> {
+    let verifier = Verifier::new(VerifierConfig {
+        issuer: "floe-local".into(),
+        audience: "floe-api".into(),
+        keys: KeySource::Hs256Secret(SECRET.to_vec()),
+        leeway_secs: 0,
+    })?;
+    let state = AppState {
+        store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
+        cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
+        verifier: Arc::new(verifier),
+        endpoint_policy: EndpointPolicy::default(),
+    };
+    Ok(Api { app: app(state) })
+}
+
+impl Api {
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> Result<Reply, Box<dyn std::error::Error>> {
+        let mut req = Request::builder().method(method).uri(path);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = match body {
+            Some(b) => req
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&b)?))?,
+            None => req.body(Body::empty())?,
+        };
+        let res = self.app.clone().oneshot(req).await?;
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = res.into_body().collect().await?.to_bytes();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)?
+        };
+        assert_ne!(
+            status,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "{method} {path}: {body}"
+        );
+        Ok(Reply {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    async fn admin(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Reply, Box<dyn std::error::Error>> {
+        self.call(
+            method,
+            path,
+            Some(&token("acme", Role::PlatformAdmin)),
+            &[],
+            body,
+        )
+        .await
+    }
+}
+
+const REPOS: &str = "/api/v1/platform/configuration/snapshots/repositories";
+
+fn repo_body(secret: &str) -> Value {
+    json!({"type": "s3", "settings": {"bucket": "elastic-snapshots", "endpoint": "1.2.3.4", "protocol": "http",
+        "access_key": "AKIAFLOETEST1234", "secret_key": secret, "max_snapshot_bytes_per_sec": "150mb"}})
+}
+
+fn deployment_body(name: &str, repository: Option<&str>, policies: &[&str]) -> Value {
+    let mut body = json!({"name": name, "version": "8.15.3",
+        "node_groups": [{"id": "hot", "roles": ["master", "data_hot", "data_content"], "instance_type": "m6g.xlarge",
+            "count": 3, "zone_count": 3, "storage": {"size_gb": 200}}],
+        "user_settings": {"thread_pool": {"snapshot": {"max": 8}}},
+        "metadata": {"tags": [{"key": "team", "value": "search"}]}});
+    if let Some(r) = repository {
+        body["snapshot"] = json!({"repository": r, "policies": policies});
+    }
+    body
+}
+
+fn policy_body(repository: &str) -> Value {
+    json!({"name": "nightly", "schedule": {"cron": "0 30 1 * * ?", "timezone": "Europe/Berlin"},
+        "snapshot_name": "<nightly-{now/d}>", "repository": repository,
+        "retention": {"expire_after": "30d", "min_count": 5, "max_count": 50}})
+}
+
+#[tokio::test]
+async fn deployment_shows_architecture_heap_and_pending_plan() -> TestResult {
+    let api = api()?;
+    let r = api
+        .admin(
+            "POST",
+            "/api/v1/deployments",
+            Some(deployment_body("logs", None, &[])),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.etag(), "\"1\"");
+    let id = r.body["id"].as_str().ok_or("id")?.to_string();
+    assert_eq!(
+        r.headers.get("location").and_then(|v| v.to_str().ok()),
+        Some(format!("/api/v1/deployments/{id}").as_str())
+    );
+    assert_eq!(r.body["status"], "initializing");
+    assert_eq!(r.body["node_groups"][0]["arch"], "arm64");
+    assert_eq!(r.body["node_groups"][0]["jvm_heap_mib"], 8192);
+    assert_eq!(r.body["plans"]["pending"]["kind"], "create");
+    // Nested settings are stored flat, as Elasticsearch reports them.
+    assert_eq!(
+        r.body["user_settings"],
+        json!({"thread_pool.snapshot.max": 8})
+    );
+
+    let got = api
+        .admin("GET", &format!("/api/v1/deployments/{id}"), None)
+        .await?;
+    assert_eq!(got.body, r.body);
+
+    // x86 types are x86_64, and the heap is capped at 31 GiB.
+    let mut big = deployment_body("big", None, &[]);
+    big["node_groups"][0]["instance_type"] = json!("r6i.16xlarge");
+    let r = api.admin("POST", "/api/v1/deployments", Some(big)).await?;
+    assert_eq!(r.body["node_groups"][0]["arch"], "x86_64");
+    assert_eq!(r.body["node_groups"][0]["jvm_heap_mib"], 31 * 1024);
+    Ok(())
+}
+
+#[tokio::test]
+async fn versions_and_preconditions() -> TestResult {
+    let api = api()?;
+    let path = format!("{REPOS}/main");
+    let r = api
+        .admin("PUT", &path, Some(repo_body("s3cr3t-value")))
+        .await?;
+    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(
+        r.headers
+            .get("x-cloud-resource-version")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+
+    let t = token("acme", Role::PlatformAdmin);
+    let r = api
+        .call(
+            "PUT",
+            &path,
+            Some(&t),
+            &[("if-match", "\"1\"")],
+            Some(repo_body("s3cr3t-value")),
+        )
+        .await?;
+    assert_eq!((r.status, r.etag()), (StatusCode::OK, "\"2\""));
+    let stale = api
+        .call(
+            "PUT",
+            &path,
+            Some(&t),
+            &[("if-match", "\"1\"")],
+            Some(repo_body("other")),
+        )
+        .await?;
+    assert_eq!(
+        (stale.status, stale.code()),
+        (StatusCode::PRECONDITION_FAILED, "request.version_mismatch")
+    );
+    let stale = api
+        .call("DELETE", &format!("{path}?version=1"), Some(&t), &[], None)
+        .await?;
+    assert_eq!(stale.status, StatusCode::PRECONDITION_FAILED);
+    let garbage = api
+        .call(
+            "DELETE",
+            &path,
+            Some(&t),
+            &[("if-match", "yesterday")],
+            None,
+        )
+        .await?;
+    assert_eq!(
+        (garbage.status, garbage.code()),
+        (StatusCode::BAD_REQUEST, "validation.if_match")
+    );
+    let unchanged = api.admin("GET", &path, None).await?;
+    assert_eq!(unchanged.etag(), "\"2\"");
+
+    let ok = api
+        .call("DELETE", &path, Some(&t), &[("if-match", "\"2\"")], None)
+        .await?;
+    assert_eq!(ok.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        api.admin("GET", &path, None).await?.status,
+        StatusCode::NOT_FOUND
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn omitted_secrets_are_kept_only_for_the_same_access_key() -> TestResult {
+    let api = api()?;
+    let path = format!("{REPOS}/main");
+    api.admin("PUT", &path, Some(repo_body("first-secret")))
+        .await?;
+    let mut without = repo_body("x");
+    if let Some(s) = without["settings"].as_object_mut() {
+        s.remove("secret_key");
+    }
+    let r = api.admin("PUT", &path, Some(without.clone())).await?;
+    assert_eq!(
+        r.body["settings"]["secret_key_set"], true,
+        "same access key: the stored secret stays"
+    );
+    assert_eq!(r.body["settings"]["access_key"], "****1234");
+
+    without["settings"]["access_key"] = json!("AKIAANOTHERKEY99");
+    let r = api.admin("PUT", &path, Some(without)).await?;
+    assert_eq!(
+        r.body["settings"]["secret_key_set"], false,
+        "a new access key never inherits the old secret"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn idempotent_creates() -> TestResult {
+    let api = api()?;
+    let t = token("acme", Role::DeploymentManager);
+    let first = api
+        .call(
+            "POST",
+            "/api/v1/deployments",
+            Some(&t),
+            &[("idempotency-key", "k-1")],
+            Some(deployment_body("logs", None, &[])),
+        )
+        .await?;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let again = api
+        .call(
+            "POST",
+            "/api/v1/deployments",
+            Some(&t),
+            &[("idempotency-key", "k-1")],
+            Some(deployment_body("logs", None, &[])),
+        )
+        .await?;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.body["id"], first.body["id"]);
+    let other = api
+        .call(
+            "POST",
+            "/api/v1/deployments",
+            Some(&t),
+            &[("idempotency-key", "k-1")],
+            Some(deployment_body("other", None, &[])),
+        )
+        .await?;
+    assert_eq!(
+        (other.status, other.code()),
+        (StatusCode::CONFLICT, "request.idempotency_key_reused")
+    );
+    // ECE's request_id works the same way.
+    let a = api
+        .call(
+            "POST",
+            "/api/v1/deployments?request_id=r-9",
+            Some(&t),
+            &[],
+            Some(deployment_body("logs", None, &[])),
+        )
+        .await?;
+    let b = api
+        .call(
+            "POST",
+            "/api/v1/deployments?request_id=r-9",
+            Some(&t),
+            &[],
+            Some(deployment_body("logs", None, &[])),
+        )
+        .await?;
+    assert_eq!(a.body["id"], b.body["id"]);
+    let list = api
+        .call("GET", "/api/v1/deployments", Some(&t), &[], None)
+        .await?;
+    assert_eq!(
+        list.body["deployments"].as_array().map(Vec::len),
+        Some(2),
+        "retries created nothing more"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn references_are_checked_and_guard_deletes() -> TestResult {
+    let api = api()?;
+    let missing = api
+        .admin(
+            "POST",
+            "/api/v1/snapshot-policies",
+            Some(policy_body("nope")),
+        )
+        .await?;
+    assert_eq!(
+        (
+            missing.status,
+            missing.body["errors"][0]["fields"][0].as_str()
+        ),
+        (StatusCode::BAD_REQUEST, Some("repository"))
+    );
+
+    api.admin("PUT", &format!("{REPOS}/main"), Some(repo_body("s")))
+        .await?;
+    let p = api
+        .admin(
+            "POST",
+            "/api/v1/snapshot-policies",
+            Some(policy_body("main")),
+        )
+        .await?;
+    assert_eq!(p.status, StatusCode::CREATED, "{}", p.body);
+    assert_eq!(
+        p.body["schedule_expression"],
+        json!({"expression": "cron(30 1 * * ? *)", "timezone": "Europe/Berlin"})
+    );
+    let pid = p.body["id"].as_str().ok_or("id")?.to_string();
+
+    let bad_policy = api
+        .admin(
+            "POST",
+            "/api/v1/deployments",
+            Some(deployment_body(
+                "logs",
+                Some("main"),
+                &["0193a0c4e1f07d2a8b9c0d1e2f3a4b5c"],
+            )),
+        )
+        .await?;
+    assert_eq!(
+        bad_policy.body["errors"][0]["fields"][0],
+        "snapshot.policies[0]"
+    );
+
+    let d = api
+        .admin(
+            "POST",
+            "/api/v1/deployments",
+            Some(deployment_body("logs", Some("main"), &[&pid])),
+        )
+        .await?;
+    assert_eq!(d.status, StatusCode::CREATED, "{}", d.body);
+    let did = d.body["id"].as_str().ok_or("id")?.to_string();
+
+    let repo = api.admin("GET", &format!("{REPOS}/main"), None).await?;
+    assert_eq!(repo.body["used_by"], 2);
+    let in_use = api.admin("DELETE", &format!("{REPOS}/main"), None).await?;
+    assert_eq!(
+        (in_use.status, in_use.code()),
+        (StatusCode::CONFLICT, "repositories.repository_in_use")
+    );
+    let attached = api
+        .admin("DELETE", &format!("/api/v1/snapshot-policies/{pid}"), None)
+        .await?;
+    assert_eq!(
+        (attached.status, attached.code()),
+        (StatusCode::CONFLICT, "policies.policy_in_use")
+    );
+    let running = api
+        .admin("DELETE", &format!("/api/v1/deployments/{did}"), None)
+        .await?;
+    assert_eq!(
+        (running.status, running.code()),
+        (StatusCode::CONFLICT, "deployments.deployment_not_stopped")
+    );
+
+    // Detaching is a record-only change, allowed while the create plan is pending.
+    let mut detached = deployment_body("logs", Some("main"), &[]);
+    detached["metadata"]["tags"] = json!([{"key": "team", "value": "obs"}]);
+    let r = api
+        .admin("PUT", &format!("/api/v1/deployments/{did}"), Some(detached))
+        .await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["resource_version"], 2);
+    assert_eq!(
+        api.admin("DELETE", &format!("/api/v1/snapshot-policies/{pid}"), None)
+            .await?
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        api.admin("GET", &format!("{REPOS}/main"), None).await?.body["used_by"],
+        1
+    );
+
+    // A cluster change waits for the pending plan.
+    let mut resized = deployment_body("logs", Some("main"), &[]);
+    resized["node_groups"][0]["count"] = json!(5);
+    let r = api
+        .admin("PUT", &format!("/api/v1/deployments/{did}"), Some(resized))
+        .await?;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "deployments.plan_in_progress")
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn organizations_and_roles() -> TestResult {
+    let api = api()?;
+    let d = api
+        .admin(
+            "POST",
+            "/api/v1/deployments",
+            Some(deployment_body("logs", None, &[])),
+        )
+        .await?;
+    let path = format!("/api/v1/deployments/{}", d.body["id"].as_str().ok_or("id")?);
+
+    let other_org = api
+        .call(
+            "GET",
+            &path,
+            Some(&token("globex", Role::PlatformViewer)),
+            &[],
+            None,
+        )
+        .await?;
+    assert_eq!(
+        (other_org.status, other_org.code()),
+        (StatusCode::NOT_FOUND, "deployments.deployment_not_found")
+    );
+    // Platform roles may act in another organization, by saying which.
+    let chosen = api
+        .call(
+            "GET",
+            &path,
+            Some(&token("globex", Role::PlatformViewer)),
+            &[("x-floe-organization", "acme")],
+            None,
+        )
+        .await?;
+    assert_eq!(chosen.status, StatusCode::OK);
+    let not_platform = api
+        .call(
+            "GET",
+            &path,
+            Some(&token("globex", Role::DeploymentManager)),
+            &[("x-floe-organization", "acme")],
+            None,
+        )
+        .await?;
+    assert_eq!(
+        (not_platform.status, not_platform.code()),
+        (StatusCode::FORBIDDEN, "auth.forbidden")
+    );
+
+    let viewer = token("acme", Role::DeploymentViewer);
+    assert_eq!(
+        api.call("GET", &path, Some(&viewer), &[], None)
+            .await?
+            .status,
+        StatusCode::OK
+    );
+    let write = api
+        .call(
+            "POST",
+            "/api/v1/deployments",
+            Some(&viewer),
+            &[],
+            Some(deployment_body("x", None, &[])),
+        )
+        .await?;
+    assert_eq!(write.status, StatusCode::FORBIDDEN);
+    let manager = token("acme", Role::DeploymentManager);
+    let repo = api
+        .call(
+            "PUT",
+            &format!("{REPOS}/x"),
+            Some(&manager),
+            &[],
+            Some(repo_body("s")),
+        )
+        .await?;
+    assert_eq!(
+        repo.status,
+        StatusCode::FORBIDDEN,
+        "repositories are platform configuration"
+    );
+
+    let none = api.call("GET", &path, None, &[], None).await?;
+    assert_eq!(
+        (none.status, none.code()),
+        (StatusCode::UNAUTHORIZED, "auth.missing_token")
+    );
+    assert_eq!(
+        none.headers
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok()),
+        Some("Bearer")
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn health_catalog_and_unknown_paths() -> TestResult {
+    let api = api()?;
+    let h = api.call("GET", "/api/v1/health", None, &[], None).await?;
+    assert_eq!(
+        (h.status, h.body["status"].as_str()),
+        (StatusCode::OK, Some("ok"))
+    );
+    let doc = api
+        .call("GET", "/api/v1/openapi.json", None, &[], None)
+        .await?;
+    assert_eq!(doc.body["info"]["title"], "Floe API");
+
+    let arm = api
+        .admin(
+            "GET",
+            "/api/v1/platform/configuration/instance-types?arch=arm64",
+            None,
+        )
+        .await?;
+    let types = arm.body["instance_types"].as_array().ok_or("list")?;
+    assert!(types.iter().all(|t| t["arch"] == "arm64"));
+    for family in [
+        "m6g", "m7g", "m8g", "c6g", "c7g", "r6g", "r7g", "r8g", "im4gn", "i4g",
+    ] {
+        assert!(
+            types.iter().any(|t| t["family"] == family),
+            "{family} missing"
+        );
+    }
+    let bad = api
+        .admin(
+            "GET",
+            "/api/v1/platform/configuration/instance-types?arch=sparc",
+            None,
+        )
+        .await?;
+    assert_eq!(
+        (bad.status, bad.body["errors"][0]["fields"][0].as_str()),
+        (StatusCode::BAD_REQUEST, Some("arch"))
+    );
+
+    let nowhere = api.admin("GET", "/api/v1/nowhere", None).await?;
+    assert_eq!(
+        (nowhere.status, nowhere.code()),
+        (StatusCode::NOT_FOUND, "root.not_found")
+    );
+    let method = api.admin("PATCH", "/api/v1/deployments", None).await?;
+    assert_eq!(
+        (method.status, method.code()),
+        (StatusCode::METHOD_NOT_ALLOWED, "root.method_not_allowed")
+    );
+    Ok(())
+}
+
+/// The committed contract is what the router generates.
+#[test]
+fn openapi_document_is_up_to_date() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../openapi/openapi.json");
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    let generated = floe_api::openapi_json();
+    assert!(
+        committed == generated,
+        "openapi/openapi.json differs from what the router generates; rewrite it with:\n    cargo run -q --bin floe-api -- openapi > openapi/openapi.json"
+    );
+}
+
+/// Every operation carries what SDK generators and readers rely on.
+#[test]
+fn every_operation_is_fully_documented() -> TestResult {
+    let doc: Value = serde_json::from_str(&floe_api::openapi_json())?;
+    let paths = doc["paths"].as_object().ok_or("paths")?;
+    let mut ids = std::collections::BTreeSet::new();
+    let mut count = 0;
+    for (path, item) in paths {
+        for (method, op) in item.as_object().ok_or("item")? {
+            count += 1;
+            let name = format!("{method} {path}");
+            let id = op["operationId"]
+                .as_str()
+                .ok_or(format!("{name}: operationId"))?;
+            assert!(
+                ids.insert(id.to_string()),
+                "{name}: duplicate operationId {id}"
+            );
+            assert!(
+                op["tags"].as_array().is_some_and(|t| !t.is_empty()),
+                "{name}: tag"
+            );
+            assert!(op["security"].is_array(), "{name}: security requirement");
+            let responses = op["responses"]
+                .as_object()
+                .ok_or(format!("{name}: responses"))?;
+            let public = path == "/api/v1/health";
+            if !public {
+                assert!(responses.contains_key("401"), "{name}: 401 documented");
+                assert!(
+                    responses.keys().any(|k| k.starts_with('4') && k != "401"),
+                    "{name}: other errors documented"
+                );
+            }
+            let success = responses
+                .iter()
+                .find(|(k, _)| k.starts_with('2'))
+                .ok_or(format!("{name}: 2xx"))?;
+            if success.0 != "204" {
+                assert!(
+                    !success.1["content"]["application/json"]["example"].is_null(),
+                    "{name}: response example"
+                );
+            }
+            if let Some(body) = op.get("requestBody") {
+                assert!(
+                    !body["content"]["application/json"]["example"].is_null(),
+                    "{name}: request example"
+                );
+            }
+        }
+    }
+    assert!(count >= 15, "expected every route, found {count}");
+    let text = floe_api::openapi_json();
+    assert!(
+        !text.contains("AKIA") && !text.contains("wJalr"),
+        "no real-looking credentials in examples"
+    );
+    Ok(())
+}
