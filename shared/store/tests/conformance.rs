@@ -8,7 +8,7 @@ use floe_domain::deployment::{
     SnapshotAttachment, Storage, Tag, VolumeType,
 };
 use floe_domain::names::new_resource_id;
-use floe_domain::plan::{Plan, PlanKind, PlanRef, PlanSource, PlanStatus};
+use floe_domain::plan::{Plan, PlanKind};
 use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
 use floe_domain::repository::{FsSettings, Repository, RepositorySettings};
 use floe_store::backend::Backend;
@@ -71,7 +71,6 @@ fn deployment(
 ) -> (Deployment, Plan) {
     let now = Utc::now();
     let id = new_resource_id();
-    let plan_id = new_resource_id();
     let spec = DeploymentSpec {
         name: name.into(),
         version: "8.15.3".into(),
@@ -103,30 +102,22 @@ fn deployment(
                 .collect(),
         },
     };
+    let params = serde_json::to_value(&spec).unwrap_or_default();
+    let p = Plan::new(
+        org,
+        &id,
+        PlanKind::Create,
+        params,
+        "deployments.create",
+        "tester",
+        now,
+    );
     let d = Deployment {
         id: id.clone(),
         org: org.into(),
-        spec: spec.clone(),
+        spec,
         status: DeploymentStatus::Initializing,
-        pending_plan: Some(PlanRef {
-            plan_id: plan_id.clone(),
-            kind: PlanKind::Create,
-        }),
-        created: now,
-        updated: now,
-    };
-    let p = Plan {
-        id: plan_id,
-        org: org.into(),
-        deployment_id: id,
-        kind: PlanKind::Create,
-        status: PlanStatus::Pending,
-        params: serde_json::to_value(&spec).unwrap_or_default(),
-        source: PlanSource {
-            action: "deployments.create".into(),
-            user: "tester".into(),
-            date: now,
-        },
+        pending_plan: Some(p.reference()),
         created: now,
         updated: now,
     };

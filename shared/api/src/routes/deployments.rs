@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus, DeploymentView};
 use floe_domain::names::{is_resource_id, new_resource_id};
-use floe_domain::plan::{Plan, PlanKind, PlanRef, PlanSource, PlanStatus};
+use floe_domain::plan::{Plan, PlanKind};
 use floe_store::{Filter, Idempotency, Kind, StoreError, Versioned};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -160,31 +160,22 @@ async fn create_deployment(
 
     let now = chrono::Utc::now();
     let id = new_resource_id();
-    let plan_id = new_resource_id();
+    let params = serde_json::to_value(&spec).map_err(|_| ApiError::internal())?;
+    let plan = Plan::new(
+        &caller.org,
+        &id,
+        PlanKind::Create,
+        params,
+        "deployments.create",
+        &caller.principal.subject,
+        now,
+    );
     let deployment = Deployment {
         id: id.clone(),
         org: caller.org.clone(),
         spec: spec.clone(),
         status: DeploymentStatus::Initializing,
-        pending_plan: Some(PlanRef {
-            plan_id: plan_id.clone(),
-            kind: PlanKind::Create,
-        }),
-        created: now,
-        updated: now,
-    };
-    let plan = Plan {
-        id: plan_id,
-        org: caller.org.clone(),
-        deployment_id: id.clone(),
-        kind: PlanKind::Create,
-        status: PlanStatus::Pending,
-        params: serde_json::to_value(&spec).map_err(|_| ApiError::internal())?,
-        source: PlanSource {
-            action: "deployments.create".into(),
-            user: caller.principal.subject.clone(),
-            date: now,
-        },
+        pending_plan: Some(plan.reference()),
         created: now,
         updated: now,
     };
@@ -411,25 +402,17 @@ async fn put_deployment(
                 ),
             ));
         }
-        let p = Plan {
-            id: new_resource_id(),
-            org: caller.org.clone(),
-            deployment_id: id.clone(),
-            kind: PlanKind::Update,
-            status: PlanStatus::Pending,
-            params: serde_json::to_value(&spec).map_err(|_| ApiError::internal())?,
-            source: PlanSource {
-                action: "deployments.update".into(),
-                user: caller.principal.subject.clone(),
-                date: now,
-            },
-            created: now,
-            updated: now,
-        };
-        next.pending_plan = Some(PlanRef {
-            plan_id: p.id.clone(),
-            kind: PlanKind::Update,
-        });
+        let params = serde_json::to_value(&spec).map_err(|_| ApiError::internal())?;
+        let p = Plan::new(
+            &caller.org,
+            &id,
+            PlanKind::Update,
+            params,
+            "deployments.update",
+            &caller.principal.subject,
+            now,
+        );
+        next.pending_plan = Some(p.reference());
         next.status = DeploymentStatus::Reconfiguring;
         plan = Some(p);
     }

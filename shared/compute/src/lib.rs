@@ -1,0 +1,104 @@
+//! The compute port: what the plan engine asks of a cloud to run a node
+//! group. EC2 implements it in production (`floe-compute-ec2`, the only crate
+//! that links `aws-sdk-ec2`); `simulated` implements it for local mode and
+//! tests, with delays and injected failures.
+//!
+//! Every operation is idempotent, because a plan step may run again after a
+//! crash: launches carry a client token, deletes of what is gone succeed.
+
+pub mod simulated;
+
+use async_trait::async_trait;
+use floe_domain::catalog::Arch;
+use floe_domain::deployment::VolumeType;
+use std::collections::BTreeMap;
+
+/// Tags every Floe resource carries, so that a deployment's resources can be
+/// found (and IAM can be conditioned on them).
+pub const TAG_DEPLOYMENT: &str = "floe:deployment";
+pub const TAG_ORG: &str = "floe:org";
+pub const TAG_NODE_GROUP: &str = "floe:node-group";
+pub const TAG_PLAN: &str = "floe:plan";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Volume {
+    pub size_gb: u32,
+    pub volume_type: VolumeType,
+    pub iops: Option<u32>,
+    pub throughput: Option<u32>,
+}
+
+/// One launch template per node group (and per plan that changes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchTemplateSpec {
+    /// Unique and deterministic, e.g. `floe-{deployment}-{group}-{plan}`.
+    pub name: String,
+    pub instance_type: String,
+    /// From the instance catalog; the adapter picks the image for it and
+    /// refuses a type whose architecture differs, before any call.
+    pub arch: Arch,
+    /// The node's boot script (cloud-init); the adapter encodes it.
+    pub user_data: String,
+    pub volume: Volume,
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchRequest {
+    pub template_name: String,
+    pub count: u32,
+    /// Index into the configured zones (subnets); the adapter wraps it.
+    pub zone: usize,
+    /// Same token, same instances: a retried launch starts nothing new.
+    pub client_token: String,
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceState {
+    Pending,
+    Running,
+    Stopping,
+    Stopped,
+    ShuttingDown,
+    Terminated,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Instance {
+    pub id: String,
+    pub state: InstanceState,
+    pub instance_type: String,
+    pub zone: String,
+    pub private_ip: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ComputeError {
+    /// Worth retrying as is (throttling, a network blip, eventual consistency).
+    #[error("transient {code}: {message}")]
+    Transient { code: String, message: String },
+    /// This zone has no capacity for the type now; another zone may.
+    #[error("insufficient capacity in zone {zone}: {message}")]
+    InsufficientCapacity { zone: usize, message: String },
+    /// Retrying will not help; `failure_type` is shown to the user.
+    #[error("{failure_type}: {message}")]
+    Permanent { failure_type: String, message: String },
+}
+
+#[async_trait]
+pub trait Compute: Send + Sync + 'static {
+    /// Creates the template if no template of that name exists; returns its id.
+    async fn ensure_launch_template(&self, spec: &LaunchTemplateSpec) -> Result<String, ComputeError>;
+    /// Deletes the template; succeeds if it is already gone.
+    async fn delete_launch_template(&self, name: &str) -> Result<(), ComputeError>;
+    /// Starts `count` instances from the template in one zone; idempotent on
+    /// `client_token`. Returns their ids.
+    async fn launch(&self, request: &LaunchRequest) -> Result<Vec<String>, ComputeError>;
+    /// The deployment's instances (by `floe:deployment` tag), terminated ones included.
+    async fn instances(&self, deployment_id: &str) -> Result<Vec<Instance>, ComputeError>;
+    /// Terminates the instances; already terminated or unknown ones are fine.
+    async fn terminate(&self, ids: &[String]) -> Result<(), ComputeError>;
+}
