@@ -3,7 +3,12 @@
 
 use floe_api::AppState;
 use floe_auth::{KeySource, Verifier, VerifierConfig};
+use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_domain::repository::EndpointPolicy;
+use floe_plans::queue::QueueError;
+use floe_plans::{
+    DeploymentSteps, Engine, EngineConfig, LocalQueue, PlanJob, StepSettings, WorkQueue,
+};
 use floe_secrets::{Cipher, Ciphers, KmsCipher, LocalCipher};
 use floe_store::Store;
 use floe_store::backend::Backend;
@@ -11,6 +16,7 @@ use floe_store::dynamo::DynamoBackend;
 use floe_store::sqlite::SqliteBackend;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_ISSUER: &str = "floe-local";
@@ -193,13 +199,79 @@ pub fn endpoint_policy() -> Result<EndpointPolicy, ConfigError> {
     Ok(EndpointPolicy { allow_private })
 }
 
-pub async fn state() -> Result<AppState, ConfigError> {
+/// The API's state, with the queue that wakes workers.
+pub async fn state(queue: Arc<dyn WorkQueue>, store: Store) -> Result<AppState, ConfigError> {
     Ok(AppState {
-        store: Store::new(backend().await?),
+        store,
         cipher: cipher().await?,
         verifier: Arc::new(verifier().await?),
         endpoint_policy: endpoint_policy()?,
+        queue,
     })
+}
+
+/// Local mode runs the worker in this process: an in-process queue, the
+/// plan engine over the simulated compute provider, and a periodic sweep.
+pub fn local_worker(store: Store) -> Result<Arc<dyn WorkQueue>, ConfigError> {
+    let compute =
+        SimulatedCompute::new(SimulatedConfig::from_env().map_err(|m| invalid("FLOE_SIM_*", m))?);
+    let settings = StepSettings {
+        poll: Duration::from_millis(poll_ms()?),
+        ..StepSettings::default()
+    };
+    let steps = Arc::new(DeploymentSteps::new(Arc::new(compute), settings));
+    let (queue, mut jobs) = LocalQueue::new();
+    let queue: Arc<dyn WorkQueue> = Arc::new(queue);
+    let engine = Arc::new(Engine::new(
+        store,
+        queue.clone(),
+        steps,
+        "local-worker",
+        EngineConfig::default(),
+    ));
+    let worker = engine.clone();
+    tokio::spawn(async move {
+        while let Some(job) = jobs.recv().await {
+            let engine = worker.clone();
+            tokio::spawn(async move {
+                if let Err(e) = engine.run(&job).await {
+                    tracing::error!(error = %e, plan = %job.plan_id, "plan run failed; the sweep will retry it");
+                }
+            });
+        }
+    });
+    tokio::spawn(async move {
+        // The first sweep also resumes plans a previous run left unfinished.
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tick.tick().await;
+            if let Err(e) = engine.sweep().await {
+                tracing::warn!(error = %e, "sweep failed");
+            }
+        }
+    });
+    Ok(queue)
+}
+
+fn poll_ms() -> Result<u64, ConfigError> {
+    match var("FLOE_PLAN_POLL_MS") {
+        None => Ok(1000),
+        Some(v) => v
+            .parse()
+            .map_err(|_| invalid("FLOE_PLAN_POLL_MS", "must be whole milliseconds")),
+    }
+}
+
+/// On Lambda the api function only records plans; until the worker function
+/// and its SQS queue exist, plans wait here for a worker to sweep them up.
+pub struct NoWorkerQueue;
+
+#[async_trait::async_trait]
+impl WorkQueue for NoWorkerQueue {
+    async fn enqueue(&self, job: PlanJob, _delay: Duration) -> Result<(), QueueError> {
+        tracing::info!(plan = %job.plan_id, "plan recorded; no work queue is configured in this runtime");
+        Ok(())
+    }
 }
 
 pub fn listen() -> String {

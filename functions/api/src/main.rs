@@ -55,7 +55,26 @@ fn init_tracing() {
 
 async fn serve() -> ExitCode {
     init_tracing();
-    let state = match config::state().await {
+    let store = match config::backend().await {
+        Ok(b) => floe_store::Store::new(b),
+        Err(e) => {
+            eprintln!("floe-api: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let on_lambda = std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some();
+    let queue: std::sync::Arc<dyn floe_plans::WorkQueue> = if on_lambda {
+        std::sync::Arc::new(config::NoWorkerQueue)
+    } else {
+        match config::local_worker(store.clone()) {
+            Ok(q) => q,
+            Err(e) => {
+                eprintln!("floe-api: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    };
+    let state = match config::state(queue, store).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "configuration error");
@@ -65,7 +84,7 @@ async fn serve() -> ExitCode {
     };
     let app = floe_api::app(state);
 
-    if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
+    if on_lambda {
         return match lambda_http::run(app).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

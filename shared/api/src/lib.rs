@@ -68,6 +68,7 @@ fn collected() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(routes::platform::router())
         .merge(routes::repositories::router())
         .merge(routes::deployments::router())
+        .merge(routes::plans::router())
         .merge(routes::policies::router())
         .split_for_parts()
 }

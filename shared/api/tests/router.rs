@@ -66,6 +66,7 @@ fn api() -> Result<Api, Box<dyn std::error::Error>> {
         cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
         verifier: Arc::new(verifier),
         endpoint_policy: EndpointPolicy::default(),
+        queue: Arc::new(floe_plans::LocalQueue::new().0),
     };
     Ok(Api { app: app(state) })
 }

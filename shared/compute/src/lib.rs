@@ -85,13 +85,19 @@ pub enum ComputeError {
     InsufficientCapacity { zone: usize, message: String },
     /// Retrying will not help; `failure_type` is shown to the user.
     #[error("{failure_type}: {message}")]
-    Permanent { failure_type: String, message: String },
+    Permanent {
+        failure_type: String,
+        message: String,
+    },
 }
 
 #[async_trait]
 pub trait Compute: Send + Sync + 'static {
     /// Creates the template if no template of that name exists; returns its id.
-    async fn ensure_launch_template(&self, spec: &LaunchTemplateSpec) -> Result<String, ComputeError>;
+    async fn ensure_launch_template(
+        &self,
+        spec: &LaunchTemplateSpec,
+    ) -> Result<String, ComputeError>;
     /// Deletes the template; succeeds if it is already gone.
     async fn delete_launch_template(&self, name: &str) -> Result<(), ComputeError>;
     /// Starts `count` instances from the template in one zone; idempotent on

@@ -16,6 +16,9 @@ pub enum Kind {
     Policy,
     Plan,
     Idempotency,
+    /// An index entry per unfinished plan, all in one partition, so that the
+    /// sweep finds plans whose worker died with one query per page.
+    ActivePlan,
 }
 
 impl Kind {
@@ -27,6 +30,7 @@ impl Kind {
             Kind::Policy => "POL",
             Kind::Plan => "PLAN",
             Kind::Idempotency => "IDEM",
+            Kind::ActivePlan => "ACTIVE",
         }
     }
 

@@ -8,4 +8,7 @@ pub mod sqlite;
 pub mod stores;
 
 pub use backend::{Backend, BackendError, Filter, Kind};
-pub use stores::{Idempotency, IdempotencyRecord, Page, PageRequest, Store, StoreError, Versioned};
+pub use stores::{
+    ActivePlan, DeploymentOutcome, Idempotency, IdempotencyRecord, Page, PageRequest, Store,
+    StoreError, Versioned,
+};

@@ -67,6 +67,29 @@ pub struct PageRequest {
     pub cursor: Option<String>,
 }
 
+/// The partition of the active-plan index. `~` cannot occur in an
+/// organization id, so no organization's records can collide with it.
+pub const SYSTEM_ORG: &str = "~system";
+
+/// An entry of the active-plan index: where to find an unfinished plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivePlan {
+    pub org: String,
+    pub deployment_id: String,
+    pub plan_id: String,
+}
+
+/// What finishing a plan does to its deployment, in the same batch.
+pub enum DeploymentOutcome<'a> {
+    /// Store the deployment's new state (status, pending plan cleared).
+    Update {
+        deployment: &'a Deployment,
+        previous: &'a Versioned<Deployment>,
+    },
+    /// Remove the deployment record and release its references.
+    Delete(&'a Versioned<Deployment>),
+}
+
 /// What an idempotent create remembers: the request's hash and its result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdempotencyRecord {
@@ -230,6 +253,37 @@ fn deployment_refs(d: &Deployment) -> Vec<(Kind, String)> {
 
 fn plan_key(p: &Plan) -> RecordKey {
     RecordKey::new(&p.org, Kind::Plan, &format!("{}#{}", p.deployment_id, p.id))
+}
+
+fn active_key(p: &Plan) -> RecordKey {
+    RecordKey::new(
+        SYSTEM_ORG,
+        Kind::ActivePlan,
+        &format!("{}#{}#{}", p.org, p.deployment_id, p.id),
+    )
+}
+
+/// A new plan and its active-plan index entry.
+fn push_new_plan(b: &mut Batch, plan: &Plan) -> Result<(), StoreError> {
+    b.push(
+        Write::Create(record(plan_key(plan), encode(plan)?, 1, plan_attrs(plan))),
+        Meaning::Own,
+    );
+    let entry = ActivePlan {
+        org: plan.org.clone(),
+        deployment_id: plan.deployment_id.clone(),
+        plan_id: plan.id.clone(),
+    };
+    b.push(
+        Write::Create(record(
+            active_key(plan),
+            encode(&entry)?,
+            1,
+            Attrs::default(),
+        )),
+        Meaning::Own,
+    );
+    Ok(())
 }
 
 fn decode_cursor(cursor: &Option<String>) -> Result<Option<String>, StoreError> {
@@ -494,10 +548,7 @@ impl Store {
             )),
             Meaning::Own,
         );
-        b.push(
-            Write::Create(record(plan_key(plan), encode(plan)?, 1, plan_attrs(plan))),
-            Meaning::Own,
-        );
+        push_new_plan(&mut b, plan)?;
         b.reference_changes(org, &[], &deployment_refs(deployment));
         if let Some(idem) = idempotency {
             let body = encode(&IdempotencyRecord {
@@ -551,10 +602,7 @@ impl Store {
             Meaning::Own,
         );
         if let Some(plan) = plan {
-            b.push(
-                Write::Create(record(plan_key(plan), encode(plan)?, 1, plan_attrs(plan))),
-                Meaning::Own,
-            );
+            push_new_plan(&mut b, plan)?;
         }
         b.reference_changes(
             org,
@@ -615,6 +663,114 @@ impl Store {
             &format!("{deployment_id}#{plan_id}"),
         ))
         .await
+    }
+
+    /// Writes the plan's progress, if it is still at `expected`.
+    pub async fn update_plan(&self, plan: &Plan, expected: u64) -> Result<u64, StoreError> {
+        let mut b = Batch::default();
+        b.push(
+            Write::Update {
+                record: record(
+                    plan_key(plan),
+                    encode(plan)?,
+                    expected + 1,
+                    plan_attrs(plan),
+                ),
+                expected,
+            },
+            Meaning::Own,
+        );
+        b.run(self.backend.as_ref()).await?;
+        Ok(expected + 1)
+    }
+
+    /// Records a finished plan, drops it from the active index and applies
+    /// its outcome to the deployment, all or nothing.
+    pub async fn finish_plan(
+        &self,
+        plan: &Plan,
+        expected: u64,
+        outcome: DeploymentOutcome<'_>,
+    ) -> Result<u64, StoreError> {
+        let mut b = Batch::default();
+        b.push(
+            Write::Update {
+                record: record(
+                    plan_key(plan),
+                    encode(plan)?,
+                    expected + 1,
+                    plan_attrs(plan),
+                ),
+                expected,
+            },
+            Meaning::Own,
+        );
+        b.push(
+            Write::Delete {
+                key: active_key(plan),
+                expected: 1,
+                unreferenced: false,
+            },
+            Meaning::Own,
+        );
+        match outcome {
+            DeploymentOutcome::Update {
+                deployment,
+                previous,
+            } => {
+                b.push(
+                    Write::Update {
+                        record: record(
+                            RecordKey::new(&deployment.org, Kind::Deployment, &deployment.id),
+                            encode(deployment)?,
+                            previous.version + 1,
+                            deployment_attrs(deployment),
+                        ),
+                        expected: previous.version,
+                    },
+                    Meaning::Own,
+                );
+                b.reference_changes(
+                    &deployment.org,
+                    &deployment_refs(&previous.value),
+                    &deployment_refs(deployment),
+                );
+            }
+            DeploymentOutcome::Delete(previous) => {
+                let d = &previous.value;
+                b.push(
+                    Write::Delete {
+                        key: RecordKey::new(&d.org, Kind::Deployment, &d.id),
+                        expected: previous.version,
+                        unreferenced: false,
+                    },
+                    Meaning::Own,
+                );
+                b.reference_changes(&d.org, &deployment_refs(d), &[]);
+            }
+        }
+        b.run(self.backend.as_ref()).await?;
+        Ok(expected + 1)
+    }
+
+    /// One page of the active-plan index (all organizations), for the sweep.
+    pub async fn list_active_plans(
+        &self,
+        page: &PageRequest,
+    ) -> Result<Page<ActivePlan>, StoreError> {
+        let page = self
+            .list::<ActivePlan>(
+                SYSTEM_ORG,
+                Kind::ActivePlan,
+                String::new(),
+                Filter::default(),
+                page,
+            )
+            .await?;
+        Ok(Page {
+            items: page.items.into_iter().map(|v| v.value).collect(),
+            next_cursor: page.next_cursor,
+        })
     }
 
     pub async fn list_plans(

@@ -37,14 +37,14 @@ pub struct DeploymentList {
     pub next_cursor: Option<String>,
 }
 
-fn not_found(id: &str) -> ApiError {
+pub(crate) fn not_found(id: &str) -> ApiError {
     ApiError::not_found(
         "deployments.deployment_not_found",
         format!("deployment {id} was not found"),
     )
 }
 
-async fn load(
+pub(crate) async fn load(
     state: &AppState,
     caller: &Caller,
     id: &str,
@@ -197,6 +197,7 @@ async fn create_deployment(
         Err(e) => return Err(reference_error(&spec, e)),
     }
     tracing::info!(deployment = %id, plan = %plan.id, "deployment created with a pending create plan");
+    state.wake(&caller.org, &id, &plan.id).await;
     let stored = Versioned {
         value: deployment,
         version: 1,
@@ -381,16 +382,9 @@ async fn put_deployment(
     let mut plan = None;
     if previous.value.spec.needs_plan_to_become(&spec) {
         if let Some(pending) = &previous.value.pending_plan {
-            return Err(ApiError::conflict(
-                "deployments.plan_in_progress",
-                format!(
-                    "plan {} ({}) is pending; wait for it or cancel it before changing the cluster",
-                    pending.plan_id,
-                    serde_json::to_value(pending.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
-                ),
+            return Err(crate::routes::plans::plan_in_progress(
+                &pending.plan_id,
+                pending.kind,
             ));
         }
         if previous.value.status != DeploymentStatus::Running {
@@ -415,8 +409,11 @@ async fn put_deployment(
         next.pending_plan = Some(p.reference());
         next.status = DeploymentStatus::Reconfiguring;
         plan = Some(p);
+    } else {
+        // The cluster runs the spec of its last successful plan: a change that
+        // needs a plan becomes the record's spec only when that plan succeeds.
+        next.spec = spec;
     }
-    next.spec = spec;
     next.updated = now;
     let version = state
         .store
@@ -430,6 +427,9 @@ async fn put_deployment(
             other => reference_error(&next.spec, other),
         })?;
     tracing::info!(deployment = %id, version, plan = plan.as_ref().map(|p| p.id.as_str()), "deployment updated");
+    if let Some(p) = &plan {
+        state.wake(&caller.org, &id, &p.id).await;
+    }
     let stored = Versioned {
         value: next,
         version,

@@ -1,4 +1,5 @@
 pub mod deployments;
+pub mod plans;
 pub mod platform;
 pub mod policies;
 pub mod repositories;

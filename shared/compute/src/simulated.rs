@@ -1,0 +1,1169 @@
+//! A simulated compute provider: local mode and tests run the same plans as
+//! production against it, without AWS.
+//!
+//! It keeps EC2's observable behaviour where plans depend on it: instances go
+//! `pending` → `running` and `shutting_down` → `terminated` as time passes
+//! (measured with `tokio::time`, so a test with a paused clock controls it),
+//! a client token replays the first launch, deleting what is gone succeeds,
+//! terminated instances stay listed. Failures are injected by configuration
+//! ([`Fault`]) so that undo paths and retries can be exercised.
+
+use crate::{
+    Compute, ComputeError, Instance, InstanceState, LaunchRequest, LaunchTemplateSpec,
+    TAG_DEPLOYMENT,
+};
+use async_trait::async_trait;
+use floe_domain::catalog;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The operations of [`Compute`], as [`Fault::FailCall`] and
+/// [`SimulatedCompute::calls`] name them.
+pub const OPERATIONS: [&str; 5] = [
+    OP_ENSURE_TEMPLATE,
+    OP_DELETE_TEMPLATE,
+    OP_LAUNCH,
+    OP_INSTANCES,
+    OP_TERMINATE,
+];
+const OP_ENSURE_TEMPLATE: &str = "ensure_launch_template";
+const OP_DELETE_TEMPLATE: &str = "delete_launch_template";
+const OP_LAUNCH: &str = "launch";
+const OP_INSTANCES: &str = "instances";
+const OP_TERMINATE: &str = "terminate";
+
+const DEFAULT_ZONES: [&str; 3] = ["sim-a", "sim-b", "sim-c"];
+
+/// AWS keeps the first four addresses of a subnet (network, router, DNS,
+/// reserved) and the last (broadcast); the simulated /24 subnets do the same.
+const FIRST_HOST: u8 = 4;
+const LAST_HOST: u8 = 254;
+
+pub const ENV_BOOT_DELAY: &str = "FLOE_SIM_BOOT_DELAY_MS";
+pub const ENV_TERMINATE_DELAY: &str = "FLOE_SIM_TERMINATE_DELAY_MS";
+pub const ENV_FAULTS: &str = "FLOE_SIM_FAULTS";
+
+#[derive(Debug, Clone, Default)]
+pub struct SimulatedConfig {
+    /// Zone names, indexed by [`LaunchRequest::zone`]; empty means
+    /// `sim-a`, `sim-b`, `sim-c`.
+    pub zones: Vec<String>,
+    /// How long a launched instance stays `pending` (zero: running at once).
+    pub boot_delay: Duration,
+    /// How long a terminated instance stays `shutting_down`.
+    pub terminate_delay: Duration,
+    /// Failures to inject.
+    pub faults: Vec<Fault>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// The `nth` call (1-based) of `operation` (one of [`OPERATIONS`]) and
+    /// the `times - 1` calls after it fail with `error`, without effect.
+    FailCall {
+        operation: String,
+        nth: u32,
+        times: u32,
+        error: ComputeError,
+    },
+    /// Launches in this zone index (after wrapping) always fail with
+    /// `InsufficientCapacity`.
+    NoCapacityInZone(usize),
+}
+
+impl SimulatedConfig {
+    /// Reads the configuration of local mode from the environment.
+    ///
+    /// - `FLOE_SIM_BOOT_DELAY_MS`, `FLOE_SIM_TERMINATE_DELAY_MS`: whole
+    ///   milliseconds; unset or empty means zero.
+    /// - `FLOE_SIM_FAULTS`: a comma-separated list of faults; unset or empty
+    ///   means none. Each item is one of
+    ///   - `OPERATION:NTH:TIMES:KIND[=CODE]`: [`Fault::FailCall`]. `OPERATION`
+    ///     is one of [`OPERATIONS`]; `NTH` (from 1) is the first failing call
+    ///     and `TIMES` (from 1) how many consecutive calls fail; `KIND` is
+    ///     `transient` (a `Transient` error whose code is `CODE`, default
+    ///     `simulated_transient`) or `permanent` (a `Permanent` error whose
+    ///     failure type is `CODE`, default `simulated_failure`).
+    ///   - `capacity:ZONE`: [`Fault::NoCapacityInZone`] for zone index `ZONE`.
+    ///
+    ///   For example `launch:1:1:permanent,terminate:2:3:transient,capacity:0`
+    ///   fails the first launch, the second to fourth terminate calls, and
+    ///   every launch in the first zone. Items are trimmed of spaces.
+    ///
+    /// Zones are always the default three. An unusable value is an error
+    /// naming the variable.
+    pub fn from_env() -> Result<SimulatedConfig, String> {
+        Self::from_lookup(|name| std::env::var_os(name))
+    }
+
+    fn from_lookup(
+        var: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<SimulatedConfig, String> {
+        let text = |name: &str| -> Result<String, String> {
+            match var(name) {
+                None => Ok(String::new()),
+                Some(v) => v
+                    .into_string()
+                    .map(|s| s.trim().to_string())
+                    .map_err(|_| format!("{name} is not valid UTF-8")),
+            }
+        };
+        let millis = |name: &str| -> Result<Duration, String> {
+            let v = text(name)?;
+            if v.is_empty() {
+                return Ok(Duration::ZERO);
+            }
+            v.parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| format!("{name}={v:?} is not a whole number of milliseconds"))
+        };
+        let faults_text = text(ENV_FAULTS)?;
+        let faults = if faults_text.is_empty() {
+            Vec::new()
+        } else {
+            faults_text
+                .split(',')
+                .map(parse_fault)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("{ENV_FAULTS}: {e}"))?
+        };
+        Ok(SimulatedConfig {
+            zones: DEFAULT_ZONES.iter().map(|z| z.to_string()).collect(),
+            boot_delay: millis(ENV_BOOT_DELAY)?,
+            terminate_delay: millis(ENV_TERMINATE_DELAY)?,
+            faults,
+        })
+    }
+}
+
+fn parse_fault(item: &str) -> Result<Fault, String> {
+    let item = item.trim();
+    let parts: Vec<&str> = item.split(':').collect();
+    match parts.as_slice() {
+        ["capacity", zone] => zone
+            .parse::<usize>()
+            .map(Fault::NoCapacityInZone)
+            .map_err(|_| format!("{item:?}: the zone must be an index such as 0")),
+        [operation, nth, times, kind] => {
+            if !OPERATIONS.contains(operation) {
+                return Err(format!(
+                    "{item:?}: unknown operation {operation:?} (expected one of {})",
+                    OPERATIONS.join(", ")
+                ));
+            }
+            let count = |what: &str, v: &str| match v.parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(format!("{item:?}: {what} must be a whole number from 1")),
+            };
+            let nth = count("NTH", nth)?;
+            let times = count("TIMES", times)?;
+            let (kind, code) = match kind.split_once('=') {
+                Some((kind, code)) if !code.is_empty() => (kind, Some(code)),
+                Some(_) => return Err(format!("{item:?}: the code after '=' is empty")),
+                None => (*kind, None),
+            };
+            let message = format!("injected fault on {operation} call {nth}");
+            let error = match kind {
+                "transient" => ComputeError::Transient {
+                    code: code.unwrap_or("simulated_transient").to_string(),
+                    message,
+                },
+                "permanent" => ComputeError::Permanent {
+                    failure_type: code.unwrap_or("simulated_failure").to_string(),
+                    message,
+                },
+                other => {
+                    return Err(format!(
+                        "{item:?}: unknown kind {other:?} (expected transient or permanent)"
+                    ));
+                }
+            };
+            Ok(Fault::FailCall {
+                operation: operation.to_string(),
+                nth,
+                times,
+                error,
+            })
+        }
+        _ => Err(format!(
+            "{item:?} is neither OPERATION:NTH:TIMES:KIND[=CODE] nor capacity:ZONE"
+        )),
+    }
+}
+
+/// The simulated compute provider. Cheap to share behind an `Arc`; all state
+/// is behind one mutex that no `.await` ever holds.
+#[derive(Debug)]
+pub struct SimulatedCompute {
+    zones: Vec<String>,
+    boot_delay: Duration,
+    terminate_delay: Duration,
+    faults: Vec<Fault>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    calls: HashMap<&'static str, u32>,
+    templates: BTreeMap<String, Template>,
+    /// In launch order, which is the order `instances` lists them in.
+    instances: Vec<SimInstance>,
+    /// Client token → what was launched with it.
+    tokens: HashMap<String, Launched>,
+    next_template: u64,
+    next_instance: u64,
+}
+
+#[derive(Debug)]
+struct Template {
+    id: String,
+    spec: LaunchTemplateSpec,
+}
+
+#[derive(Debug)]
+struct Launched {
+    request: LaunchRequest,
+    ids: Vec<String>,
+}
+
+#[derive(Debug)]
+struct SimInstance {
+    id: String,
+    instance_type: String,
+    zone: usize,
+    host: u8,
+    tags: BTreeMap<String, String>,
+    launched_at: Instant,
+    terminated_at: Option<Instant>,
+}
+
+impl SimInstance {
+    fn state(&self, now: Instant, boot: Duration, terminate: Duration) -> InstanceState {
+        match self.terminated_at {
+            Some(at) if now.duration_since(at) >= terminate => InstanceState::Terminated,
+            Some(_) => InstanceState::ShuttingDown,
+            None if now.duration_since(self.launched_at) >= boot => InstanceState::Running,
+            None => InstanceState::Pending,
+        }
+    }
+}
+
+impl SimulatedCompute {
+    pub fn new(config: SimulatedConfig) -> SimulatedCompute {
+        let zones = if config.zones.is_empty() {
+            DEFAULT_ZONES.iter().map(|z| z.to_string()).collect()
+        } else {
+            config.zones
+        };
+        SimulatedCompute {
+            zones,
+            boot_delay: config.boot_delay,
+            terminate_delay: config.terminate_delay,
+            faults: config.faults,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// How many times `operation` was called, failed calls and replays
+    /// included; 0 for a name that is not an operation.
+    pub fn calls(&self, operation: &str) -> u32 {
+        self.lock().calls.get(operation).copied().unwrap_or(0)
+    }
+
+    /// Names of the launch templates that exist now, sorted.
+    pub fn templates(&self) -> Vec<String> {
+        self.lock().templates.keys().cloned().collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update below is complete before anything can panic, so the
+        // state behind a poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts the call and returns the injected error, if this call is one
+    /// that should fail.
+    fn enter(&self, state: &mut State, operation: &'static str) -> Result<(), ComputeError> {
+        let n = state.calls.entry(operation).or_insert(0);
+        *n = n.saturating_add(1);
+        let n = *n;
+        for fault in &self.faults {
+            if let Fault::FailCall {
+                operation: op,
+                nth,
+                times,
+                error,
+            } = fault
+                && op == operation
+                && n >= *nth
+                && n - nth < *times
+            {
+                tracing::info!(operation, call = n, %error, "simulated compute: injected fault");
+                return Err(error.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn wrap_zone(&self, zone: usize) -> usize {
+        // `new` guarantees at least one zone.
+        zone % self.zones.len().max(1)
+    }
+
+    fn zone_name(&self, zone: usize) -> String {
+        self.zones.get(zone).cloned().unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl Compute for SimulatedCompute {
+    async fn ensure_launch_template(
+        &self,
+        spec: &LaunchTemplateSpec,
+    ) -> Result<String, ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_ENSURE_TEMPLATE)?;
+        // The EC2 adapter checks the type against the catalog before calling
+        // AWS, because EC2 itself would accept the mismatch and fail at boot.
+        let Some(known) = catalog::lookup(&spec.instance_type) else {
+            return Err(ComputeError::Permanent {
+                failure_type: "instance_type_not_found".into(),
+                message: format!(
+                    "instance type {} is not in the instance catalog",
+                    spec.instance_type
+                ),
+            });
+        };
+        if known.arch != spec.arch {
+            return Err(ComputeError::Permanent {
+                failure_type: "architecture_mismatch".into(),
+                message: format!(
+                    "instance type {} is {}, the template asks for {}",
+                    spec.instance_type, known.arch, spec.arch
+                ),
+            });
+        }
+        if let Some(existing) = state.templates.get(&spec.name) {
+            return Ok(existing.id.clone());
+        }
+        state.next_template += 1;
+        let id = format!("lt-sim{:012x}", state.next_template);
+        state.templates.insert(
+            spec.name.clone(),
+            Template {
+                id: id.clone(),
+                spec: spec.clone(),
+            },
+        );
+        tracing::info!(template = %spec.name, id = %id, "simulated compute: created launch template");
+        Ok(id)
+    }
+
+    async fn delete_launch_template(&self, name: &str) -> Result<(), ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_DELETE_TEMPLATE)?;
+        if state.templates.remove(name).is_some() {
+            tracing::info!(template = %name, "simulated compute: deleted launch template");
+        }
+        Ok(())
+    }
+
+    async fn launch(&self, request: &LaunchRequest) -> Result<Vec<String>, ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_LAUNCH)?;
+        if let Some(first) = state.tokens.get(&request.client_token) {
+            // EC2 answers a replay with the first result, and refuses the
+            // token for a different request rather than guessing.
+            if first.request != *request {
+                return Err(ComputeError::Permanent {
+                    failure_type: "idempotent_parameter_mismatch".into(),
+                    message: format!(
+                        "client token {} was used for a different launch",
+                        request.client_token
+                    ),
+                });
+            }
+            return Ok(first.ids.clone());
+        }
+        if request.count == 0 {
+            return Err(ComputeError::Permanent {
+                failure_type: "invalid_parameter".into(),
+                message: "count must be at least 1".into(),
+            });
+        }
+        let Some(template) = state.templates.get(&request.template_name) else {
+            return Err(ComputeError::Permanent {
+                failure_type: "launch_template_not_found".into(),
+                message: format!("launch template {} does not exist", request.template_name),
+            });
+        };
+        let zone = self.wrap_zone(request.zone);
+        if self.faults.contains(&Fault::NoCapacityInZone(zone)) {
+            return Err(ComputeError::InsufficientCapacity {
+                zone: request.zone,
+                message: format!(
+                    "simulated: no {} capacity in {}",
+                    template.spec.instance_type,
+                    self.zone_name(zone)
+                ),
+            });
+        }
+        let instance_type = template.spec.instance_type.clone();
+        // Tags given at launch win over the template's, as in EC2.
+        let mut tags = template.spec.tags.clone();
+        tags.extend(request.tags.clone());
+
+        let now = Instant::now();
+        let hosts = free_hosts(&state, zone, now, self.terminate_delay);
+        if hosts.len() < request.count as usize {
+            return Err(ComputeError::InsufficientCapacity {
+                zone: request.zone,
+                message: format!(
+                    "simulated: not enough free addresses in the subnet of {}",
+                    self.zone_name(zone)
+                ),
+            });
+        }
+        let mut ids = Vec::with_capacity(hosts.len());
+        for host in hosts.into_iter().take(request.count as usize) {
+            state.next_instance += 1;
+            let id = format!("i-sim{:012x}", state.next_instance);
+            state.instances.push(SimInstance {
+                id: id.clone(),
+                instance_type: instance_type.clone(),
+                zone,
+                host,
+                tags: tags.clone(),
+                launched_at: now,
+                terminated_at: None,
+            });
+            ids.push(id);
+        }
+        state.tokens.insert(
+            request.client_token.clone(),
+            Launched {
+                request: request.clone(),
+                ids: ids.clone(),
+            },
+        );
+        tracing::info!(
+            template = %request.template_name,
+            zone = %self.zone_name(zone),
+            instances = ?ids,
+            "simulated compute: launched instances"
+        );
+        Ok(ids)
+    }
+
+    async fn instances(&self, deployment_id: &str) -> Result<Vec<Instance>, ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_INSTANCES)?;
+        let now = Instant::now();
+        Ok(state
+            .instances
+            .iter()
+            .filter(|i| {
+                i.tags
+                    .get(TAG_DEPLOYMENT)
+                    .is_some_and(|d| d == deployment_id)
+            })
+            .map(|i| {
+                let state = i.state(now, self.boot_delay, self.terminate_delay);
+                Instance {
+                    id: i.id.clone(),
+                    state,
+                    instance_type: i.instance_type.clone(),
+                    zone: self.zone_name(i.zone),
+                    // A terminated instance has lost its network interface.
+                    private_ip: (state != InstanceState::Terminated)
+                        .then(|| format!("10.0.{}.{}", i.zone, i.host)),
+                    tags: i.tags.clone(),
+                }
+            })
+            .collect())
+    }
+
+    async fn terminate(&self, ids: &[String]) -> Result<(), ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_TERMINATE)?;
+        let now = Instant::now();
+        let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+        let mut terminated = Vec::new();
+        for instance in state
+            .instances
+            .iter_mut()
+            .filter(|i| wanted.contains(i.id.as_str()))
+        {
+            // A second terminate must not restart the shutdown clock.
+            if instance.terminated_at.is_none() {
+                instance.terminated_at = Some(now);
+                terminated.push(instance.id.clone());
+            }
+        }
+        if !terminated.is_empty() {
+            tracing::info!(instances = ?terminated, "simulated compute: terminating instances");
+        }
+        Ok(())
+    }
+}
+
+/// Host numbers of `zone`'s subnet not held by an instance: an address is
+/// free again once its instance is terminated, as in a VPC.
+fn free_hosts(state: &State, zone: usize, now: Instant, terminate: Duration) -> Vec<u8> {
+    let taken: BTreeSet<u8> = state
+        .instances
+        .iter()
+        .filter(|i| i.zone == zone)
+        .filter(|i| i.state(now, Duration::ZERO, terminate) != InstanceState::Terminated)
+        .map(|i| i.host)
+        .collect();
+    (FIRST_HOST..=LAST_HOST)
+        .filter(|h| !taken.contains(h))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{TAG_NODE_GROUP, Volume};
+    use floe_domain::catalog::Arch;
+    use floe_domain::deployment::VolumeType;
+    use std::ffi::OsString;
+    use std::sync::Arc;
+
+    type TestResult = Result<(), ComputeError>;
+
+    fn spec(name: &str, instance_type: &str, arch: Arch) -> LaunchTemplateSpec {
+        LaunchTemplateSpec {
+            name: name.into(),
+            instance_type: instance_type.into(),
+            arch,
+            user_data: "#!/bin/bash\n".into(),
+            volume: Volume {
+                size_gb: 100,
+                volume_type: VolumeType::Gp3,
+                iops: None,
+                throughput: None,
+            },
+            tags: BTreeMap::from([
+                (TAG_DEPLOYMENT.to_string(), "dep-1".to_string()),
+                (TAG_NODE_GROUP.to_string(), "template-group".to_string()),
+            ]),
+        }
+    }
+
+    fn request(template: &str, count: u32, zone: usize, token: &str, dep: &str) -> LaunchRequest {
+        LaunchRequest {
+            template_name: template.into(),
+            count,
+            zone,
+            client_token: token.into(),
+            tags: BTreeMap::from([
+                (TAG_DEPLOYMENT.to_string(), dep.to_string()),
+                (TAG_NODE_GROUP.to_string(), "hot".to_string()),
+            ]),
+        }
+    }
+
+    fn delays(boot_ms: u64, terminate_ms: u64) -> SimulatedConfig {
+        SimulatedConfig {
+            boot_delay: Duration::from_millis(boot_ms),
+            terminate_delay: Duration::from_millis(terminate_ms),
+            ..SimulatedConfig::default()
+        }
+    }
+
+    fn fail(operation: &str, nth: u32, times: u32, error: ComputeError) -> Fault {
+        Fault::FailCall {
+            operation: operation.into(),
+            nth,
+            times,
+            error,
+        }
+    }
+
+    fn transient() -> ComputeError {
+        ComputeError::Transient {
+            code: "RequestLimitExceeded".into(),
+            message: "slow down".into(),
+        }
+    }
+
+    async fn with_template(sim: &SimulatedCompute) -> Result<String, ComputeError> {
+        sim.ensure_launch_template(&spec("lt-hot", "m6g.xlarge", Arch::Arm64))
+            .await
+    }
+
+    async fn states(sim: &SimulatedCompute, dep: &str) -> Result<Vec<InstanceState>, ComputeError> {
+        Ok(sim.instances(dep).await?.iter().map(|i| i.state).collect())
+    }
+
+    fn failure_type(e: &ComputeError) -> Option<&str> {
+        match e {
+            ComputeError::Permanent { failure_type, .. } => Some(failure_type),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn templates_are_ensured_once_and_deleted_idempotently() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        let id = with_template(&sim).await?;
+        assert_eq!(id, "lt-sim000000000001");
+        // Same name, even with another spec: the existing template stands.
+        let again = sim
+            .ensure_launch_template(&spec("lt-hot", "m5.xlarge", Arch::X86_64))
+            .await?;
+        assert_eq!(again, id);
+        let other = sim
+            .ensure_launch_template(&spec("lt-warm", "m5.xlarge", Arch::X86_64))
+            .await?;
+        assert_eq!(other, "lt-sim000000000002");
+        assert_eq!(sim.templates(), ["lt-hot", "lt-warm"]);
+
+        sim.delete_launch_template("lt-hot").await?;
+        sim.delete_launch_template("lt-hot").await?;
+        sim.delete_launch_template("never-existed").await?;
+        assert_eq!(sim.templates(), ["lt-warm"]);
+        assert_eq!(sim.calls("ensure_launch_template"), 3);
+        assert_eq!(sim.calls("delete_launch_template"), 3);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn template_architecture_must_match_the_catalog() {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        let err = sim
+            .ensure_launch_template(&spec("lt-hot", "m6g.xlarge", Arch::X86_64))
+            .await
+            .err();
+        assert_eq!(
+            err.as_ref().and_then(failure_type),
+            Some("architecture_mismatch")
+        );
+        let err = sim
+            .ensure_launch_template(&spec("lt-hot", "m5.xlarge", Arch::Arm64))
+            .await
+            .err();
+        assert_eq!(
+            err.as_ref().and_then(failure_type),
+            Some("architecture_mismatch")
+        );
+        let err = sim
+            .ensure_launch_template(&spec("lt-hot", "t2.nano", Arch::X86_64))
+            .await
+            .err();
+        assert_eq!(
+            err.as_ref().and_then(failure_type),
+            Some("instance_type_not_found")
+        );
+        assert!(sim.templates().is_empty());
+    }
+
+    #[tokio::test]
+    async fn mismatch_is_refused_even_for_an_existing_name() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        with_template(&sim).await?;
+        let err = sim
+            .ensure_launch_template(&spec("lt-hot", "m6g.xlarge", Arch::X86_64))
+            .await
+            .err();
+        assert_eq!(
+            err.as_ref().and_then(failure_type),
+            Some("architecture_mismatch")
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn launch_needs_an_existing_template() {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        let err = sim
+            .launch(&request("missing", 1, 0, "t1", "dep-1"))
+            .await
+            .err();
+        assert_eq!(
+            err.as_ref().and_then(failure_type),
+            Some("launch_template_not_found")
+        );
+    }
+
+    #[tokio::test]
+    async fn launch_of_zero_instances_is_refused() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        with_template(&sim).await?;
+        let err = sim
+            .launch(&request("lt-hot", 0, 0, "t1", "dep-1"))
+            .await
+            .err();
+        assert_eq!(
+            err.as_ref().and_then(failure_type),
+            Some("invalid_parameter")
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn launched_instances_carry_ids_tags_zone_and_addresses() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        with_template(&sim).await?;
+        let first = sim.launch(&request("lt-hot", 2, 0, "t1", "dep-1")).await?;
+        let second = sim.launch(&request("lt-hot", 1, 4, "t2", "dep-1")).await?;
+        assert_eq!(first, ["i-sim000000000001", "i-sim000000000002"]);
+        assert_eq!(second, ["i-sim000000000003"]);
+
+        let listed = sim.instances("dep-1").await?;
+        assert_eq!(listed.len(), 3);
+        let zones: Vec<&str> = listed.iter().map(|i| i.zone.as_str()).collect();
+        // Zone 4 wraps to index 1 of three zones.
+        assert_eq!(zones, ["sim-a", "sim-a", "sim-b"]);
+        let ips: Vec<Option<&str>> = listed.iter().map(|i| i.private_ip.as_deref()).collect();
+        assert_eq!(ips, [Some("10.0.0.4"), Some("10.0.0.5"), Some("10.0.1.4")]);
+        for i in &listed {
+            assert_eq!(i.instance_type, "m6g.xlarge");
+            assert_eq!(i.state, InstanceState::Running);
+            // The request's tag wins over the template's.
+            assert_eq!(i.tags.get(TAG_NODE_GROUP).map(String::as_str), Some("hot"));
+            assert_eq!(
+                i.tags.get(TAG_DEPLOYMENT).map(String::as_str),
+                Some("dep-1")
+            );
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn configured_zones_are_used_and_wrapped() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig {
+            zones: vec!["eu-central-1a".into(), "eu-central-1b".into()],
+            ..SimulatedConfig::default()
+        });
+        with_template(&sim).await?;
+        sim.launch(&request("lt-hot", 1, 3, "t1", "dep-1")).await?;
+        let listed = sim.instances("dep-1").await?;
+        assert_eq!(listed[0].zone, "eu-central-1b");
+        assert_eq!(listed[0].private_ip.as_deref(), Some("10.0.1.4"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_client_token_replays_the_first_launch() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        with_template(&sim).await?;
+        let req = request("lt-hot", 3, 1, "plan-1/step-2", "dep-1");
+        let first = sim.launch(&req).await?;
+        let again = sim.launch(&req).await?;
+        assert_eq!(first, again);
+        assert_eq!(sim.instances("dep-1").await?.len(), 3);
+        assert_eq!(sim.calls("launch"), 2);
+
+        // Even after the template is gone, as EC2 remembers the token.
+        sim.delete_launch_template("lt-hot").await?;
+        assert_eq!(sim.launch(&req).await?, first);
+
+        let mut changed = req.clone();
+        changed.count = 4;
+        let err = sim.launch(&changed).await.err();
+        assert_eq!(
+            err.as_ref().and_then(failure_type),
+            Some("idempotent_parameter_mismatch")
+        );
+        assert_eq!(sim.instances("dep-1").await?.len(), 3);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn instances_are_filtered_by_deployment_tag() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        with_template(&sim).await?;
+        sim.launch(&request("lt-hot", 2, 0, "a", "dep-a")).await?;
+        sim.launch(&request("lt-hot", 1, 0, "b", "dep-b")).await?;
+        let mut untagged = request("lt-hot", 1, 0, "c", "x");
+        untagged.tags.clear();
+        sim.launch(&untagged).await?;
+
+        assert_eq!(sim.instances("dep-a").await?.len(), 2);
+        assert_eq!(sim.instances("dep-b").await?.len(), 1);
+        // The untagged launch inherits the template's deployment tag.
+        assert_eq!(sim.instances("dep-1").await?.len(), 1);
+        assert!(sim.instances("dep-c").await?.is_empty());
+        assert!(sim.instances("").await?.is_empty());
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn instances_boot_after_the_boot_delay() -> TestResult {
+        let sim = SimulatedCompute::new(delays(30_000, 10_000));
+        with_template(&sim).await?;
+        sim.launch(&request("lt-hot", 2, 0, "t1", "dep-1")).await?;
+        assert_eq!(
+            states(&sim, "dep-1").await?,
+            [InstanceState::Pending, InstanceState::Pending]
+        );
+        tokio::time::advance(Duration::from_millis(29_999)).await;
+        assert_eq!(states(&sim, "dep-1").await?[0], InstanceState::Pending);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(
+            states(&sim, "dep-1").await?,
+            [InstanceState::Running, InstanceState::Running]
+        );
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn terminated_instances_shut_down_then_stay_listed() -> TestResult {
+        let sim = SimulatedCompute::new(delays(1_000, 5_000));
+        with_template(&sim).await?;
+        let ids = sim.launch(&request("lt-hot", 2, 0, "t1", "dep-1")).await?;
+        tokio::time::advance(Duration::from_secs(2)).await;
+
+        sim.terminate(&ids[..1]).await?;
+        assert_eq!(
+            states(&sim, "dep-1").await?,
+            [InstanceState::ShuttingDown, InstanceState::Running]
+        );
+        tokio::time::advance(Duration::from_secs(3)).await;
+        // Terminating again does not restart the shutdown clock.
+        sim.terminate(&ids[..1]).await?;
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let listed = sim.instances("dep-1").await?;
+        assert_eq!(listed[0].state, InstanceState::Terminated);
+        assert_eq!(listed[0].private_ip, None);
+        assert_eq!(listed[1].state, InstanceState::Running);
+        assert_eq!(listed[1].private_ip.as_deref(), Some("10.0.0.5"));
+
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert_eq!(
+            states(&sim, "dep-1").await?,
+            [InstanceState::Terminated, InstanceState::Running]
+        );
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pending_instance_can_be_terminated() -> TestResult {
+        let sim = SimulatedCompute::new(delays(60_000, 1_000));
+        with_template(&sim).await?;
+        let ids = sim.launch(&request("lt-hot", 1, 0, "t1", "dep-1")).await?;
+        sim.terminate(&ids).await?;
+        assert_eq!(states(&sim, "dep-1").await?, [InstanceState::ShuttingDown]);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(states(&sim, "dep-1").await?, [InstanceState::Terminated]);
+        // It never becomes running afterwards.
+        tokio::time::advance(Duration::from_secs(120)).await;
+        assert_eq!(states(&sim, "dep-1").await?, [InstanceState::Terminated]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn zero_delays_change_state_at_once() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        with_template(&sim).await?;
+        let ids = sim.launch(&request("lt-hot", 1, 0, "t1", "dep-1")).await?;
+        assert_eq!(states(&sim, "dep-1").await?, [InstanceState::Running]);
+        sim.terminate(&ids).await?;
+        assert_eq!(states(&sim, "dep-1").await?, [InstanceState::Terminated]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn terminating_unknown_or_terminated_ids_succeeds() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        with_template(&sim).await?;
+        let ids = sim.launch(&request("lt-hot", 1, 0, "t1", "dep-1")).await?;
+        sim.terminate(&ids).await?;
+        sim.terminate(&ids).await?;
+        sim.terminate(&["i-doesnotexist".to_string()]).await?;
+        sim.terminate(&[]).await?;
+        assert_eq!(sim.calls("terminate"), 4);
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn addresses_are_reused_only_after_termination() -> TestResult {
+        let sim = SimulatedCompute::new(delays(0, 10_000));
+        with_template(&sim).await?;
+        let first = sim.launch(&request("lt-hot", 1, 2, "t1", "dep-1")).await?;
+        sim.terminate(&first).await?;
+        sim.launch(&request("lt-hot", 1, 2, "t2", "dep-1")).await?;
+        tokio::time::advance(Duration::from_secs(10)).await;
+        sim.launch(&request("lt-hot", 1, 2, "t3", "dep-1")).await?;
+        let ips: Vec<Option<String>> = sim
+            .instances("dep-1")
+            .await?
+            .into_iter()
+            .map(|i| i.private_ip)
+            .collect();
+        assert_eq!(
+            ips,
+            [None, Some("10.0.2.5".into()), Some("10.0.2.4".into())]
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_full_subnet_is_a_capacity_error() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        with_template(&sim).await?;
+        let all = u32::from(LAST_HOST - FIRST_HOST) + 1;
+        sim.launch(&request("lt-hot", all, 0, "t1", "dep-1"))
+            .await?;
+        let err = sim
+            .launch(&request("lt-hot", 1, 0, "t2", "dep-1"))
+            .await
+            .err();
+        assert!(matches!(
+            err,
+            Some(ComputeError::InsufficientCapacity { zone: 0, .. })
+        ));
+        // Another zone still has room.
+        sim.launch(&request("lt-hot", 1, 1, "t3", "dep-1")).await?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn no_capacity_fault_fails_one_zone_only() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig {
+            faults: vec![Fault::NoCapacityInZone(1)],
+            ..SimulatedConfig::default()
+        });
+        with_template(&sim).await?;
+        for zone in [1, 4] {
+            let token = format!("t{zone}");
+            let err = sim
+                .launch(&request("lt-hot", 1, zone, &token, "dep-1"))
+                .await
+                .err();
+            assert!(
+                matches!(err, Some(ComputeError::InsufficientCapacity { zone: z, .. }) if z == zone),
+                "{err:?}"
+            );
+        }
+        // A failed launch does not burn the token: the retry elsewhere works.
+        let ids = sim.launch(&request("lt-hot", 1, 2, "t1", "dep-1")).await?;
+        assert_eq!(ids.len(), 1);
+        assert_eq!(sim.instances("dep-1").await?.len(), 1);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn injected_faults_hit_the_chosen_calls_without_effect() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig {
+            faults: vec![
+                fail("launch", 2, 2, transient()),
+                fail(
+                    "terminate",
+                    1,
+                    1,
+                    ComputeError::Permanent {
+                        failure_type: "unauthorized".into(),
+                        message: "no".into(),
+                    },
+                ),
+            ],
+            ..SimulatedConfig::default()
+        });
+        with_template(&sim).await?;
+        let req = request("lt-hot", 1, 0, "t1", "dep-1");
+        let first = sim.launch(&req).await?;
+        assert_eq!(sim.launch(&req).await, Err(transient()));
+        assert_eq!(sim.launch(&req).await, Err(transient()));
+        assert_eq!(sim.launch(&req).await?, first);
+        assert_eq!(sim.calls("launch"), 4);
+
+        let err = sim.terminate(&first).await.err();
+        assert_eq!(err.as_ref().and_then(failure_type), Some("unauthorized"));
+        assert_eq!(states(&sim, "dep-1").await?, [InstanceState::Running]);
+        sim.terminate(&first).await?;
+        assert_eq!(states(&sim, "dep-1").await?, [InstanceState::Terminated]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_failed_first_launch_starts_nothing() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig {
+            faults: vec![fail("launch", 1, 1, transient())],
+            ..SimulatedConfig::default()
+        });
+        with_template(&sim).await?;
+        let req = request("lt-hot", 2, 0, "t1", "dep-1");
+        assert_eq!(sim.launch(&req).await, Err(transient()));
+        assert!(sim.instances("dep-1").await?.is_empty());
+        assert_eq!(sim.launch(&req).await?.len(), 2);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn every_operation_can_fail() -> TestResult {
+        let faults = OPERATIONS
+            .iter()
+            .map(|op| fail(op, 1, 1, transient()))
+            .collect();
+        let sim = SimulatedCompute::new(SimulatedConfig {
+            faults,
+            ..SimulatedConfig::default()
+        });
+        let lt = spec("lt-hot", "m6g.xlarge", Arch::Arm64);
+        assert_eq!(sim.ensure_launch_template(&lt).await, Err(transient()));
+        assert!(sim.templates().is_empty());
+        assert_eq!(sim.delete_launch_template("x").await, Err(transient()));
+        let req = request("lt-hot", 1, 0, "t1", "dep-1");
+        assert_eq!(sim.launch(&req).await, Err(transient()));
+        assert_eq!(sim.instances("dep-1").await, Err(transient()));
+        assert_eq!(sim.terminate(&[]).await, Err(transient()));
+        for op in OPERATIONS {
+            assert_eq!(sim.calls(op), 1, "{op}");
+        }
+        assert_eq!(sim.calls("reboot"), 0);
+
+        sim.ensure_launch_template(&lt).await?;
+        sim.delete_launch_template("x").await?;
+        sim.launch(&req).await?;
+        sim.instances("dep-1").await?;
+        sim.terminate(&[]).await?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn concurrent_launches_get_distinct_ids_and_addresses() -> TestResult {
+        let sim = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+        with_template(&sim).await?;
+        let mut tasks = Vec::new();
+        for n in 0..20 {
+            let sim = Arc::clone(&sim);
+            tasks.push(tokio::spawn(async move {
+                let token = format!("t{n}");
+                sim.launch(&request("lt-hot", 2, n % 3, &token, "dep-1"))
+                    .await
+            }));
+        }
+        for task in tasks {
+            let launched = task.await.map_err(|e| ComputeError::Transient {
+                code: "join".into(),
+                message: e.to_string(),
+            })??;
+            assert_eq!(launched.len(), 2);
+        }
+        let listed = sim.instances("dep-1").await?;
+        let ids: BTreeSet<&str> = listed.iter().map(|i| i.id.as_str()).collect();
+        let ips: BTreeSet<Option<&str>> = listed.iter().map(|i| i.private_ip.as_deref()).collect();
+        assert_eq!(ids.len(), 40);
+        assert_eq!(ips.len(), 40);
+        Ok(())
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let map: HashMap<String, OsString> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn from_env_defaults_to_no_delay_and_no_fault() -> Result<(), String> {
+        let c = SimulatedConfig::from_lookup(env(&[]))?;
+        assert_eq!(c.zones, ["sim-a", "sim-b", "sim-c"]);
+        assert_eq!(c.boot_delay, Duration::ZERO);
+        assert_eq!(c.terminate_delay, Duration::ZERO);
+        assert!(c.faults.is_empty());
+        let c = SimulatedConfig::from_lookup(env(&[(ENV_FAULTS, "  "), (ENV_BOOT_DELAY, "")]))?;
+        assert!(c.faults.is_empty());
+        assert_eq!(c.boot_delay, Duration::ZERO);
+        Ok(())
+    }
+
+    #[test]
+    fn from_env_reads_delays_and_faults() -> Result<(), String> {
+        let c = SimulatedConfig::from_lookup(env(&[
+            (ENV_BOOT_DELAY, "1500"),
+            (ENV_TERMINATE_DELAY, " 200 "),
+            (
+                ENV_FAULTS,
+                "launch:1:1:permanent, terminate:2:3:transient,capacity:0,instances:4:1:transient=Throttling,ensure_launch_template:1:2:permanent=unauthorized",
+            ),
+        ]))?;
+        assert_eq!(c.boot_delay, Duration::from_millis(1500));
+        assert_eq!(c.terminate_delay, Duration::from_millis(200));
+        let message = |op: &str, n: u32| format!("injected fault on {op} call {n}");
+        assert_eq!(
+            c.faults,
+            [
+                fail(
+                    "launch",
+                    1,
+                    1,
+                    ComputeError::Permanent {
+                        failure_type: "simulated_failure".into(),
+                        message: message("launch", 1),
+                    }
+                ),
+                fail(
+                    "terminate",
+                    2,
+                    3,
+                    ComputeError::Transient {
+                        code: "simulated_transient".into(),
+                        message: message("terminate", 2),
+                    }
+                ),
+                Fault::NoCapacityInZone(0),
+                fail(
+                    "instances",
+                    4,
+                    1,
+                    ComputeError::Transient {
+                        code: "Throttling".into(),
+                        message: message("instances", 4),
+                    }
+                ),
+                fail(
+                    "ensure_launch_template",
+                    1,
+                    2,
+                    ComputeError::Permanent {
+                        failure_type: "unauthorized".into(),
+                        message: message("ensure_launch_template", 1),
+                    }
+                ),
+            ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn from_env_names_the_variable_of_a_bad_value() {
+        let cases: &[(&str, &str)] = &[
+            (ENV_BOOT_DELAY, "fast"),
+            (ENV_BOOT_DELAY, "-1"),
+            (ENV_TERMINATE_DELAY, "1.5"),
+            (ENV_FAULTS, "launch:1:1"),
+            (ENV_FAULTS, "reboot:1:1:transient"),
+            (ENV_FAULTS, "launch:0:1:transient"),
+            (ENV_FAULTS, "launch:1:0:transient"),
+            (ENV_FAULTS, "launch:x:1:transient"),
+            (ENV_FAULTS, "launch:1:1:fatal"),
+            (ENV_FAULTS, "launch:1:1:permanent="),
+            (ENV_FAULTS, "capacity:a"),
+            (ENV_FAULTS, "capacity:-1"),
+            (ENV_FAULTS, "launch:1:1:transient,,capacity:0"),
+            (ENV_FAULTS, "launch:1:1:transient,"),
+        ];
+        for (name, value) in cases {
+            match SimulatedConfig::from_lookup(env(&[(name, value)])) {
+                Ok(c) => panic!("{name}={value:?} was accepted: {c:?}"),
+                Err(e) => assert!(e.contains(name), "{name}={value:?}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn simulated_config_default_uses_the_default_zones() {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        assert_eq!(sim.zones, ["sim-a", "sim-b", "sim-c"]);
+        assert_eq!(sim.calls("launch"), 0);
+        assert!(sim.templates().is_empty());
+    }
+}

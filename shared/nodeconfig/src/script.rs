@@ -1,0 +1,242 @@
+//! The cloud-init boot script of a node.
+
+use crate::{
+    CONFIG_DIR, HOME_DIR, NODE_NAME_VARIABLE, NodeGroupConfig, S3_CLIENT, ZONE_VARIABLE,
+    elasticsearch_yml, jvm_options, package_arch,
+};
+
+/// A shell word that the shell takes literally, whatever `s` holds.
+fn sh(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Appends a command writing `content` to `path` through a quoted here
+/// document: the shell expands nothing in it (a `$` in a user value stays a
+/// `$`), and the delimiter is chosen so that no line of `content` ends it.
+fn write_file(out: &mut String, path: &str, content: &str) {
+    let mut delimiter = String::from("FLOE_EOF");
+    while content.lines().any(|l| l == delimiter) {
+        delimiter.push('_');
+    }
+    out.push_str(&format!("cat > {path} <<'{delimiter}'\n{content}"));
+    if !content.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&delimiter);
+    out.push('\n');
+}
+
+/// The boot script (cloud-init user data, run once as root) of one node of
+/// the group, for Amazon Linux 2023 (RPM, systemd, AWS CLI v2):
+///
+/// 1. system settings Elastic requires or recommends: `vm.max_map_count`,
+///    `vm.swappiness=1`, `net.ipv4.tcp_retries2=5` (a sysctl.d file);
+/// 2. the instance id (and, before 8.2, the zone) from the instance
+///    metadata service with an IMDSv2 token;
+/// 3. Elastic's RPM for the version and architecture (`aarch64` on Graviton,
+///    `x86_64` otherwise), checked against its published SHA-512;
+/// 4. the `discovery-ec2` plugin, and `repository-s3` before 8.0 (from 8.0
+///    it is built in);
+/// 5. the repository credentials, read from SSM Parameter Store
+///    (`{parameter_prefix}/repository/access_key`, `secret_key`,
+///    `session_token`) and piped into the keystore, so they are never in the
+///    user data, a file, a command line or the console log;
+/// 6. `elasticsearch.yml` and `jvm.options.d/floe.options`;
+/// 7. on master-eligible nodes, `cluster.initial_master_nodes` when
+///    `{parameter_prefix}/initial_master_nodes` exists: the plan that creates
+///    a cluster stores there the comma-separated instance ids of its first
+///    master-eligible nodes right after launching them (a booting node reads
+///    it minutes later, after the download) and deletes it once the cluster
+///    has formed; a node that finds none joins the existing cluster;
+/// 8. a systemd drop-in with `LimitMEMLOCK=infinity` (for
+///    `bootstrap.memory_lock`) and the node's name, then enables and starts
+///    Elasticsearch.
+///
+/// Re-running the script after a failure resumes: the package and plugins
+/// are installed only if missing, everything else is overwritten.
+pub fn user_data(c: &NodeGroupConfig) -> String {
+    let mut s = String::new();
+    s.push_str(
+        "#!/bin/bash\n\
+         # Boot script of an Elasticsearch node, rendered by Floe. It holds no\n\
+         # secret: the repository credentials are read from SSM at boot.\n\
+         set -euo pipefail\n\n",
+    );
+    s.push_str(&format!("ES_VERSION={}\n", sh(c.es_version)));
+    s.push_str(&format!("ES_ARCH={}\n", sh(package_arch(c.instance.arch))));
+    s.push_str(&format!("AWS_REGION={}\n", sh(c.region)));
+    s.push_str(&format!("ES_HOME={}\n", sh(HOME_DIR)));
+    s.push_str(&format!("ES_CONF={}\n", sh(CONFIG_DIR)));
+    s.push_str("work=$(mktemp -d)\ntrap 'rm -rf \"${work}\"' EXIT\n\n");
+
+    s.push_str(
+        "# Elastic's system configuration: enough memory maps for Lucene, swap\n\
+         # only in an emergency, and a dead peer noticed in seconds, not minutes.\n",
+    );
+    write_file(
+        &mut s,
+        "/etc/sysctl.d/90-elasticsearch.conf",
+        "vm.max_map_count=262144\nvm.swappiness=1\nnet.ipv4.tcp_retries2=5\n",
+    );
+    s.push_str("sysctl --system >/dev/null\n\n");
+
+    s.push_str(
+        "# IMDSv2: a session token first, then the metadata.\n\
+         imds_token=$(curl -fsS --retry 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' \\\n  \
+         http://169.254.169.254/latest/api/token)\n\
+         imds() {\n  \
+         curl -fsS --retry 5 -H \"X-aws-ec2-metadata-token: ${imds_token}\" \\\n    \
+         \"http://169.254.169.254/latest/meta-data/$1\"\n\
+         }\n",
+    );
+    s.push_str(&format!(
+        "{NODE_NAME_VARIABLE}=$(imds instance-id)\nexport {NODE_NAME_VARIABLE}\n"
+    ));
+    if !c.plugin_reads_imdsv2() {
+        s.push_str(&format!(
+            "# This version's EC2 plugin cannot use IMDSv2: the zone comes from here.\n\
+             {ZONE_VARIABLE}=$(imds placement/availability-zone)\nexport {ZONE_VARIABLE}\n"
+        ));
+    }
+    s.push('\n');
+
+    s.push_str(
+        "if ! rpm -q elasticsearch >/dev/null 2>&1; then\n  \
+         package=\"elasticsearch-${ES_VERSION}-${ES_ARCH}.rpm\"\n  \
+         url=\"https://artifacts.elastic.co/downloads/elasticsearch/${package}\"\n  \
+         curl -fsSL --retry 5 -o \"${work}/${package}\" \"${url}\"\n  \
+         curl -fsSL --retry 5 -o \"${work}/${package}.sha512\" \"${url}.sha512\"\n  \
+         (cd \"${work}\" && sha512sum --check --quiet \"${package}.sha512\")\n  \
+         # From 8.0 the package prints a generated password for the elastic\n  \
+         # user; it must not reach the console log.\n  \
+         rpm --install --quiet \"${work}/${package}\" >/dev/null\n\
+         fi\n\n",
+    );
+
+    s.push_str(
+        "install_plugin() {\n  \
+         if [ ! -d \"${ES_HOME}/plugins/$1\" ]; then\n    \
+         \"${ES_HOME}/bin/elasticsearch-plugin\" install --batch \"$1\"\n  \
+         fi\n\
+         }\n\
+         install_plugin discovery-ec2\n",
+    );
+    if c.needs_repository_s3_plugin() {
+        s.push_str("install_plugin repository-s3\n");
+    }
+    s.push('\n');
+
+    if let Some(r) = c.repository.filter(|r| r.has_credentials) {
+        s.push_str("# The repository's credentials go from SSM straight into the keystore.\n");
+        let mut secrets = vec!["access_key", "secret_key"];
+        if r.has_session_token {
+            secrets.push("session_token");
+        }
+        for secret in secrets {
+            s.push_str(&format!(
+                "aws ssm get-parameter --region \"${{AWS_REGION}}\" --with-decryption \\\n  \
+                 --name {} \\\n  \
+                 --query Parameter.Value --output text \\\n  \
+                 | \"${{ES_HOME}}/bin/elasticsearch-keystore\" add --stdin --force s3.client.{S3_CLIENT}.{secret}\n",
+                sh(&c.parameter(&format!("repository/{secret}"))),
+            ));
+        }
+        // The keystore tool rewrites the file as root; the node reads it as
+        // the elasticsearch group.
+        s.push_str(
+            "chown root:elasticsearch \"${ES_CONF}/elasticsearch.keystore\"\n\
+             chmod 0660 \"${ES_CONF}/elasticsearch.keystore\"\n\n",
+        );
+    }
+
+    write_file(
+        &mut s,
+        "\"${ES_CONF}/elasticsearch.yml\"",
+        &elasticsearch_yml(c),
+    );
+    s.push_str("mkdir -p \"${ES_CONF}/jvm.options.d\"\n");
+    write_file(
+        &mut s,
+        "\"${ES_CONF}/jvm.options.d/floe.options\"",
+        &jvm_options(c),
+    );
+    s.push('\n');
+
+    if c.master_eligible() {
+        s.push_str(&format!(
+            "# A new cluster forms once its first master-eligible nodes know each\n\
+             # other; the plan that creates it stores their instance ids here.\n\
+             ids='^i-[0-9a-zA-Z]+(,i-[0-9a-zA-Z]+)*$'\n\
+             if masters=$(aws ssm get-parameter --region \"${{AWS_REGION}}\" \\\n    \
+             --name {} \\\n    \
+             --query Parameter.Value --output text 2>\"${{work}}/ssm-error\"); then\n  \
+             if [[ ! \"${{masters}}\" =~ ${{ids}} ]]; then\n    \
+             echo \"initial_master_nodes is not a list of instance ids\" >&2\n    \
+             exit 1\n  \
+             fi\n  \
+             printf 'cluster.initial_master_nodes: [%s]\\n' \"${{masters//,/, }}\" \\\n    \
+             >>\"${{ES_CONF}}/elasticsearch.yml\"\n\
+             elif ! grep -q ParameterNotFound \"${{work}}/ssm-error\"; then\n  \
+             cat \"${{work}}/ssm-error\" >&2\n  \
+             exit 1\n\
+             fi\n",
+            sh(&c.parameter("initial_master_nodes")),
+        ));
+    }
+    s.push_str(
+        "chown root:elasticsearch \"${ES_CONF}/elasticsearch.yml\" \"${ES_CONF}/jvm.options.d/floe.options\"\n\
+         chmod 0660 \"${ES_CONF}/elasticsearch.yml\" \"${ES_CONF}/jvm.options.d/floe.options\"\n\n",
+    );
+
+    s.push_str(
+        "# Memory lock needs an unlimited locked-memory limit for the service, and\n\
+         # the node name (and zone) reach elasticsearch.yml through its environment.\n\
+         dropins=/etc/systemd/system/elasticsearch.service.d\n\
+         mkdir -p \"${dropins}\"\n",
+    );
+    write_file(
+        &mut s,
+        "\"${dropins}/floe-memlock.conf\"",
+        "[Service]\nLimitMEMLOCK=infinity\n",
+    );
+    s.push_str(&format!(
+        "printf '[Service]\\nEnvironment=%s=%s\\n' {NODE_NAME_VARIABLE} \"${{{NODE_NAME_VARIABLE}}}\" \\\n  \
+         >\"${{dropins}}/floe-node.conf\"\n"
+    ));
+    if !c.plugin_reads_imdsv2() {
+        s.push_str(&format!(
+            "printf 'Environment=%s=%s\\n' {ZONE_VARIABLE} \"${{{ZONE_VARIABLE}}}\" \\\n  \
+             >>\"${{dropins}}/floe-node.conf\"\n"
+        ));
+    }
+    s.push_str(
+        "systemctl daemon-reload\n\
+         systemctl enable elasticsearch.service\n\
+         systemctl start elasticsearch.service\n",
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_are_literal() {
+        assert_eq!(sh("abc"), "'abc'");
+        assert_eq!(sh("it's"), "'it'\\''s'");
+        assert_eq!(sh("$(rm -rf /)"), "'$(rm -rf /)'");
+        assert_eq!(sh(""), "''");
+    }
+
+    #[test]
+    fn heredoc_delimiter_never_occurs_as_a_line() {
+        let mut out = String::new();
+        write_file(&mut out, "/f", "a\nFLOE_EOF\nFLOE_EOF_\nb");
+        assert!(out.starts_with("cat > /f <<'FLOE_EOF__'\n"), "{out}");
+        assert!(out.ends_with("\nb\nFLOE_EOF__\n"), "{out}");
+        let mut out = String::new();
+        write_file(&mut out, "/f", "x\n");
+        assert_eq!(out, "cat > /f <<'FLOE_EOF'\nx\nFLOE_EOF\n");
+    }
+}

@@ -1,0 +1,514 @@
+//! The plan engine. A plan is an ordered list of named steps, each with an
+//! idempotent `run` and `undo`. The engine runs steps in order, recording
+//! each result in the plan record before the next step starts; on a failure
+//! (or a cancellation) it runs the undos of the completed steps in reverse.
+//!
+//! Only the holder of the plan's lease runs steps; the lease is taken with a
+//! conditional write, so two workers given the same plan (at-least-once
+//! delivery, the sweep) never run a step at the same time. Waiting is a
+//! re-queue with a delay that releases the lease, never a sleep holding it.
+
+use crate::queue::{PlanJob, WorkQueue};
+use async_trait::async_trait;
+use chrono::Utc;
+use floe_domain::deployment::{Deployment, DeploymentStatus};
+use floe_domain::plan::{Lease, Plan, PlanKind, PlanStatus, StepError, StepRecord, StepStatus};
+use floe_store::{DeploymentOutcome, PageRequest, Store, StoreError, Versioned};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What one run (or undo) of a step came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Done; the value is kept as the step's output.
+    Done(Value),
+    /// Not yet (instances booting): run the step again after `after`.
+    Wait { after: Duration, note: String },
+    /// A transient error: retried with backoff, a bounded number of times.
+    Retry(String),
+    /// A permanent error: the plan unwinds.
+    Fail(StepError),
+}
+
+pub fn fail(failure_type: &str, message: impl Into<String>) -> Outcome {
+    Outcome::Fail(StepError {
+        failure_type: failure_type.to_string(),
+        message: message.into(),
+    })
+}
+
+/// What a step sees: the plan, its deployment, earlier steps' outputs, and a
+/// log that lands in the step's `info_log`.
+pub struct StepContext<'a> {
+    pub plan: &'a Plan,
+    pub deployment: &'a Deployment,
+    pub step: &'a StepRecord,
+    outputs: BTreeMap<String, Value>,
+    log: Mutex<Vec<String>>,
+}
+
+impl StepContext<'_> {
+    pub fn output(&self, step_id: &str) -> Option<&Value> {
+        self.outputs.get(step_id).filter(|v| !v.is_null())
+    }
+
+    pub fn log(&self, line: impl Into<String>) {
+        if let Ok(mut log) = self.log.lock() {
+            log.push(line.into());
+        }
+    }
+
+    /// How long this step has been at it (for its own timeouts).
+    pub fn elapsed(&self) -> Duration {
+        self.step
+            .started
+            .and_then(|s| (Utc::now() - s).to_std().ok())
+            .unwrap_or_default()
+    }
+}
+
+/// The steps of every kind of plan. The engine is generic over it so that
+/// its tests can script steps and inject failures at each one.
+#[async_trait]
+pub trait Steps: Send + Sync + 'static {
+    /// The step ids of `plan`, fixed when it starts.
+    fn layout(&self, plan: &Plan, deployment: &Deployment) -> Result<Vec<String>, StepError>;
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome;
+    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome;
+}
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How long a lease holds without renewal; a worker that dies is replaced after it.
+    pub lease: Duration,
+    /// Transient failures of one step before it fails for good.
+    pub max_retries: u32,
+    /// First retry delay; doubles each time.
+    pub backoff: Duration,
+    /// One invocation yields (re-queues itself) after this, so a Lambda
+    /// never runs into its timeout mid-step.
+    pub budget: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            lease: Duration::from_secs(120),
+            max_retries: 5,
+            backoff: Duration::from_secs(2),
+            budget: Duration::from_secs(60),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunResult {
+    /// The plan finished (now or before).
+    Finished(PlanStatus),
+    /// The plan waits or retries; it has been re-queued.
+    Requeued,
+    /// Another worker holds the lease, or won a race: nothing done.
+    Busy,
+    /// No such plan (or deployment).
+    Gone,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("queue: {0}")]
+    Queue(#[from] crate::queue::QueueError),
+}
+
+pub struct Engine {
+    store: Store,
+    queue: Arc<dyn WorkQueue>,
+    steps: Arc<dyn Steps>,
+    owner: String,
+    config: EngineConfig,
+}
+
+fn lease_duration(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::seconds(120))
+}
+
+impl Engine {
+    pub fn new(
+        store: Store,
+        queue: Arc<dyn WorkQueue>,
+        steps: Arc<dyn Steps>,
+        owner: impl Into<String>,
+        config: EngineConfig,
+    ) -> Engine {
+        Engine {
+            store,
+            queue,
+            steps,
+            owner: owner.into(),
+            config,
+        }
+    }
+
+    /// Runs the plan as far as it can go now: to the end, to a wait, or to
+    /// the invocation budget.
+    pub async fn run(&self, job: &PlanJob) -> Result<RunResult, EngineError> {
+        let started = tokio::time::Instant::now();
+        // A lease names one invocation, not one process: two deliveries of
+        // the same job to one worker must not both think they hold it.
+        let owner = format!("{}/{}", self.owner, floe_domain::names::new_resource_id());
+        // Each pass reloads the plan: after a lost race (someone asked to
+        // cancel, say) the record, not memory, is the truth.
+        loop {
+            let Some(pv) = self
+                .store
+                .get_plan(&job.org, &job.deployment_id, &job.plan_id)
+                .await?
+            else {
+                return Ok(RunResult::Gone);
+            };
+            let (mut plan, mut version) = (pv.value, pv.version);
+            if plan.status.is_finished() {
+                return Ok(RunResult::Finished(plan.status));
+            }
+            let now = Utc::now();
+            if plan
+                .lease
+                .as_ref()
+                .is_some_and(|l| l.owner != owner && l.expires > now)
+            {
+                return Ok(RunResult::Busy);
+            }
+            let Some(dv) = self
+                .store
+                .get_deployment(&job.org, &job.deployment_id)
+                .await?
+            else {
+                return Ok(RunResult::Gone);
+            };
+            plan.lease = Some(Lease {
+                owner: owner.clone(),
+                expires: now + lease_duration(self.config.lease),
+            });
+            if plan.status == PlanStatus::Pending {
+                match self.steps.layout(&plan, &dv.value) {
+                    Ok(ids) => {
+                        plan.steps = ids.into_iter().map(StepRecord::new).collect();
+                        plan.status = PlanStatus::Running;
+                    }
+                    Err(e) => {
+                        plan.error = Some(e);
+                        plan.status = PlanStatus::Unwinding;
+                    }
+                }
+            }
+            version = match self.store.update_plan(&plan, version).await {
+                Ok(v) => v,
+                Err(StoreError::VersionMismatch { .. }) => return Ok(RunResult::Busy),
+                Err(e) => return Err(e.into()),
+            };
+            match self
+                .advance(&owner, &mut plan, &mut version, &dv, started)
+                .await?
+            {
+                Some(result) => return Ok(result),
+                None => continue,
+            }
+        }
+    }
+
+    /// Steps the plan until it finishes, waits or yields. `None` means a
+    /// write lost a race and the caller should reload.
+    async fn advance(
+        &self,
+        owner: &str,
+        plan: &mut Plan,
+        version: &mut u64,
+        deployment: &Versioned<Deployment>,
+        started: tokio::time::Instant,
+    ) -> Result<Option<RunResult>, EngineError> {
+        loop {
+            if plan.cancel_requested && plan.status == PlanStatus::Running {
+                tracing::info!(plan = %plan.id, "cancel requested: unwinding");
+                plan.status = PlanStatus::Unwinding;
+                // A step that was waiting may have started something: undo it too.
+                if plan
+                    .steps
+                    .get(plan.cursor)
+                    .is_some_and(|s| s.status == StepStatus::Waiting)
+                {
+                    plan.cursor += 1;
+                }
+            }
+            let unwinding = plan.status == PlanStatus::Unwinding;
+            let index = if unwinding {
+                if plan.cursor == 0 {
+                    return self.finish(plan, *version, deployment).await;
+                }
+                plan.cursor - 1
+            } else {
+                if plan.cursor >= plan.steps.len() {
+                    return self.finish(plan, *version, deployment).await;
+                }
+                plan.cursor
+            };
+            if started.elapsed() > self.config.budget {
+                return self.requeue(plan, *version, Duration::ZERO).await;
+            }
+            // Unwinding skips steps that never ran.
+            if unwinding && plan.steps[index].status == StepStatus::Pending {
+                plan.cursor -= 1;
+                continue;
+            }
+
+            let now = Utc::now();
+            {
+                let step = &mut plan.steps[index];
+                step.attempts += 1;
+                if step.started.is_none() || unwinding {
+                    step.started = Some(now);
+                }
+                if !unwinding {
+                    step.status = StepStatus::Running;
+                }
+            }
+            // Visible as running before it runs; also renews the lease.
+            plan.lease = Some(Lease {
+                owner: owner.to_string(),
+                expires: now + lease_duration(self.config.lease),
+            });
+            *version = match self.store.update_plan(plan, *version).await {
+                Ok(v) => v,
+                Err(StoreError::VersionMismatch { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+
+            let ctx = StepContext {
+                plan,
+                deployment: &deployment.value,
+                step: &plan.steps[index],
+                outputs: plan
+                    .steps
+                    .iter()
+                    .map(|s| (s.step_id.clone(), s.output.clone()))
+                    .collect(),
+                log: Mutex::new(Vec::new()),
+            };
+            let step_id = plan.steps[index].step_id.clone();
+            let span = tracing::info_span!("step", plan = %plan.id, deployment = %plan.deployment_id, step = %step_id, undo = unwinding);
+            let outcome = {
+                let _enter = span.enter();
+                if unwinding {
+                    self.steps.undo(&step_id, &ctx).await
+                } else {
+                    self.steps.run(&step_id, &ctx).await
+                }
+            };
+            let lines = ctx.log.into_inner().unwrap_or_default();
+            let step = &mut plan.steps[index];
+            step.info_log.extend(lines);
+            let elapsed = step
+                .started
+                .and_then(|s| (Utc::now() - s).to_std().ok())
+                .unwrap_or_default();
+            match outcome {
+                Outcome::Done(output) => {
+                    step.duration_in_millis = Some(elapsed.as_millis() as u64);
+                    if unwinding {
+                        step.status = StepStatus::Undone;
+                        step.info_log.push("undone".into());
+                        plan.cursor -= 1;
+                    } else {
+                        step.status = StepStatus::Succeeded;
+                        step.output = output;
+                        plan.cursor += 1;
+                    }
+                    step.error = None;
+                }
+                Outcome::Wait { after, note } => {
+                    if !unwinding {
+                        step.status = StepStatus::Waiting;
+                    }
+                    step.info_log.push(note);
+                    return self.requeue(plan, *version, after).await;
+                }
+                Outcome::Retry(message) => {
+                    let failures = step
+                        .info_log
+                        .iter()
+                        .filter(|l| l.starts_with("transient error"))
+                        .count() as u32;
+                    if failures < self.config.max_retries {
+                        let delay = self.config.backoff * 2u32.saturating_pow(failures);
+                        let jitter = rand::random::<u64>() % (delay.as_millis() as u64 / 4 + 1);
+                        let delay = delay + Duration::from_millis(jitter);
+                        step.info_log.push(format!(
+                            "transient error: {message}; retrying in {} ms",
+                            delay.as_millis()
+                        ));
+                        return self.requeue(plan, *version, delay).await;
+                    }
+                    let error = StepError {
+                        failure_type: "retries_exhausted".into(),
+                        message,
+                    };
+                    self.fail_step(plan, index, error, unwinding);
+                }
+                Outcome::Fail(error) => self.fail_step(plan, index, error, unwinding),
+            }
+            *version = match self.store.update_plan(plan, *version).await {
+                Ok(v) => v,
+                Err(StoreError::VersionMismatch { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+        }
+    }
+
+    fn fail_step(&self, plan: &mut Plan, index: usize, error: StepError, unwinding: bool) {
+        let step = &mut plan.steps[index];
+        step.info_log.push(format!("failed: {}", error.message));
+        tracing::warn!(plan = %plan.id, step = %step.step_id, failure_type = %error.failure_type, "step failed");
+        step.error = Some(error.clone());
+        if unwinding {
+            // Keep undoing the rest: leave as little behind as possible.
+            step.status = StepStatus::UndoFailed;
+            plan.cursor -= 1;
+        } else {
+            step.status = StepStatus::Failed;
+            plan.error = Some(error);
+            plan.status = PlanStatus::Unwinding;
+            // The failed step may have done part of its work; its undo is idempotent.
+            plan.cursor = index + 1;
+        }
+    }
+
+    async fn requeue(
+        &self,
+        plan: &mut Plan,
+        version: u64,
+        delay: Duration,
+    ) -> Result<Option<RunResult>, EngineError> {
+        plan.lease = None;
+        match self.store.update_plan(plan, version).await {
+            Ok(_) => {}
+            Err(StoreError::VersionMismatch { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        let job = PlanJob {
+            org: plan.org.clone(),
+            deployment_id: plan.deployment_id.clone(),
+            plan_id: plan.id.clone(),
+        };
+        self.queue.enqueue(job, delay).await?;
+        Ok(Some(RunResult::Requeued))
+    }
+
+    /// Records the end of the plan and what it did to the deployment.
+    async fn finish(
+        &self,
+        plan: &mut Plan,
+        version: u64,
+        deployment: &Versioned<Deployment>,
+    ) -> Result<Option<RunResult>, EngineError> {
+        let undo_failed = plan
+            .steps
+            .iter()
+            .any(|s| s.status == StepStatus::UndoFailed);
+        plan.status = match plan.status {
+            PlanStatus::Running => PlanStatus::Succeeded,
+            _ if plan.cancel_requested && plan.error.is_none() && !undo_failed => {
+                PlanStatus::Cancelled
+            }
+            _ => PlanStatus::Failed,
+        };
+        plan.lease = None;
+        plan.finished = Some(Utc::now());
+        plan.updated = Utc::now();
+        let mut next = deployment.value.clone();
+        next.updated = Utc::now();
+        if next
+            .pending_plan
+            .as_ref()
+            .is_some_and(|p| p.plan_id == plan.id)
+        {
+            next.pending_plan = None;
+        }
+        let succeeded = plan.status == PlanStatus::Succeeded;
+        next.status = if undo_failed {
+            DeploymentStatus::Failed
+        } else {
+            match (plan.kind, succeeded) {
+                (PlanKind::Create, true) | (PlanKind::Update, _) => DeploymentStatus::Running,
+                (PlanKind::Create, false) => DeploymentStatus::Stopped,
+                (PlanKind::Shutdown, true) => DeploymentStatus::Stopped,
+                (PlanKind::Shutdown, false) => DeploymentStatus::Running,
+                (PlanKind::Delete, _) => DeploymentStatus::Stopped,
+            }
+        };
+        if succeeded
+            && plan.kind == PlanKind::Update
+            && let Ok(spec) = serde_json::from_value(plan.params.clone())
+        {
+            next.spec = spec;
+        }
+        let outcome = if succeeded && plan.kind == PlanKind::Delete {
+            DeploymentOutcome::Delete(deployment)
+        } else {
+            DeploymentOutcome::Update {
+                deployment: &next,
+                previous: deployment,
+            }
+        };
+        match self.store.finish_plan(plan, version, outcome).await {
+            Ok(_) => {
+                tracing::info!(plan = %plan.id, status = plan.status.as_str(), deployment_status = next.status.as_str(), "plan finished");
+                Ok(Some(RunResult::Finished(plan.status)))
+            }
+            // The deployment changed under us (a tag edit): reload and finish again.
+            Err(StoreError::VersionMismatch { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Re-queues every unfinished plan whose lease has expired or that no
+    /// worker holds: plans whose worker died, or whose message was lost.
+    pub async fn sweep(&self) -> Result<usize, EngineError> {
+        let mut requeued = 0;
+        let mut page = PageRequest {
+            size: Some(100),
+            cursor: None,
+        };
+        loop {
+            let result = self.store.list_active_plans(&page).await?;
+            for entry in result.items {
+                let Some(pv) = self
+                    .store
+                    .get_plan(&entry.org, &entry.deployment_id, &entry.plan_id)
+                    .await?
+                else {
+                    continue;
+                };
+                let idle = pv
+                    .value
+                    .lease
+                    .as_ref()
+                    .is_none_or(|l| l.expires <= Utc::now());
+                if !pv.value.status.is_finished() && idle {
+                    let job = PlanJob {
+                        org: entry.org,
+                        deployment_id: entry.deployment_id,
+                        plan_id: entry.plan_id,
+                    };
+                    self.queue.enqueue(job, Duration::ZERO).await?;
+                    requeued += 1;
+                }
+            }
+            match result.next_cursor {
+                Some(c) => page.cursor = Some(c),
+                None => return Ok(requeued),
+            }
+        }
+    }
+}

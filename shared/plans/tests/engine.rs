@@ -1,0 +1,453 @@
+//! The plan engine with scripted steps, in the style of omicron's saga
+//! tests: every step is run twice, a failure is injected at every step in
+//! turn, and nothing a step made may be left behind.
+
+use async_trait::async_trait;
+use chrono::Utc;
+use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
+use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepError, StepStatus};
+use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps, fail};
+use floe_plans::{Engine, LocalQueue, PlanJob};
+use floe_store::Store;
+use floe_store::sqlite::SqliteBackend;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Steps that each create one "resource" (undo removes it), with failures,
+/// waits and transient errors scripted per step.
+#[derive(Default)]
+struct Scripted {
+    count: usize,
+    fail_at: Option<usize>,
+    fail_undo_at: Option<usize>,
+    wait_once_at: Option<usize>,
+    transient_at: Option<(usize, u32)>,
+    resources: Mutex<BTreeSet<String>>,
+    runs: Mutex<Vec<String>>,
+    waited: Mutex<BTreeSet<usize>>,
+    transient_left: Mutex<u32>,
+    /// Run every step twice in a row: the second run must change nothing.
+    twice: bool,
+}
+
+fn index(step_id: &str) -> usize {
+    step_id
+        .trim_start_matches("step-")
+        .parse()
+        .unwrap_or(usize::MAX)
+}
+
+#[async_trait]
+impl Steps for Scripted {
+    fn layout(&self, _plan: &Plan, _d: &Deployment) -> Result<Vec<String>, StepError> {
+        Ok((0..self.count).map(|i| format!("step-{i}")).collect())
+    }
+
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        let i = index(step_id);
+        self.runs
+            .lock()
+            .map(|mut r| r.push(format!("run {step_id}")))
+            .ok();
+        if self.wait_once_at == Some(i)
+            && self.waited.lock().map(|mut w| w.insert(i)).unwrap_or(false)
+        {
+            return Outcome::Wait {
+                after: Duration::from_millis(1),
+                note: "not yet".into(),
+            };
+        }
+        if self.transient_at.map(|(at, _)| at) == Some(i) {
+            let mut left = self
+                .transient_left
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if *left > 0 {
+                *left -= 1;
+                return Outcome::Retry("throttled".into());
+            }
+        }
+        let rounds = if self.twice { 2 } else { 1 };
+        for _ in 0..rounds {
+            // Idempotent: inserting the same resource twice leaves one.
+            self.resources
+                .lock()
+                .map(|mut r| r.insert(format!("{}:{step_id}", ctx.plan.id)))
+                .ok();
+        }
+        if self.fail_at == Some(i) {
+            return fail("injected", format!("failure injected at {step_id}"));
+        }
+        ctx.log(format!("made {step_id}"));
+        Outcome::Done(json!({"made": step_id}))
+    }
+
+    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        let i = index(step_id);
+        self.runs
+            .lock()
+            .map(|mut r| r.push(format!("undo {step_id}")))
+            .ok();
+        if self.fail_undo_at == Some(i) {
+            return fail("injected", "undo failure injected");
+        }
+        self.resources
+            .lock()
+            .map(|mut r| r.remove(&format!("{}:{step_id}", ctx.plan.id)))
+            .ok();
+        Outcome::Done(Value::Null)
+    }
+}
+
+struct Harness {
+    store: Store,
+    engine: Engine,
+    rx: UnboundedReceiver<PlanJob>,
+    job: PlanJob,
+}
+
+async fn harness(
+    steps: Arc<dyn Steps>,
+    kind: PlanKind,
+) -> Result<Harness, Box<dyn std::error::Error>> {
+    let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+    let (queue, rx) = LocalQueue::new();
+    let config = EngineConfig {
+        backoff: Duration::from_millis(1),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(store.clone(), Arc::new(queue), steps, "test-worker", config);
+    let spec: DeploymentSpec = serde_json::from_value(json!({"name": "logs", "version": "8.15.3",
+        "node_groups": [{"id": "hot", "roles": ["master", "data_hot"], "instance_type": "m6g.xlarge", "count": 1,
+        "storage": {"size_gb": 10}}]}))?;
+    let now = Utc::now();
+    let plan = Plan::new(
+        "acme",
+        &floe_domain::names::new_resource_id(),
+        kind,
+        serde_json::to_value(&spec)?,
+        "test",
+        "tester",
+        now,
+    );
+    let deployment = Deployment {
+        id: plan.deployment_id.clone(),
+        org: "acme".into(),
+        spec,
+        status: if kind == PlanKind::Create {
+            DeploymentStatus::Initializing
+        } else {
+            DeploymentStatus::Stopping
+        },
+        pending_plan: Some(plan.reference()),
+        created: now,
+        updated: now,
+    };
+    store.create_deployment(&deployment, &plan, None).await?;
+    let job = PlanJob {
+        org: "acme".into(),
+        deployment_id: deployment.id.clone(),
+        plan_id: plan.id.clone(),
+    };
+    Ok(Harness {
+        store,
+        engine,
+        rx,
+        job,
+    })
+}
+
+impl Harness {
+    /// Runs the plan, delivering re-queued jobs, until it finishes.
+    async fn drive(&mut self) -> Result<PlanStatus, Box<dyn std::error::Error>> {
+        let mut result = self.engine.run(&self.job).await?;
+        for _ in 0..200 {
+            match result {
+                RunResult::Finished(status) => return Ok(status),
+                RunResult::Gone => return Err("plan gone".into()),
+                RunResult::Requeued | RunResult::Busy => {
+                    let job = tokio::time::timeout(Duration::from_secs(5), self.rx.recv())
+                        .await?
+                        .ok_or("queue closed")?;
+                    result = self.engine.run(&job).await?;
+                }
+            }
+        }
+        Err("the plan did not finish".into())
+    }
+
+    async fn plan(&self) -> Result<Plan, Box<dyn std::error::Error>> {
+        Ok(self
+            .store
+            .get_plan(&self.job.org, &self.job.deployment_id, &self.job.plan_id)
+            .await?
+            .ok_or("no plan")?
+            .value)
+    }
+
+    async fn deployment(&self) -> Result<Option<Deployment>, Box<dyn std::error::Error>> {
+        Ok(self
+            .store
+            .get_deployment(&self.job.org, &self.job.deployment_id)
+            .await?
+            .map(|v| v.value))
+    }
+}
+
+#[tokio::test]
+async fn a_plan_runs_every_step_in_order_and_records_it() -> TestResult {
+    let steps = Arc::new(Scripted {
+        count: 4,
+        twice: true,
+        wait_once_at: Some(2),
+        ..Scripted::default()
+    });
+    let mut h = harness(steps.clone(), PlanKind::Create).await?;
+    assert_eq!(h.drive().await?, PlanStatus::Succeeded);
+    let plan = h.plan().await?;
+    assert!(
+        plan.steps.iter().all(|s| s.status == StepStatus::Succeeded),
+        "{:?}",
+        plan.steps
+    );
+    assert_eq!(plan.steps[2].attempts, 2, "the waiting step ran again");
+    assert!(plan.steps[2].info_log.iter().any(|l| l == "not yet"));
+    assert_eq!(plan.steps[0].output, json!({"made": "step-0"}));
+    assert!(plan.lease.is_none() && plan.finished.is_some());
+    let d = h.deployment().await?.ok_or("deployment")?;
+    assert_eq!(
+        (d.status, d.pending_plan),
+        (DeploymentStatus::Running, None)
+    );
+    assert_eq!(steps.resources.lock().map(|r| r.len()).unwrap_or(0), 4);
+    // The plan left the active index: the sweep finds nothing.
+    assert_eq!(h.engine.sweep().await?, 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failure_at_any_step_unwinds_to_nothing() -> TestResult {
+    for at in 0..4 {
+        let steps = Arc::new(Scripted {
+            count: 4,
+            fail_at: Some(at),
+            twice: true,
+            ..Scripted::default()
+        });
+        let mut h = harness(steps.clone(), PlanKind::Create).await?;
+        assert_eq!(h.drive().await?, PlanStatus::Failed, "failure at step {at}");
+        let left = steps
+            .resources
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "failure at step {at} left {left:?}");
+        let plan = h.plan().await?;
+        assert_eq!(
+            plan.error.as_ref().map(|e| e.failure_type.as_str()),
+            Some("injected")
+        );
+        assert_eq!(
+            plan.steps[at].status,
+            StepStatus::Undone,
+            "the failed step's own undo ran"
+        );
+        for later in plan.steps.iter().skip(at + 1) {
+            assert_eq!(
+                later.status,
+                StepStatus::Pending,
+                "steps after the failure never ran"
+            );
+        }
+        // Undos ran in reverse order.
+        let runs = steps.runs.lock().map(|r| r.clone()).unwrap_or_default();
+        let undos: Vec<_> = runs
+            .iter()
+            .filter(|r| r.starts_with("undo"))
+            .cloned()
+            .collect();
+        let expected: Vec<_> = (0..=at).rev().map(|i| format!("undo step-{i}")).collect();
+        assert_eq!(undos, expected);
+        let d = h.deployment().await?.ok_or("deployment")?;
+        assert_eq!(
+            d.status,
+            DeploymentStatus::Stopped,
+            "a create that unwound leaves nothing running"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_undo_that_fails_marks_the_deployment_failed_and_undoes_the_rest() -> TestResult {
+    let steps = Arc::new(Scripted {
+        count: 3,
+        fail_at: Some(2),
+        fail_undo_at: Some(1),
+        ..Scripted::default()
+    });
+    let mut h = harness(steps.clone(), PlanKind::Create).await?;
+    assert_eq!(h.drive().await?, PlanStatus::Failed);
+    let plan = h.plan().await?;
+    assert_eq!(plan.steps[1].status, StepStatus::UndoFailed);
+    assert_eq!(
+        plan.steps[0].status,
+        StepStatus::Undone,
+        "undo went on past the failed undo"
+    );
+    assert_eq!(
+        h.deployment().await?.ok_or("deployment")?.status,
+        DeploymentStatus::Failed
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn transient_errors_are_retried_then_fail_the_step() -> TestResult {
+    let steps = Arc::new(Scripted {
+        count: 2,
+        transient_at: Some((1, 3)),
+        transient_left: Mutex::new(3),
+        ..Scripted::default()
+    });
+    let mut h = harness(steps, PlanKind::Create).await?;
+    assert_eq!(h.drive().await?, PlanStatus::Succeeded);
+    let plan = h.plan().await?;
+    assert_eq!(plan.steps[1].attempts, 4);
+    assert_eq!(
+        plan.steps[1]
+            .info_log
+            .iter()
+            .filter(|l| l.starts_with("transient error"))
+            .count(),
+        3
+    );
+
+    let steps = Arc::new(Scripted {
+        count: 2,
+        transient_at: Some((0, 99)),
+        transient_left: Mutex::new(99),
+        ..Scripted::default()
+    });
+    let mut h = harness(steps, PlanKind::Create).await?;
+    assert_eq!(h.drive().await?, PlanStatus::Failed);
+    let plan = h.plan().await?;
+    assert_eq!(
+        plan.error.map(|e| e.failure_type),
+        Some("retries_exhausted".to_string())
+    );
+    let retries = plan.steps[0]
+        .info_log
+        .iter()
+        .filter(|l| l.starts_with("transient error"))
+        .count();
+    assert_eq!(retries, 5, "five retries after the first try");
+    assert_eq!(plan.steps[0].attempts, 7, "six runs, then its undo");
+    assert_eq!(plan.steps[0].status, StepStatus::Undone);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cancelled_plan_stops_at_the_next_boundary_and_unwinds() -> TestResult {
+    let steps = Arc::new(Scripted {
+        count: 4,
+        wait_once_at: Some(2),
+        ..Scripted::default()
+    });
+    let mut h = harness(steps.clone(), PlanKind::Create).await?;
+    // Runs steps 0 and 1, then waits at step 2.
+    assert_eq!(h.engine.run(&h.job).await?, RunResult::Requeued);
+    let pv = h
+        .store
+        .get_plan(&h.job.org, &h.job.deployment_id, &h.job.plan_id)
+        .await?
+        .ok_or("plan")?;
+    let mut plan = pv.value;
+    plan.cancel_requested = true;
+    h.store.update_plan(&plan, pv.version).await?;
+    assert_eq!(h.drive().await?, PlanStatus::Cancelled);
+    assert!(
+        steps
+            .resources
+            .lock()
+            .map(|r| r.is_empty())
+            .unwrap_or(false)
+    );
+    let plan = h.plan().await?;
+    assert_eq!(plan.steps[3].status, StepStatus::Pending);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_lease_held_by_a_live_worker_is_respected_and_an_expired_one_is_swept() -> TestResult {
+    let steps = Arc::new(Scripted {
+        count: 2,
+        ..Scripted::default()
+    });
+    let mut h = harness(steps.clone(), PlanKind::Create).await?;
+    let pv = h
+        .store
+        .get_plan(&h.job.org, &h.job.deployment_id, &h.job.plan_id)
+        .await?
+        .ok_or("plan")?;
+    let mut plan = pv.value;
+    plan.lease = Some(floe_domain::plan::Lease {
+        owner: "other-worker".into(),
+        expires: Utc::now() + chrono::Duration::seconds(60),
+    });
+    let v = h.store.update_plan(&plan, pv.version).await?;
+    assert_eq!(h.engine.run(&h.job).await?, RunResult::Busy);
+    assert_eq!(h.engine.sweep().await?, 0, "a live lease is not swept");
+    assert!(
+        steps.runs.lock().map(|r| r.is_empty()).unwrap_or(false),
+        "no step ran"
+    );
+
+    // The other worker died: its lease expires, the sweep re-queues the plan.
+    plan.lease = Some(floe_domain::plan::Lease {
+        owner: "other-worker".into(),
+        expires: Utc::now() - chrono::Duration::seconds(1),
+    });
+    h.store.update_plan(&plan, v).await?;
+    assert_eq!(h.engine.sweep().await?, 1);
+    let job = h.rx.recv().await.ok_or("no job")?;
+    assert_eq!(
+        h.engine.run(&job).await?,
+        RunResult::Finished(PlanStatus::Succeeded)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn two_workers_racing_never_run_a_step_at_once() -> TestResult {
+    let steps = Arc::new(Scripted {
+        count: 6,
+        ..Scripted::default()
+    });
+    let h = harness(steps.clone(), PlanKind::Create).await?;
+    let engine = Arc::new(h.engine);
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let (e, job) = (engine.clone(), h.job.clone());
+        tasks.push(tokio::spawn(async move { e.run(&job).await }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let runs = steps.runs.lock().map(|r| r.clone()).unwrap_or_default();
+    let unique: BTreeSet<_> = runs.iter().collect();
+    assert_eq!(runs.len(), unique.len(), "a step ran twice: {runs:?}");
+    let plan = h
+        .store
+        .get_plan(&h.job.org, &h.job.deployment_id, &h.job.plan_id)
+        .await?
+        .ok_or("plan")?
+        .value;
+    assert_eq!(plan.status, PlanStatus::Succeeded);
+    Ok(())
+}
