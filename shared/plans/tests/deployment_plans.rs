@@ -1,0 +1,407 @@
+//! The real deployment plans on the simulated compute provider: every step
+//! run twice must start nothing twice, a failure injected after any step must
+//! leave no instance and no launch template behind, and capacity shortages
+//! move launches to another zone.
+
+use async_trait::async_trait;
+use chrono::Utc;
+use floe_compute::simulated::{Fault, SimulatedCompute, SimulatedConfig};
+use floe_compute::{Compute, ComputeError, InstanceState};
+use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
+use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepError, StepStatus};
+use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps, fail};
+use floe_plans::{DeploymentSteps, Engine, LocalQueue, PlanJob, StepSettings};
+use floe_store::Store;
+use floe_store::sqlite::SqliteBackend;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Runs every step twice in a row (what a crash right after a step, before
+/// its result was recorded, amounts to) and reports the second outcome.
+struct Twice<S>(S);
+
+#[async_trait]
+impl<S: Steps> Steps for Twice<S> {
+    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
+        self.0.layout(plan, d)
+    }
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        match self.0.run(step_id, ctx).await {
+            Outcome::Done(_) => self.0.run(step_id, ctx).await,
+            other => other,
+        }
+    }
+    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        match self.0.undo(step_id, ctx).await {
+            Outcome::Done(_) => self.0.undo(step_id, ctx).await,
+            other => other,
+        }
+    }
+}
+
+/// Fails the plan right after step number `at` did its work.
+struct FailAfter<S> {
+    inner: S,
+    at: String,
+}
+
+#[async_trait]
+impl<S: Steps> Steps for FailAfter<S> {
+    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
+        self.inner.layout(plan, d)
+    }
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        let outcome = self.inner.run(step_id, ctx).await;
+        if step_id == self.at && matches!(outcome, Outcome::Done(_)) {
+            return fail("injected", format!("failure injected after {step_id}"));
+        }
+        outcome
+    }
+    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        self.inner.undo(step_id, ctx).await
+    }
+}
+
+fn spec() -> Result<DeploymentSpec, serde_json::Error> {
+    serde_json::from_value(json!({"name": "logs", "version": "8.15.3", "node_groups": [
+        {"id": "masters", "roles": ["master"], "instance_type": "c7g.large", "count": 3, "zone_count": 3, "storage": {"size_gb": 20}},
+        {"id": "hot", "roles": ["data_hot", "data_content", "ingest"], "instance_type": "m5.xlarge", "count": 4, "zone_count": 2, "storage": {"size_gb": 500}}
+    ]}))
+}
+
+fn settings() -> StepSettings {
+    StepSettings {
+        poll: Duration::from_millis(5),
+        boot_timeout: Duration::from_secs(30),
+        ..StepSettings::default()
+    }
+}
+
+struct Run {
+    store: Store,
+    job: PlanJob,
+}
+
+/// Creates a deployment with a pending plan of `kind` and drives it to the end.
+async fn drive(
+    steps: Arc<dyn Steps>,
+    kind: PlanKind,
+    existing: Option<(&Store, &Deployment)>,
+) -> Result<(Run, PlanStatus), Box<dyn std::error::Error>> {
+    let now = Utc::now();
+    let (store, deployment, plan) = match existing {
+        None => {
+            let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+            let spec = spec()?;
+            let plan = Plan::new(
+                "acme",
+                &floe_domain::names::new_resource_id(),
+                kind,
+                serde_json::to_value(&spec)?,
+                "test",
+                "tester",
+                now,
+            );
+            let d = Deployment {
+                id: plan.deployment_id.clone(),
+                org: "acme".into(),
+                spec,
+                status: DeploymentStatus::Initializing,
+                pending_plan: Some(plan.reference()),
+                created: now,
+                updated: now,
+            };
+            store.create_deployment(&d, &plan, None).await?;
+            (store, d, plan)
+        }
+        Some((store, d)) => {
+            let previous = store
+                .get_deployment(&d.org, &d.id)
+                .await?
+                .ok_or("deployment")?;
+            let plan = Plan::new(
+                "acme",
+                &d.id,
+                kind,
+                serde_json::Value::Null,
+                "test",
+                "tester",
+                now,
+            );
+            let mut next = previous.value.clone();
+            next.status = DeploymentStatus::Stopping;
+            next.pending_plan = Some(plan.reference());
+            store
+                .replace_deployment(&next, &previous, Some(&plan))
+                .await?;
+            (store.clone(), next, plan)
+        }
+    };
+    let (queue, mut rx) = LocalQueue::new();
+    let config = EngineConfig {
+        backoff: Duration::from_millis(1),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(store.clone(), Arc::new(queue), steps, "test", config);
+    let job = PlanJob {
+        org: "acme".into(),
+        deployment_id: deployment.id.clone(),
+        plan_id: plan.id.clone(),
+    };
+    let mut result = engine.run(&job).await?;
+    for _ in 0..2000 {
+        if let RunResult::Finished(status) = result {
+            return Ok((Run { store, job }, status));
+        }
+        let next = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await?
+            .ok_or("queue closed")?;
+        result = engine.run(&next).await?;
+    }
+    Err("plan did not finish".into())
+}
+
+async fn live(compute: &SimulatedCompute, deployment_id: &str) -> Result<usize, ComputeError> {
+    Ok(compute
+        .instances(deployment_id)
+        .await?
+        .iter()
+        .filter(|i| i.state != InstanceState::Terminated)
+        .count())
+}
+
+#[tokio::test]
+async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult {
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        boot_delay: Duration::from_millis(20),
+        ..SimulatedConfig::default()
+    }));
+    let steps = Arc::new(Twice(DeploymentSteps::new(compute.clone(), settings())));
+    let (run, status) = drive(steps, PlanKind::Create, None).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let instances = compute.instances(&run.job.deployment_id).await?;
+    assert_eq!(
+        instances.len(),
+        7,
+        "3 masters and 4 hot nodes, each started once"
+    );
+    assert!(instances.iter().all(|i| i.state == InstanceState::Running));
+    // Masters spread over 3 zones, hot nodes over 2.
+    let zones = |group: &str| {
+        instances
+            .iter()
+            .filter(|i| i.tags.get("floe:node-group").map(String::as_str) == Some(group))
+            .map(|i| i.zone.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    assert_eq!((zones("masters"), zones("hot")), (3, 2));
+    assert_eq!(
+        compute.templates().len(),
+        2,
+        "one launch template per node group"
+    );
+    let d = run
+        .store
+        .get_deployment("acme", &run.job.deployment_id)
+        .await?
+        .ok_or("deployment")?
+        .value;
+    assert_eq!(d.status, DeploymentStatus::Running);
+
+    // Shutdown terminates every node and keeps the record.
+    let compute_steps = Arc::new(Twice(DeploymentSteps::new(compute.clone(), settings())));
+    let (_, status) = drive(compute_steps, PlanKind::Shutdown, Some((&run.store, &d))).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    assert_eq!(live(&compute, &d.id).await?, 0);
+    let d = run
+        .store
+        .get_deployment("acme", &d.id)
+        .await?
+        .ok_or("deployment")?
+        .value;
+    assert_eq!(d.status, DeploymentStatus::Stopped);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
+    let probe = DeploymentSteps::new(
+        Arc::new(SimulatedCompute::new(SimulatedConfig::default())),
+        settings(),
+    );
+    let now = Utc::now();
+    let layout_plan = Plan::new(
+        "acme",
+        "x",
+        PlanKind::Create,
+        serde_json::to_value(spec()?)?,
+        "t",
+        "t",
+        now,
+    );
+    let dummy = Deployment {
+        id: "x".into(),
+        org: "acme".into(),
+        spec: spec()?,
+        status: DeploymentStatus::Initializing,
+        pending_plan: None,
+        created: now,
+        updated: now,
+    };
+    let layout = probe.layout(&layout_plan, &dummy).map_err(|e| e.message)?;
+    assert_eq!(
+        layout,
+        [
+            "template:masters",
+            "launch:masters",
+            "template:hot",
+            "launch:hot",
+            "wait-running"
+        ]
+    );
+
+    for at in &layout {
+        let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+        let steps = Arc::new(FailAfter {
+            inner: DeploymentSteps::new(compute.clone(), settings()),
+            at: at.clone(),
+        });
+        let (run, status) = drive(steps, PlanKind::Create, None).await?;
+        assert_eq!(status, PlanStatus::Failed, "failure after {at}");
+        assert_eq!(
+            live(&compute, &run.job.deployment_id).await?,
+            0,
+            "failure after {at} left instances running"
+        );
+        assert!(
+            compute.templates().is_empty(),
+            "failure after {at} left templates {:?}",
+            compute.templates()
+        );
+        let plan = run
+            .store
+            .get_plan("acme", &run.job.deployment_id, &run.job.plan_id)
+            .await?
+            .ok_or("plan")?
+            .value;
+        assert!(
+            plan.steps
+                .iter()
+                .all(|s| matches!(s.status, StepStatus::Undone | StepStatus::Pending)),
+            "after {at}: {:?}",
+            plan.steps
+                .iter()
+                .map(|s| (&s.step_id, s.status))
+                .collect::<Vec<_>>()
+        );
+        let d = run
+            .store
+            .get_deployment("acme", &run.job.deployment_id)
+            .await?
+            .ok_or("deployment")?
+            .value;
+        assert_eq!(
+            (d.status, d.pending_plan),
+            (DeploymentStatus::Stopped, None)
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_zone_without_capacity_moves_the_launch_to_another_zone() -> TestResult {
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        faults: vec![Fault::NoCapacityInZone(1)],
+        ..SimulatedConfig::default()
+    }));
+    let steps = Arc::new(DeploymentSteps::new(compute.clone(), settings()));
+    let (run, status) = drive(steps, PlanKind::Create, None).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let instances = compute.instances(&run.job.deployment_id).await?;
+    assert_eq!(instances.len(), 7);
+    assert!(
+        instances.iter().all(|i| i.zone != "sim-b"),
+        "nothing landed in the zone without capacity"
+    );
+    let plan = run
+        .store
+        .get_plan("acme", &run.job.deployment_id, &run.job.plan_id)
+        .await?
+        .ok_or("plan")?
+        .value;
+    let launch = plan
+        .steps
+        .iter()
+        .find(|s| s.step_id == "launch:masters")
+        .ok_or("step")?;
+    assert!(
+        launch.info_log.iter().any(|l| l.contains("no capacity")),
+        "{:?}",
+        launch.info_log
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn permanent_and_transient_compute_errors() -> TestResult {
+    // A throttled launch is retried and succeeds.
+    let transient = ComputeError::Transient {
+        code: "RequestLimitExceeded".into(),
+        message: "slow down".into(),
+    };
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        faults: vec![Fault::FailCall {
+            operation: "launch".into(),
+            nth: 1,
+            times: 2,
+            error: transient,
+        }],
+        ..SimulatedConfig::default()
+    }));
+    let (_, status) = drive(
+        Arc::new(DeploymentSteps::new(compute.clone(), settings())),
+        PlanKind::Create,
+        None,
+    )
+    .await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+
+    // A permanent error fails the plan with its failure type and unwinds.
+    let permanent = ComputeError::Permanent {
+        failure_type: "vcpu_limit_exceeded".into(),
+        message: "account limit".into(),
+    };
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        faults: vec![Fault::FailCall {
+            operation: "launch".into(),
+            nth: 2,
+            times: 1,
+            error: permanent,
+        }],
+        ..SimulatedConfig::default()
+    }));
+    let (run, status) = drive(
+        Arc::new(DeploymentSteps::new(compute.clone(), settings())),
+        PlanKind::Create,
+        None,
+    )
+    .await?;
+    assert_eq!(status, PlanStatus::Failed);
+    let plan = run
+        .store
+        .get_plan("acme", &run.job.deployment_id, &run.job.plan_id)
+        .await?
+        .ok_or("plan")?
+        .value;
+    assert_eq!(
+        plan.error.map(|e| e.failure_type),
+        Some("vcpu_limit_exceeded".into())
+    );
+    assert_eq!(live(&compute, &run.job.deployment_id).await?, 0);
+    assert!(compute.templates().is_empty());
+    Ok(())
+}
