@@ -6,6 +6,9 @@ use base64::engine::general_purpose::STANDARD;
 
 const PREFIX: &str = "kms:v1:";
 
+/// The KMS actions this cipher calls (what IAM must grant).
+pub const OPERATIONS: &[&str] = &["kms:Encrypt", "kms:Decrypt"];
+
 /// AWS KMS `Encrypt`/`Decrypt` with the owner as encryption context.
 /// Credentials are far below KMS's 4 KiB plaintext limit, so no data key
 /// (envelope) layer is needed.

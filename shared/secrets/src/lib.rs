@@ -6,7 +6,7 @@
 //! organization and repository) is bound in as associated data / encryption
 //! context, so a ciphertext copied onto another record does not open.
 
-mod kms;
+pub mod kms;
 mod local;
 
 pub use kms::KmsCipher;

@@ -65,6 +65,19 @@ const ACTIVE_POLL: Duration = Duration::from_millis(500);
 
 type Item = HashMap<String, AttributeValue>;
 
+/// The DynamoDB actions the store calls while serving (what IAM must grant
+/// the functions). Kept honest by the workspace's IAM registry test.
+pub const OPERATIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:TransactWriteItems"];
+
+/// Actions only `ensure_table` calls: local tooling and tests, never granted
+/// in production, where the stack owns the table.
+pub const SETUP_OPERATIONS: &[&str] = &[
+    "dynamodb:DescribeTable",
+    "dynamodb:CreateTable",
+    "dynamodb:DescribeTimeToLive",
+    "dynamodb:UpdateTimeToLive",
+];
+
 /// The storage port on one DynamoDB table (layout in the module docs).
 #[derive(Clone)]
 pub struct DynamoBackend {
