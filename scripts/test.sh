@@ -39,6 +39,9 @@ export PATH="$venv/bin:$PATH"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
+echo "== cargo build (the black-box tests start the real binaries)"
+cargo build --workspace --quiet
+
 echo "== cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 

@@ -9,7 +9,9 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use floe_auth::Principal;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Largest request body accepted.
@@ -61,7 +63,9 @@ fn is_json(headers: &HeaderMap) -> bool {
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
-/// Deserialises with the path of the first offending field.
+/// Parses a JSON object body, then deserialises it with the path of the
+/// first offending field. Only objects are accepted at the top: serde would
+/// otherwise take an array as a struct's fields in order.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(ApiError::bad_request(
@@ -69,64 +73,122 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             "a JSON body is required",
         ));
     }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| json_error(&e))?;
-    de.end().map_err(|e| {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
         ApiError::bad_request(
             "request.malformed_json",
-            format!("malformed JSON: {}", strip_position(&e.to_string())),
+            format!("malformed JSON at line {} column {}", e.line(), e.column()),
         )
     })?;
-    Ok(value)
+    if !value.is_object() {
+        return Err(ApiError::invalid_field(
+            "validation.type",
+            "body",
+            "must be a JSON object",
+        ));
+    }
+    parse_value_at(value, "")
 }
 
-fn json_error(e: &serde_path_to_error::Error<serde_json::Error>) -> ApiError {
-    use serde_json::error::Category;
-    let inner = e.inner();
-    match inner.classify() {
-        Category::Syntax | Category::Eof | Category::Io => ApiError::bad_request(
-            "request.malformed_json",
-            format!(
-                "malformed JSON at line {} column {}",
-                inner.line(),
-                inner.column()
-            ),
-        ),
-        Category::Data => {
-            let path = e.path().to_string();
-            let path = if path == "." { String::new() } else { path };
-            let message = strip_position(&inner.to_string());
-            let join = |name: &str| {
-                if path.is_empty() {
-                    name.to_string()
-                } else {
-                    format!("{path}.{name}")
-                }
-            };
-            if let Some(name) = backticked(&message, "unknown field `") {
-                ApiError::invalid_field(
-                    "validation.unknown_field",
-                    join(&name),
-                    format!("is not a known field ({message})"),
-                )
-            } else if let Some(name) = backticked(&message, "missing field `") {
-                ApiError::invalid_field("validation.required", join(&name), "is required")
-            } else if message.starts_with("unknown variant") {
-                let field = if path.is_empty() {
-                    "type".to_string()
-                } else {
-                    path
-                };
-                ApiError::invalid_field("validation.unknown_value", field, message)
+/// Deserialises `value`, naming fields relative to `prefix` (a request body
+/// parsed in parts keeps exact field paths whatever its key order).
+pub fn parse_value_at<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|e| json_error(&e, prefix))
+}
+
+/// A body whose type can be serialised again: besides `parse_json`, every
+/// place the type has an object must have been an object in the request
+/// (serde takes arrays for structs, nested ones too).
+pub struct JsonSpec<T>(pub T);
+
+impl<T: DeserializeOwned + Serialize, S: Send + Sync> FromRequest<S> for JsonSpec<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let JsonBody(value) = JsonBody::<Value>::from_request(req, state).await?;
+        let parsed: T = parse_value_at(value.clone(), "")?;
+        let round_trip = serde_json::to_value(&parsed).map_err(|_| ApiError::internal())?;
+        if let Some(path) = shape_mismatch(&value, &round_trip, "") {
+            let field = if path.is_empty() {
+                "body".to_string()
             } else {
-                let field = if path.is_empty() {
-                    "body".to_string()
-                } else {
-                    path
-                };
-                ApiError::invalid_field("validation.type", field, message)
-            }
+                path
+            };
+            return Err(ApiError::invalid_field(
+                "validation.type",
+                field,
+                "must be a JSON object",
+            ));
         }
+        Ok(JsonSpec(parsed))
+    }
+}
+
+/// The first path where `output` has an object but `input` does not.
+fn shape_mismatch(input: &Value, output: &Value, path: &str) -> Option<String> {
+    let join = |name: &str| {
+        if path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{path}.{name}")
+        }
+    };
+    match (input, output) {
+        (Value::Object(i), Value::Object(o)) => o
+            .iter()
+            .find_map(|(k, ov)| i.get(k).and_then(|iv| shape_mismatch(iv, ov, &join(k)))),
+        (_, Value::Object(_)) => Some(path.to_string()),
+        (Value::Array(i), Value::Array(o)) => i
+            .iter()
+            .zip(o)
+            .enumerate()
+            .find_map(|(n, (iv, ov))| shape_mismatch(iv, ov, &format!("{path}[{n}]"))),
+        _ => None,
+    }
+}
+
+fn json_error(e: &serde_path_to_error::Error<serde_json::Error>, prefix: &str) -> ApiError {
+    let path = e.path().to_string();
+    let path = match (prefix, path.as_str()) {
+        (p, ".") => p.to_string(),
+        ("", rest) => rest.to_string(),
+        (p, rest) => format!("{p}.{rest}"),
+    };
+    let message = strip_position(&e.inner().to_string());
+    let join = |name: &str| {
+        if path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{path}.{name}")
+        }
+    };
+    if let Some(name) = backticked(&message, "unknown field `") {
+        // The path already ends at the unknown field.
+        let field = if path == name || path.ends_with(&format!(".{name}")) {
+            path.clone()
+        } else {
+            join(&name)
+        };
+        ApiError::invalid_field(
+            "validation.unknown_field",
+            field,
+            format!("is not a known field ({message})"),
+        )
+    } else if let Some(name) = backticked(&message, "missing field `") {
+        ApiError::invalid_field("validation.required", join(&name), "is required")
+    } else if message.starts_with("unknown variant") {
+        let field = if path.is_empty() {
+            "type".to_string()
+        } else {
+            path
+        };
+        ApiError::invalid_field("validation.unknown_value", field, message)
+    } else {
+        let field = if path.is_empty() {
+            "body".to_string()
+        } else {
+            path
+        };
+        ApiError::invalid_field("validation.type", field, message)
     }
 }
 
@@ -344,4 +406,25 @@ pub fn idempotency_key(
         }
     }
     Ok(key)
+}
+
+/// One path segment (a name or an id). A segment axum cannot decode (not
+/// UTF-8) names nothing that exists: 404 in the API's error shape rather than
+/// axum's plain-text 400.
+pub struct PathParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(p)| PathParam(p))
+            .map_err(|_| {
+                ApiError::not_found(
+                    "root.not_found",
+                    "no such resource: the path is not valid UTF-8",
+                )
+            })
+    }
 }

@@ -12,7 +12,6 @@ use floe_compute::ComputeError;
 /// a failure at all (a delete of something gone is not).
 #[derive(Debug)]
 pub(crate) struct Ec2Failure {
-    operation: &'static str,
     code: Option<String>,
     origin: Origin,
     message: String,
@@ -49,17 +48,25 @@ impl Ec2Failure {
             None => DisplayErrorContext(err).to_string(),
         };
         Ec2Failure {
-            operation,
             code: err.code().map(str::to_owned),
             origin,
             message: format!("EC2 {operation}: {detail}"),
         }
     }
 
-    /// A failure found by the adapter itself, shaped like one from EC2 so
-    /// that it is classified the same way.
+    /// EC2's error code, for the callers to which some codes mean success
+    /// (a delete of what is already gone).
     pub(crate) fn code(&self) -> Option<&str> {
         self.code.as_deref()
+    }
+
+    /// For a code that is usually fatal but known to pass in this context
+    /// (EC2's eventual consistency right after a create).
+    pub(crate) fn into_transient(self) -> ComputeError {
+        ComputeError::Transient {
+            code: self.code.unwrap_or_else(|| "ec2_error".to_owned()),
+            message: self.message,
+        }
     }
 
     /// `zone` is the zone index of a launch; other operations pass `None`,
@@ -103,10 +110,15 @@ impl Ec2Failure {
             Class::Unknown => {
                 // A code this adapter has never heard of: a 5xx is EC2's own
                 // trouble and passes, a 4xx is about the request and will not.
-                let server_side = matches!(self.origin, Origin::Service { status: Some(s) } if s >= 500);
+                let server_side =
+                    matches!(self.origin, Origin::Service { status: Some(s) } if s >= 500);
                 if server_side {
                     ComputeError::Transient {
-                        code: if code.is_empty() { "ec2_server_error".to_owned() } else { code.to_owned() },
+                        code: if code.is_empty() {
+                            "ec2_server_error".to_owned()
+                        } else {
+                            code.to_owned()
+                        },
                         message: self.message,
                     }
                 } else {
@@ -117,10 +129,6 @@ impl Ec2Failure {
                 }
             }
         }
-    }
-
-    pub(crate) fn operation(&self) -> &'static str {
-        self.operation
     }
 }
 
@@ -139,20 +147,34 @@ fn classify(code: &str) -> Class {
         // another zone's subnet may well have room.
         "InsufficientInstanceCapacity" | "InsufficientFreeAddressesInSubnet" => Class::Capacity,
 
-        "RequestLimitExceeded" | "Throttling" | "ThrottlingException" | "InternalError"
-        | "InternalFailure" | "ServiceUnavailable" | "Unavailable" | "RequestTimeout"
-        | "RequestExpired" | "InsufficientCapacity" | "InsufficientReservedInstanceCapacity" => {
-            Class::Transient
-        }
+        "RequestLimitExceeded"
+        | "Throttling"
+        | "ThrottlingException"
+        | "InternalError"
+        | "InternalFailure"
+        | "ServiceUnavailable"
+        | "Unavailable"
+        | "RequestTimeout"
+        | "RequestExpired"
+        | "InsufficientCapacity"
+        | "InsufficientReservedInstanceCapacity" => Class::Transient,
 
-        "UnauthorizedOperation" | "AuthFailure" | "OptInRequired" | "Blocked"
-        | "PendingVerification" | "SignatureDoesNotMatch" | "InvalidClientTokenId" => {
-            Class::Permanent("unauthorized")
-        }
+        "UnauthorizedOperation"
+        | "AuthFailure"
+        | "OptInRequired"
+        | "Blocked"
+        | "PendingVerification"
+        | "SignatureDoesNotMatch"
+        | "InvalidClientTokenId" => Class::Permanent("unauthorized"),
 
-        "InstanceLimitExceeded" | "VcpuLimitExceeded" => Class::Permanent("instance_limit_exceeded"),
-        "VolumeLimitExceeded" | "ResourceLimitExceeded" | "LaunchTemplateLimitExceeded"
-        | "MaxIOPSLimitExceeded" | "AddressLimitExceeded" => Class::Permanent("quota_exceeded"),
+        "InstanceLimitExceeded" | "VcpuLimitExceeded" => {
+            Class::Permanent("instance_limit_exceeded")
+        }
+        "VolumeLimitExceeded"
+        | "ResourceLimitExceeded"
+        | "LaunchTemplateLimitExceeded"
+        | "MaxIOPSLimitExceeded"
+        | "AddressLimitExceeded" => Class::Permanent("quota_exceeded"),
 
         "IdempotentParameterMismatch" => Class::Permanent("idempotency_mismatch"),
 
@@ -160,8 +182,13 @@ fn classify(code: &str) -> Class {
             Class::Permanent("unsupported_configuration")
         }
 
-        "InvalidParameterValue" | "InvalidParameter" | "InvalidParameterCombination"
-        | "MissingParameter" | "UnknownParameter" | "ValidationError" | "InvalidBlockDeviceMapping"
+        "InvalidParameterValue"
+        | "InvalidParameter"
+        | "InvalidParameterCombination"
+        | "MissingParameter"
+        | "UnknownParameter"
+        | "ValidationError"
+        | "InvalidBlockDeviceMapping"
         | "InvalidUserData.Malformed" => Class::Permanent("invalid_configuration"),
 
         _ => classify_by_prefix(code),
@@ -201,7 +228,6 @@ mod tests {
 
     fn service(code: &str, status: u16) -> Ec2Failure {
         Ec2Failure {
-            operation: "RunInstances",
             code: Some(code.to_owned()),
             origin: Origin::Service {
                 status: Some(status),
@@ -228,11 +254,23 @@ mod tests {
 
     #[test]
     fn throttling_and_server_trouble_are_transient() {
-        for code in ["RequestLimitExceeded", "Throttling", "InternalError", "Unavailable"] {
-            assert_eq!(failure_type(service(code, 503).into_compute_error(Some(0))), "<transient>", "{code}");
+        for code in [
+            "RequestLimitExceeded",
+            "Throttling",
+            "InternalError",
+            "Unavailable",
+        ] {
+            assert_eq!(
+                failure_type(service(code, 503).into_compute_error(Some(0))),
+                "<transient>",
+                "{code}"
+            );
         }
         // Unknown code, but EC2 says it is its own fault.
-        assert_eq!(failure_type(service("SomethingNew", 500).into_compute_error(None)), "<transient>");
+        assert_eq!(
+            failure_type(service("SomethingNew", 500).into_compute_error(None)),
+            "<transient>"
+        );
     }
 
     #[test]
@@ -250,25 +288,33 @@ mod tests {
             ("SomethingNew", "ec2_request_failed"),
         ];
         for (code, expected) in cases {
-            assert_eq!(failure_type(service(code, 400).into_compute_error(Some(0))), expected, "{code}");
+            assert_eq!(
+                failure_type(service(code, 400).into_compute_error(Some(0))),
+                expected,
+                "{code}"
+            );
         }
     }
 
     #[test]
     fn transport_failures_are_transient_and_bad_requests_permanent() {
         let transport = Ec2Failure {
-            operation: "DescribeInstances",
             code: None,
             origin: Origin::Transport,
             message: "timeout".to_owned(),
         };
-        assert_eq!(failure_type(transport.into_compute_error(None)), "<transient>");
+        assert_eq!(
+            failure_type(transport.into_compute_error(None)),
+            "<transient>"
+        );
         let construction = Ec2Failure {
-            operation: "DescribeInstances",
             code: None,
             origin: Origin::Construction,
             message: "bad".to_owned(),
         };
-        assert_eq!(failure_type(construction.into_compute_error(None)), "invalid_request");
+        assert_eq!(
+            failure_type(construction.into_compute_error(None)),
+            "invalid_request"
+        );
     }
 }

@@ -343,6 +343,10 @@ pub fn validate_endpoint(e: &str, policy: EndpointPolicy) -> Result<(), String> 
             v6.parse::<Ipv6Addr>()
                 .map_err(|_| "is not a valid IPv6 address".to_string())?,
         ))
+    } else if inet_aton(host).is_some() && host.parse::<Ipv4Addr>().is_err() {
+        // C resolvers read `0xa9fea9fe`, `0251.0376.0251.0376` or `169.254.43518`
+        // as 169.254.169.254: only the canonical form can be checked honestly.
+        return Err("IPv4 addresses must be written as four decimal numbers, e.g. 10.0.0.5".into());
     } else if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         Some(IpAddr::V4(
             host.parse::<Ipv4Addr>()
@@ -404,6 +408,41 @@ fn split_host_port(e: &str) -> Result<(&str, Option<&str>), String> {
     }
 }
 
+/// The numeric host forms `inet_aton` accepts: one to four parts, each
+/// decimal, octal (leading 0) or hexadecimal (leading 0x).
+fn inet_aton(host: &str) -> Option<u32> {
+    let parts: Vec<&str> = host.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    let mut values = Vec::with_capacity(parts.len());
+    for p in &parts {
+        let v = if let Some(hex) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
+            if hex.is_empty() {
+                Some(0)
+            } else {
+                u64::from_str_radix(hex, 16).ok()
+            }
+        } else if p.len() > 1 && p.starts_with('0') {
+            u64::from_str_radix(&p[1..], 8).ok()
+        } else if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) {
+            p.parse::<u64>().ok()
+        } else {
+            None
+        }?;
+        values.push(v);
+    }
+    let (last, head) = values.split_last()?;
+    if head.iter().any(|v| *v > 255) || *last >= 1u64 << (8 * (5 - values.len())) {
+        return None;
+    }
+    let mut addr: u64 = 0;
+    for (i, v) in head.iter().enumerate() {
+        addr |= v << (24 - 8 * i);
+    }
+    u32::try_from(addr | last).ok()
+}
+
 fn validate_hostname(h: &str) -> Result<(), String> {
     let ok = !h.is_empty()
         && h.len() <= 253
@@ -439,9 +478,15 @@ fn check_address(ip: IpAddr, policy: EndpointPolicy) -> Result<(), String> {
             let seg = v6.segments();
             // The EC2 metadata service's IPv6 address, fd00:ec2::254.
             let ec2_v6 = seg == [0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254];
-            let mapped_v4 = v6.to_ipv4_mapped();
-            if let Some(v4) = mapped_v4 {
+            // IPv4-mapped, IPv4-compatible and NAT64 addresses reach an IPv4 host.
+            let embedded = Ipv4Addr::from((u32::from(seg[6]) << 16) | u32::from(seg[7]));
+            let compatible = seg[..6] == [0, 0, 0, 0, 0, 0] && u32::from(embedded) > 1;
+            let nat64 = seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
+            if let Some(v4) = v6.to_ipv4_mapped() {
                 return check_address(IpAddr::V4(v4), policy);
+            }
+            if compatible || nat64 {
+                return check_address(IpAddr::V4(embedded), policy);
             }
             (
                 (seg[0] & 0xffc0) == 0xfe80,
@@ -640,6 +685,14 @@ mod tests {
             "1.2.3.4:99999",
             "0.0.0.0",
             "[fe80::1]",
+            "0xa9fea9fe",
+            "0xa9.0xfe.0xa9.0xfe",
+            "0x7f.1:9000",
+            "0251.0376.0251.0376",
+            "169.254.43518",
+            "2852039166",
+            "[::169.254.169.254]",
+            "[64:ff9b::a9fe:a9fe]",
         ] {
             assert!(validate_endpoint(bad, open).is_err(), "{bad}");
         }

@@ -2,11 +2,12 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{
-    Caller, JsonBody, check_version, expected_version, idempotency_key, only_params, page_request,
+    Caller, JsonSpec, PathParam, check_version, expected_version, idempotency_key, only_params,
+    page_request,
 };
 use crate::respond::{versioned, with_location};
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus, DeploymentView};
@@ -134,7 +135,7 @@ async fn create_deployment(
     caller: Caller,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
-    JsonBody(mut spec): JsonBody<DeploymentSpec>,
+    JsonSpec(mut spec): JsonSpec<DeploymentSpec>,
 ) -> Result<Response, ApiError> {
     caller.require_deployment_manager()?;
     only_params(&query, &["request_id"])?;
@@ -323,7 +324,7 @@ async fn list_deployments(
 async fn get_deployment(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> Result<Response, ApiError> {
     caller.require_read()?;
     let d = load(&state, &caller, &id).await?;
@@ -364,10 +365,10 @@ async fn get_deployment(
 async fn put_deployment(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
-    JsonBody(mut spec): JsonBody<DeploymentSpec>,
+    JsonSpec(mut spec): JsonSpec<DeploymentSpec>,
 ) -> Result<Response, ApiError> {
     caller.require_deployment_manager()?;
     only_params(&query, &["version"])?;
@@ -463,7 +464,7 @@ async fn put_deployment(
 async fn delete_deployment(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Result<Response, ApiError> {

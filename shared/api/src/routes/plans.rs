@@ -2,11 +2,11 @@
 //! pending plan, and `_shutdown`.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, only_params, page_request};
+use crate::extract::{Caller, PathParam, only_params, page_request};
 use crate::respond::versioned;
 use crate::routes::deployments::{load, not_found};
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use floe_domain::deployment::{DeploymentStatus, DeploymentView};
@@ -117,7 +117,7 @@ fn plans_example() -> serde_json::Value {
 async fn get_plans(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Result<Response, ApiError> {
     caller.require_read()?;
@@ -176,7 +176,7 @@ async fn get_plans(
 async fn cancel_pending_plan(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> Result<Response, ApiError> {
     caller.require_deployment_manager()?;
     let deployment = load(&state, &caller, &id).await?;
@@ -234,7 +234,7 @@ async fn cancel_pending_plan(
 async fn shutdown_deployment(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> Result<Response, ApiError> {
     caller.require_deployment_manager()?;
     let previous = load(&state, &caller, &id).await?;

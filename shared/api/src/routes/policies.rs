@@ -2,11 +2,11 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{
-    Caller, JsonBody, check_version, expected_version, only_params, page_request,
+    Caller, JsonSpec, PathParam, check_version, expected_version, only_params, page_request,
 };
 use crate::respond::{versioned, with_location};
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use floe_domain::names::{is_resource_id, new_resource_id};
@@ -95,7 +95,7 @@ async fn create_policy(
     State(state): State<AppState>,
     caller: Caller,
     Query(query): Query<BTreeMap<String, String>>,
-    JsonBody(spec): JsonBody<PolicySpec>,
+    JsonSpec(spec): JsonSpec<PolicySpec>,
 ) -> Result<Response, ApiError> {
     caller.require_deployment_manager()?;
     only_params(&query, &[])?;
@@ -183,7 +183,7 @@ async fn list_policies(
 async fn get_policy(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> Result<Response, ApiError> {
     caller.require_read()?;
     let p = load(&state, &caller, &id).await?;
@@ -218,10 +218,10 @@ async fn get_policy(
 async fn put_policy(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
-    JsonBody(spec): JsonBody<PolicySpec>,
+    JsonSpec(spec): JsonSpec<PolicySpec>,
 ) -> Result<Response, ApiError> {
     caller.require_deployment_manager()?;
     only_params(&query, &["version"])?;
@@ -279,7 +279,7 @@ async fn put_policy(
 async fn delete_policy(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Result<Response, ApiError> {

@@ -2,11 +2,12 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{
-    Caller, JsonBody, check_version, expected_version, only_params, page_request,
+    Caller, JsonBody, PathParam, check_version, expected_version, only_params, page_request,
+    parse_value_at,
 };
 use crate::respond::{versioned, with_location};
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use floe_domain::repository::{
@@ -16,7 +17,7 @@ use floe_domain::repository::{
 use floe_domain::secret::Sealed;
 use floe_secrets::Owner;
 use floe_store::StoreError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -35,6 +36,40 @@ pub struct RepositoryList {
     pub repositories: Vec<RepositoryView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum RepositoryKind {
+    S3,
+    Fs,
+}
+
+/// The request in two steps, type first: serde's adjacently tagged enums
+/// lose the field path when `settings` comes before `type`, and clients that
+/// sort keys send it that way.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRepository {
+    #[serde(rename = "type")]
+    kind: RepositoryKind,
+    settings: serde_json::Value,
+}
+
+impl RawRepository {
+    fn parse(self) -> Result<RepositoryRequest, ApiError> {
+        if !self.settings.is_object() {
+            return Err(ApiError::invalid_field(
+                "validation.type",
+                "settings",
+                "must be a JSON object",
+            ));
+        }
+        Ok(match self.kind {
+            RepositoryKind::S3 => RepositoryRequest::S3(parse_value_at(self.settings, "settings")?),
+            RepositoryKind::Fs => RepositoryRequest::Fs(parse_value_at(self.settings, "settings")?),
+        })
+    }
 }
 
 fn not_found(name: &str) -> ApiError {
@@ -110,7 +145,7 @@ async fn list_repositories(
 async fn get_repository(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
 ) -> Result<Response, ApiError> {
     caller.require_read()?;
     let v = state
@@ -158,15 +193,16 @@ async fn get_repository(
 async fn put_repository(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
-    JsonBody(req): JsonBody<RepositoryRequest>,
+    JsonBody(raw): JsonBody<RawRepository>,
 ) -> Result<Response, ApiError> {
     caller.require_platform_admin()?;
     only_params(&query, &["version"])?;
     checked_name(&name)?;
     let expected = expected_version(&headers, &query)?;
+    let req = raw.parse()?;
     req.validate(state.endpoint_policy)?;
     let existing = state
         .store
@@ -309,7 +345,7 @@ async fn seal(
 async fn delete_repository(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Result<Response, ApiError> {

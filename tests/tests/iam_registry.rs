@@ -1,0 +1,115 @@
+//! Every AWS operation an adapter's code can call is in that adapter's
+//! registry, and every registered operation is called: the registries are
+//! what the deploy template's least-privilege policies are checked against,
+//! so they must not drift from the code.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The SDK operations called in `src` (tests excluded): `client.op_name(`.
+fn called_operations(src: &str) -> BTreeSet<String> {
+    let code = src.split("#[cfg(test)]").next().unwrap_or("");
+    let compact: String = code.split_whitespace().collect::<Vec<_>>().join("");
+    let mut ops = BTreeSet::new();
+    for (i, _) in compact.match_indices("client.") {
+        let rest = &compact[i + "client.".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
+            .collect();
+        let after = &rest[name.len()..];
+        // A builder call `op()` starts an operation; `clone()` and the like do not.
+        if !name.is_empty()
+            && after.starts_with("()")
+            && !["clone", "config"].contains(&name.as_str())
+        {
+            ops.insert(pascal(&name));
+        }
+    }
+    ops
+}
+
+fn pascal(snake: &str) -> String {
+    snake
+        .split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn source(relative: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+fn registered(service: &str, actions: &[&str]) -> BTreeSet<String> {
+    actions
+        .iter()
+        .map(|a| {
+            a.strip_prefix(&format!("{service}:"))
+                .unwrap_or(a)
+                .to_string()
+        })
+        .collect()
+}
+
+fn check(adapter: &str, called: BTreeSet<String>, registry: BTreeSet<String>) {
+    assert!(
+        !called.is_empty(),
+        "{adapter}: the scan found no SDK call at all; has the call style changed?"
+    );
+    let unregistered: Vec<_> = called.difference(&registry).collect();
+    let uncalled: Vec<_> = registry.difference(&called).collect();
+    assert!(
+        unregistered.is_empty(),
+        "{adapter} calls operations missing from its registry: {unregistered:?}"
+    );
+    assert!(
+        uncalled.is_empty(),
+        "{adapter} registers operations it never calls: {uncalled:?}"
+    );
+}
+
+#[test]
+fn dynamodb_store_registry_matches_its_calls() {
+    let mut registry = registered("dynamodb", floe_store::dynamo::OPERATIONS);
+    registry.extend(registered("dynamodb", floe_store::dynamo::SETUP_OPERATIONS));
+    check(
+        "shared/store/src/dynamo.rs",
+        called_operations(&source("shared/store/src/dynamo.rs")),
+        registry,
+    );
+}
+
+#[test]
+fn kms_cipher_registry_matches_its_calls() {
+    check(
+        "shared/secrets/src/kms.rs",
+        called_operations(&source("shared/secrets/src/kms.rs")),
+        registered("kms", floe_secrets::kms::OPERATIONS),
+    );
+}
+
+#[test]
+fn ec2_compute_registry_matches_its_calls() {
+    check(
+        "shared/compute-ec2/src/lib.rs",
+        called_operations(&source("shared/compute-ec2/src/lib.rs")),
+        registered("ec2", floe_compute_ec2::EC2_OPERATIONS),
+    );
+}
+
+#[test]
+fn the_scanner_finds_calls_split_over_lines() {
+    let src = "let x = self\n    .client\n    .transact_write_items()\n    .send();\nlet y = client.clone();\n#[cfg(test)]\nmod tests { fn f() { client.delete_table(); } }";
+    assert_eq!(
+        called_operations(src),
+        BTreeSet::from(["TransactWriteItems".to_string()])
+    );
+}
