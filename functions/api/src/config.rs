@@ -262,14 +262,23 @@ fn poll_ms() -> Result<u64, ConfigError> {
     }
 }
 
-/// On Lambda the api function only records plans; until the worker function
-/// and its SQS queue exist, plans wait here for a worker to sweep them up.
+/// On Lambda the api function records plans and wakes the worker through
+/// SQS (`FLOE_QUEUE_URL`). Without a queue, plans still start: the worker's
+/// one-minute sweep picks them up.
+pub async fn lambda_queue() -> Arc<dyn WorkQueue> {
+    match var("FLOE_QUEUE_URL") {
+        Some(url) => Arc::new(floe_queue_sqs::SqsQueue::from_env(url).await),
+        None => Arc::new(NoWorkerQueue),
+    }
+}
+
+/// Plans recorded without a queue wait for the sweep.
 pub struct NoWorkerQueue;
 
 #[async_trait::async_trait]
 impl WorkQueue for NoWorkerQueue {
     async fn enqueue(&self, job: PlanJob, _delay: Duration) -> Result<(), QueueError> {
-        tracing::info!(plan = %job.plan_id, "plan recorded; no work queue is configured in this runtime");
+        tracing::info!(plan = %job.plan_id, "plan recorded; no work queue is configured, the sweep will start it");
         Ok(())
     }
 }

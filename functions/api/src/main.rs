@@ -64,7 +64,7 @@ async fn serve() -> ExitCode {
     };
     let on_lambda = std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some();
     let queue: std::sync::Arc<dyn floe_plans::WorkQueue> = if on_lambda {
-        std::sync::Arc::new(config::NoWorkerQueue)
+        config::lambda_queue().await
     } else {
         match config::local_worker(store.clone()) {
             Ok(q) => q,

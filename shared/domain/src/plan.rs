@@ -161,6 +161,9 @@ pub struct Plan {
     pub lease: Option<Lease>,
     #[serde(default)]
     pub cancel_requested: bool,
+    /// When a re-queued wake-up is due; the sweep leaves the plan alone until then.
+    #[serde(default)]
+    pub wake_at: Option<chrono::DateTime<chrono::Utc>>,
     #[serde(default)]
     pub error: Option<StepError>,
     #[serde(default)]
@@ -196,6 +199,7 @@ impl Plan {
             cursor: 0,
             lease: None,
             cancel_requested: false,
+            wake_at: None,
             error: None,
             finished: None,
         }

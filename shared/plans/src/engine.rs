@@ -18,6 +18,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::Instrument;
 
 /// What one run (or undo) of a step came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,7 +96,9 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> EngineConfig {
         EngineConfig {
-            lease: Duration::from_secs(120),
+            // Longer than a worker invocation may run (the template's
+            // worker timeout), so a live worker never loses its lease.
+            lease: Duration::from_secs(180),
             max_retries: 5,
             backoff: Duration::from_secs(2),
             budget: Duration::from_secs(60),
@@ -159,6 +162,7 @@ impl Engine {
         // A lease names one invocation, not one process: two deliveries of
         // the same job to one worker must not both think they hold it.
         let owner = format!("{}/{}", self.owner, floe_domain::names::new_resource_id());
+        let mut steps_run = 0;
         // Each pass reloads the plan: after a lost race (someone asked to
         // cancel, say) the record, not memory, is the truth.
         loop {
@@ -210,7 +214,14 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             };
             match self
-                .advance(&owner, &mut plan, &mut version, &dv, started)
+                .advance(
+                    &owner,
+                    &mut steps_run,
+                    &mut plan,
+                    &mut version,
+                    &dv,
+                    started,
+                )
                 .await?
             {
                 Some(result) => return Ok(result),
@@ -224,6 +235,7 @@ impl Engine {
     async fn advance(
         &self,
         owner: &str,
+        steps_run: &mut u32,
         plan: &mut Plan,
         version: &mut u64,
         deployment: &Versioned<Deployment>,
@@ -233,11 +245,13 @@ impl Engine {
             if plan.cancel_requested && plan.status == PlanStatus::Running {
                 tracing::info!(plan = %plan.id, "cancel requested: unwinding");
                 plan.status = PlanStatus::Unwinding;
-                // A step that was waiting may have started something: undo it too.
+                // A step that was waiting, or running when the cancel won
+                // the race for the record (or when a worker died in it), may
+                // have started something: undo it too.
                 if plan
                     .steps
                     .get(plan.cursor)
-                    .is_some_and(|s| s.status == StepStatus::Waiting)
+                    .is_some_and(|s| matches!(s.status, StepStatus::Waiting | StepStatus::Running))
                 {
                     plan.cursor += 1;
                 }
@@ -254,7 +268,9 @@ impl Engine {
                 }
                 plan.cursor
             };
-            if started.elapsed() > self.config.budget {
+            // At least one step per invocation, or a tiny budget would only
+            // ever re-queue.
+            if *steps_run > 0 && started.elapsed() > self.config.budget {
                 return self.requeue(plan, *version, Duration::ZERO).await;
             }
             // Unwinding skips steps that never ran.
@@ -298,14 +314,14 @@ impl Engine {
             };
             let step_id = plan.steps[index].step_id.clone();
             let span = tracing::info_span!("step", plan = %plan.id, deployment = %plan.deployment_id, step = %step_id, undo = unwinding);
-            let outcome = {
-                let _enter = span.enter();
-                if unwinding {
-                    self.steps.undo(&step_id, &ctx).await
-                } else {
-                    self.steps.run(&step_id, &ctx).await
-                }
+            // `instrument`, not `enter`: the step awaits, and a guard held
+            // across an await would put other tasks' lines in this span.
+            let outcome = if unwinding {
+                self.steps.undo(&step_id, &ctx).instrument(span).await
+            } else {
+                self.steps.run(&step_id, &ctx).instrument(span).await
             };
+            *steps_run += 1;
             let lines = ctx.log.into_inner().unwrap_or_default();
             let step = &mut plan.steps[index];
             step.info_log.extend(lines);
@@ -391,6 +407,9 @@ impl Engine {
         delay: Duration,
     ) -> Result<Option<RunResult>, EngineError> {
         plan.lease = None;
+        // The sweep leaves a plan alone until its wake-up is due: a second
+        // chain of wake-ups would never merge with the first.
+        plan.wake_at = Some(Utc::now() + lease_duration(delay) + chrono::Duration::seconds(5));
         match self.store.update_plan(plan, version).await {
             Ok(_) => {}
             Err(StoreError::VersionMismatch { .. }) => return Ok(None),
@@ -490,11 +509,9 @@ impl Engine {
                 else {
                     continue;
                 };
-                let idle = pv
-                    .value
-                    .lease
-                    .as_ref()
-                    .is_none_or(|l| l.expires <= Utc::now());
+                let now = Utc::now();
+                let idle = pv.value.lease.as_ref().is_none_or(|l| l.expires <= now)
+                    && pv.value.wake_at.is_none_or(|w| w <= now);
                 if !pv.value.status.is_finished() && idle {
                     let job = PlanJob {
                         org: entry.org,

@@ -105,6 +105,7 @@ impl Steps for Scripted {
 }
 
 struct Harness {
+    // Tests may swap the engine (and its queue) for one with other steps or settings.
     store: Store,
     engine: Engine,
     rx: UnboundedReceiver<PlanJob>,
@@ -449,5 +450,140 @@ async fn two_workers_racing_never_run_a_step_at_once() -> TestResult {
         .ok_or("plan")?
         .value;
     assert_eq!(plan.status, PlanStatus::Succeeded);
+    Ok(())
+}
+
+/// Steps whose `run` of one step lets the API's cancel win the race for the
+/// plan record while the step is working.
+struct CancelDuring {
+    inner: Scripted,
+    store: Store,
+    at: usize,
+}
+
+#[async_trait]
+impl Steps for CancelDuring {
+    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
+        self.inner.layout(plan, d)
+    }
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        if index(step_id) == self.at
+            && let Ok(Some(pv)) = self
+                .store
+                .get_plan(&ctx.plan.org, &ctx.plan.deployment_id, &ctx.plan.id)
+                .await
+        {
+            let mut plan = pv.value;
+            plan.cancel_requested = true;
+            let _ = self.store.update_plan(&plan, pv.version).await;
+        }
+        self.inner.run(step_id, ctx).await
+    }
+    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        self.inner.undo(step_id, ctx).await
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_that_wins_the_race_during_a_step_undoes_that_step_too() -> TestResult {
+    let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+    let steps = Arc::new(CancelDuring {
+        inner: Scripted {
+            count: 4,
+            ..Scripted::default()
+        },
+        store: store.clone(),
+        at: 1,
+    });
+    let mut h = harness(steps.clone(), PlanKind::Create).await?;
+    // The harness made its own store; point the hook at it.
+    let steps = Arc::new(CancelDuring {
+        inner: Scripted {
+            count: 4,
+            ..Scripted::default()
+        },
+        store: h.store.clone(),
+        at: 1,
+    });
+    let (queue, rx) = LocalQueue::new();
+    h.engine = Engine::new(
+        h.store.clone(),
+        Arc::new(queue),
+        steps.clone(),
+        "test-worker",
+        EngineConfig::default(),
+    );
+    h.rx = rx;
+    assert_eq!(h.drive().await?, PlanStatus::Cancelled);
+    let left = steps
+        .inner
+        .resources
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "the step that was running when the cancel landed left {left:?}"
+    );
+    let plan = h.plan().await?;
+    assert_eq!(plan.steps[1].status, StepStatus::Undone);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_sweep_leaves_a_waiting_plan_alone_until_its_wake_up_is_due() -> TestResult {
+    let steps = Arc::new(Scripted {
+        count: 2,
+        wait_once_at: Some(0),
+        ..Scripted::default()
+    });
+    let mut h = harness(steps, PlanKind::Create).await?;
+    let (queue, rx) = LocalQueue::new();
+    h.engine = Engine::new(
+        h.store.clone(),
+        Arc::new(queue),
+        Arc::new(Scripted {
+            count: 2,
+            wait_once_at: Some(0),
+            ..Scripted::default()
+        }),
+        "w",
+        EngineConfig::default(),
+    );
+    h.rx = rx;
+    assert_eq!(h.engine.run(&h.job).await?, RunResult::Requeued);
+    assert_eq!(
+        h.engine.sweep().await?,
+        0,
+        "its own wake-up is still on the way"
+    );
+    // Once the wake-up is overdue (the message was lost), the sweep takes over.
+    let pv = h
+        .store
+        .get_plan(&h.job.org, &h.job.deployment_id, &h.job.plan_id)
+        .await?
+        .ok_or("plan")?;
+    let mut plan = pv.value;
+    plan.wake_at = Some(Utc::now() - chrono::Duration::seconds(1));
+    h.store.update_plan(&plan, pv.version).await?;
+    assert_eq!(h.engine.sweep().await?, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_zero_budget_still_makes_progress_one_step_at_a_time() -> TestResult {
+    let steps = Arc::new(Scripted {
+        count: 3,
+        ..Scripted::default()
+    });
+    let mut h = harness(steps.clone(), PlanKind::Create).await?;
+    let (queue, rx) = LocalQueue::new();
+    let config = EngineConfig {
+        budget: Duration::ZERO,
+        ..EngineConfig::default()
+    };
+    h.engine = Engine::new(h.store.clone(), Arc::new(queue), steps, "w", config);
+    h.rx = rx;
+    assert_eq!(h.drive().await?, PlanStatus::Succeeded);
     Ok(())
 }

@@ -67,7 +67,11 @@ type Item = HashMap<String, AttributeValue>;
 
 /// The DynamoDB actions the store calls while serving (what IAM must grant
 /// the functions). Kept honest by the workspace's IAM registry test.
-pub const OPERATIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:TransactWriteItems"];
+pub const OPERATIONS: &[&str] = &[
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:TransactWriteItems",
+];
 
 /// Actions only `ensure_table` calls: local tooling and tests, never granted
 /// in production, where the stack owns the table.

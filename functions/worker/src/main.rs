@@ -1,0 +1,71 @@
+//! `floe-worker`: the worker function. Reads its configuration and builds
+//! its adapters once per cold start, then serves SQS batches of plan jobs
+//! and the one-minute sweep through the Lambda runtime.
+
+use floe_worker::config::{Adapters, WorkerConfig};
+use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
+use serde_json::Value;
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("FLOE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let text = std::env::var("FLOE_LOG_FORMAT").is_ok_and(|f| f == "text");
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if text {
+        builder.init();
+    } else {
+        builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init();
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    init_tracing();
+    let config = match WorkerConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "configuration error");
+            return ExitCode::from(2);
+        }
+    };
+    let adapters = match Adapters::from_config(&config).await {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(error = %e, "configuration error");
+            return ExitCode::from(2);
+        }
+    };
+    let adapters = &adapters;
+    let handler = service_fn(move |event: LambdaEvent<Value>| async move {
+        let remaining = event
+            .context
+            .deadline()
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        let engine = adapters.engine(&event.context.request_id, remaining);
+        floe_worker::handle(&engine, event.payload)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, kind = e.kind(), "invocation failed");
+                Diagnostic {
+                    error_type: e.kind().to_string(),
+                    error_message: e.to_string(),
+                }
+            })
+    });
+    match lambda_runtime::run(handler).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "lambda runtime stopped");
+            ExitCode::FAILURE
+        }
+    }
+}

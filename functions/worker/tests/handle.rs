@@ -1,0 +1,371 @@
+//! The worker's event handling without the Lambda runtime: SQS batches run
+//! their plans, unreadable records are dropped, a failing store fails only
+//! its own record, and the sweep re-queues plans nobody is running.
+
+use async_trait::async_trait;
+use chrono::Utc;
+use floe_compute::Compute;
+use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
+use floe_domain::plan::{Lease, Plan, PlanKind, PlanStatus};
+use floe_plans::{DeploymentSteps, Engine, EngineConfig, LocalQueue, PlanJob, StepSettings};
+use floe_store::Store;
+use floe_store::backend::{Backend, BackendError, ListQuery, Record, RecordKey, RecordPage, Write};
+use floe_store::sqlite::SqliteBackend;
+use floe_worker::{WorkerError, handle};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+type Error = Box<dyn std::error::Error>;
+
+/// SQLite, except that every read or write of one plan's records fails as
+/// if the table were unreachable.
+struct Unreachable {
+    inner: Arc<SqliteBackend>,
+    plan_id: String,
+}
+
+impl Unreachable {
+    fn hits(&self, key: &RecordKey) -> bool {
+        key.key.contains(&self.plan_id)
+    }
+    fn error(&self) -> BackendError {
+        BackendError::Unavailable("injected: the table cannot be reached".into())
+    }
+}
+
+#[async_trait]
+impl Backend for Unreachable {
+    async fn get(&self, key: &RecordKey) -> Result<Option<Record>, BackendError> {
+        if self.hits(key) {
+            return Err(self.error());
+        }
+        self.inner.get(key).await
+    }
+    async fn list(&self, query: &ListQuery) -> Result<RecordPage, BackendError> {
+        self.inner.list(query).await
+    }
+    async fn write(&self, writes: Vec<Write>) -> Result<(), BackendError> {
+        let hit = writes.iter().any(|w| match w {
+            Write::Create(r) | Write::Update { record: r, .. } => self.hits(&r.key),
+            Write::Delete { key, .. } | Write::Refs { key, .. } => self.hits(key),
+        });
+        if hit {
+            return Err(self.error());
+        }
+        self.inner.write(writes).await
+    }
+}
+
+struct World {
+    store: Store,
+    compute: Arc<SimulatedCompute>,
+    engine: Engine,
+    jobs: UnboundedReceiver<PlanJob>,
+}
+
+fn world(backend: Arc<dyn Backend>) -> World {
+    let store = Store::new(backend);
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        boot_delay: Duration::from_millis(30),
+        ..SimulatedConfig::default()
+    }));
+    let steps = Arc::new(DeploymentSteps::new(
+        compute.clone(),
+        StepSettings {
+            poll: Duration::from_millis(10),
+            ..StepSettings::default()
+        },
+    ));
+    let (queue, jobs) = LocalQueue::new();
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(queue),
+        steps,
+        "worker-test",
+        EngineConfig {
+            backoff: Duration::from_millis(1),
+            ..EngineConfig::default()
+        },
+    );
+    World {
+        store,
+        compute,
+        engine,
+        jobs,
+    }
+}
+
+fn sqlite() -> Result<SqliteBackend, Error> {
+    Ok(SqliteBackend::in_memory()?)
+}
+
+fn spec() -> Result<DeploymentSpec, serde_json::Error> {
+    serde_json::from_value(json!({"name": "logs", "version": "8.15.3", "node_groups": [
+        {"id": "masters", "roles": ["master"], "instance_type": "c7g.large", "count": 3, "zone_count": 3, "storage": {"size_gb": 20}},
+        {"id": "hot", "roles": ["data_hot", "data_content", "ingest"], "instance_type": "m5.xlarge", "count": 2, "zone_count": 2, "storage": {"size_gb": 100}}
+    ]}))
+}
+
+const NODES: usize = 5;
+
+/// A new deployment with its pending create plan, as the API records them.
+async fn create_plan(store: &Store) -> Result<PlanJob, Error> {
+    let now = Utc::now();
+    let spec = spec()?;
+    let plan = Plan::new(
+        "acme",
+        &floe_domain::names::new_resource_id(),
+        PlanKind::Create,
+        serde_json::to_value(&spec)?,
+        "test",
+        "tester",
+        now,
+    );
+    let deployment = Deployment {
+        id: plan.deployment_id.clone(),
+        org: "acme".into(),
+        spec,
+        status: DeploymentStatus::Initializing,
+        pending_plan: Some(plan.reference()),
+        created: now,
+        updated: now,
+    };
+    store.create_deployment(&deployment, &plan, None).await?;
+    Ok(PlanJob {
+        org: "acme".into(),
+        deployment_id: deployment.id,
+        plan_id: plan.id,
+    })
+}
+
+/// An SQS record as Lambda's event source mapping delivers it.
+fn record(message_id: &str, body: Option<&str>) -> Value {
+    let mut r = json!({
+        "messageId": message_id,
+        "receiptHandle": format!("rh-{message_id}"),
+        "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-work",
+        "awsRegion": "us-east-1"
+    });
+    if let Some(b) = body {
+        r["body"] = json!(b);
+    }
+    r
+}
+
+fn job_record(message_id: &str, job: &PlanJob) -> Result<Value, Error> {
+    Ok(record(message_id, Some(&serde_json::to_string(job)?)))
+}
+
+fn batch(records: Vec<Value>) -> Value {
+    json!({ "Records": records })
+}
+
+/// The message ids the response asks SQS to deliver again.
+fn failures(response: &Value) -> Result<Vec<String>, Error> {
+    let list = response["batchItemFailures"]
+        .as_array()
+        .ok_or_else(|| format!("not a batch response: {response}"))?;
+    Ok(list
+        .iter()
+        .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_string))
+        .collect())
+}
+
+async fn plan(store: &Store, job: &PlanJob) -> Result<Plan, Error> {
+    Ok(store
+        .get_plan(&job.org, &job.deployment_id, &job.plan_id)
+        .await?
+        .ok_or("no plan")?
+        .value)
+}
+
+/// Feeds every job the engine re-queues back in as a one-record SQS batch,
+/// as the event source mapping would, until the plan finishes.
+async fn run_to_end(w: &mut World, job: &PlanJob) -> Result<PlanStatus, Error> {
+    for n in 0..500 {
+        let p = plan(&w.store, job).await?;
+        if p.status.is_finished() {
+            return Ok(p.status);
+        }
+        let next = tokio::time::timeout(Duration::from_secs(10), w.jobs.recv())
+            .await?
+            .ok_or("queue closed")?;
+        let response = handle(&w.engine, batch(vec![job_record(&format!("m{n}"), &next)?])).await?;
+        assert_eq!(failures(&response)?, Vec::<String>::new());
+    }
+    Err("the plan did not finish".into())
+}
+
+async fn live_nodes(w: &World, job: &PlanJob) -> Result<usize, Error> {
+    Ok(w.compute
+        .instances(&job.deployment_id)
+        .await?
+        .iter()
+        .filter(|i| i.state != floe_compute::InstanceState::Terminated)
+        .count())
+}
+
+#[tokio::test]
+async fn an_sqs_batch_runs_its_plan_and_the_requeued_jobs_finish_it() -> TestResult {
+    let mut w = world(Arc::new(sqlite()?));
+    let job = create_plan(&w.store).await?;
+
+    let response = handle(&w.engine, batch(vec![job_record("m-first", &job)?])).await?;
+    assert_eq!(response, json!({"batchItemFailures": []}));
+    let p = plan(&w.store, &job).await?;
+    assert_ne!(
+        p.status,
+        PlanStatus::Pending,
+        "the first delivery started the plan"
+    );
+    assert!(p.lease.is_none(), "a waiting plan holds no lease");
+
+    assert_eq!(run_to_end(&mut w, &job).await?, PlanStatus::Succeeded);
+    assert_eq!(live_nodes(&w, &job).await?, NODES);
+    let d = w
+        .store
+        .get_deployment(&job.org, &job.deployment_id)
+        .await?
+        .ok_or("no deployment")?
+        .value;
+    assert_eq!(
+        (d.status, d.pending_plan),
+        (DeploymentStatus::Running, None)
+    );
+
+    // A late duplicate of a finished plan's job is fine and does nothing.
+    let response = handle(&w.engine, batch(vec![job_record("m-late", &job)?])).await?;
+    assert_eq!(failures(&response)?, Vec::<String>::new());
+    assert_eq!(live_nodes(&w, &job).await?, NODES);
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_plan_twice_in_a_batch_starts_each_node_once() -> TestResult {
+    let mut w = world(Arc::new(sqlite()?));
+    let job = create_plan(&w.store).await?;
+    let response = handle(
+        &w.engine,
+        batch(vec![job_record("m-1", &job)?, job_record("m-2", &job)?]),
+    )
+    .await?;
+    assert_eq!(failures(&response)?, Vec::<String>::new());
+    assert_eq!(run_to_end(&mut w, &job).await?, PlanStatus::Succeeded);
+    assert_eq!(live_nodes(&w, &job).await?, NODES);
+    Ok(())
+}
+
+#[tokio::test]
+async fn unreadable_records_are_dropped_without_failing_the_batch() -> TestResult {
+    let w = world(Arc::new(sqlite()?));
+    let job = create_plan(&w.store).await?;
+    let unknown = PlanJob {
+        plan_id: "no-such-plan".into(),
+        ..job.clone()
+    };
+    let response = handle(
+        &w.engine,
+        batch(vec![
+            record("m-text", Some("wake up")),
+            record("m-shape", Some(r#"{"org": 7}"#)),
+            record("m-empty", None),
+            job_record("m-gone", &unknown)?,
+            job_record("m-good", &job)?,
+        ]),
+    )
+    .await?;
+    assert_eq!(response, json!({"batchItemFailures": []}));
+    assert_ne!(plan(&w.store, &job).await?.status, PlanStatus::Pending);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_store_failure_fails_only_its_own_record() -> TestResult {
+    // The plan ids are only known once created, so the failing plan is
+    // created first through a plain store on the same database.
+    let inner = Arc::new(sqlite()?);
+    let setup = Store::new(inner.clone());
+    let broken = create_plan(&setup).await?;
+    let healthy = create_plan(&setup).await?;
+    let w = world(Arc::new(Unreachable {
+        inner,
+        plan_id: broken.plan_id.clone(),
+    }));
+
+    let response = handle(
+        &w.engine,
+        batch(vec![
+            job_record("m-broken", &broken)?,
+            job_record("m-healthy", &healthy)?,
+        ]),
+    )
+    .await?;
+    assert_eq!(failures(&response)?, ["m-broken"]);
+    assert_ne!(plan(&setup, &healthy).await?.status, PlanStatus::Pending);
+    assert_eq!(plan(&setup, &broken).await?.status, PlanStatus::Pending);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_sweep_requeues_idle_unfinished_plans_only() -> TestResult {
+    let mut w = world(Arc::new(sqlite()?));
+    // Finished: nothing to do.
+    let done = create_plan(&w.store).await?;
+    handle(&w.engine, batch(vec![job_record("m-done", &done)?])).await?;
+    run_to_end(&mut w, &done).await?;
+    // Held by a live worker: its lease says it is being run.
+    let held = create_plan(&w.store).await?;
+    let pv = w
+        .store
+        .get_plan(&held.org, &held.deployment_id, &held.plan_id)
+        .await?
+        .ok_or("no plan")?;
+    let mut leased = pv.value;
+    leased.lease = Some(Lease {
+        owner: "worker/another-request".into(),
+        expires: Utc::now() + chrono::Duration::minutes(5),
+    });
+    w.store.update_plan(&leased, pv.version).await?;
+    // Recorded, but its message was lost.
+    let lost = create_plan(&w.store).await?;
+
+    let response = handle(&w.engine, json!({"sweep": true})).await?;
+    assert_eq!(response, json!({"requeued": 1}));
+    assert_eq!(w.jobs.try_recv()?, lost);
+    assert!(
+        w.jobs.try_recv().is_err(),
+        "only the lost plan is re-queued"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn other_events_are_errors() -> TestResult {
+    let w = world(Arc::new(sqlite()?));
+    for event in [
+        json!({"sweep": false}),
+        json!({"sweep": true, "extra": 1}),
+        json!({"detail-type": "Scheduled Event"}),
+        json!({}),
+        json!("sweep"),
+    ] {
+        match handle(&w.engine, event.clone()).await {
+            Err(e @ WorkerError::UnrecognisedEvent(_)) => {
+                assert_eq!(e.kind(), "floe.worker.unrecognised_event")
+            }
+            other => return Err(format!("{event}: {other:?}").into()),
+        }
+    }
+    match handle(&w.engine, json!({"Records": 5})).await {
+        Err(WorkerError::SqsEvent(_)) => Ok(()),
+        other => Err(format!("{other:?}").into()),
+    }
+}

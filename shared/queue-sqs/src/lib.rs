@@ -1,0 +1,104 @@
+//! The SQS adapter of the work queue port. The API and the sweep send a
+//! plan's job here; the queue's event source mapping wakes the worker
+//! function with it.
+//!
+//! This is the only crate that links `aws-sdk-sqs`. The queue is a standard
+//! queue: FIFO queues refuse a per-message delay, and the engine's waits are
+//! per-message delays. Standard queues deliver at least once and out of
+//! order, which the plan's lease already makes harmless.
+
+use async_trait::async_trait;
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::DisplayErrorContext;
+use floe_plans::queue::QueueError;
+use floe_plans::{PlanJob, WorkQueue};
+use std::time::Duration;
+
+/// Every IAM action this crate needs, and no other: the deploy template's
+/// policy for the roles that enqueue (api, worker) is checked against it.
+pub const OPERATIONS: &[&str] = &["sqs:SendMessage"];
+
+/// The longest delay SQS accepts on a message (15 minutes).
+pub const MAX_DELAY: Duration = Duration::from_secs(900);
+
+/// The work queue on one SQS queue.
+#[derive(Clone)]
+pub struct SqsQueue {
+    client: Client,
+    queue_url: String,
+}
+
+// The client's configuration is left out: it holds the credentials provider.
+impl std::fmt::Debug for SqsQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsQueue")
+            .field("queue_url", &self.queue_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqsQueue {
+    pub fn new(client: Client, queue_url: impl Into<String>) -> SqsQueue {
+        SqsQueue {
+            client,
+            queue_url: queue_url.into(),
+        }
+    }
+
+    /// Builds the client from the SDK's usual environment (`AWS_REGION`,
+    /// the function role's credentials, `AWS_ENDPOINT_URL`...).
+    pub async fn from_env(queue_url: impl Into<String>) -> SqsQueue {
+        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        SqsQueue::new(Client::new(&config), queue_url)
+    }
+
+    pub fn queue_url(&self) -> &str {
+        &self.queue_url
+    }
+}
+
+/// The message's `DelaySeconds` for a wait of `delay`. Rounded up, so that a
+/// job never arrives before it was asked to; capped at SQS's limit, because a
+/// longer wait only wakes the worker early and the step looks again.
+pub fn delay_seconds(delay: Duration) -> i32 {
+    let capped = delay.min(MAX_DELAY);
+    let whole = capped.as_secs() + u64::from(capped.subsec_nanos() > 0);
+    // At most 900 after the cap: the conversion cannot fail.
+    i32::try_from(whole).unwrap_or(900)
+}
+
+#[async_trait]
+impl WorkQueue for SqsQueue {
+    async fn enqueue(&self, job: PlanJob, delay: Duration) -> Result<(), QueueError> {
+        let body = serde_json::to_string(&job)
+            .map_err(|e| QueueError(format!("the job cannot be encoded: {e}")))?;
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body)
+            .delay_seconds(delay_seconds(delay))
+            .send()
+            .await
+            .map_err(|e| QueueError(format!("SendMessage: {}", DisplayErrorContext(&e))))?;
+        tracing::debug!(plan = %job.plan_id, delay_ms = delay.as_millis() as u64, "plan job enqueued");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::delay_seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn delays_round_up_to_whole_seconds_and_stop_at_fifteen_minutes() {
+        assert_eq!(delay_seconds(Duration::ZERO), 0);
+        assert_eq!(delay_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(delay_seconds(Duration::from_millis(2_300)), 3);
+        assert_eq!(delay_seconds(Duration::from_secs(10)), 10);
+        assert_eq!(delay_seconds(Duration::from_secs(900)), 900);
+        assert_eq!(delay_seconds(Duration::from_millis(900_001)), 900);
+        assert_eq!(delay_seconds(Duration::from_secs(86_400)), 900);
+        assert_eq!(delay_seconds(Duration::MAX), 900);
+    }
+}
