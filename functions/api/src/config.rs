@@ -71,11 +71,7 @@ pub fn store_choice() -> Result<StoreChoice, ConfigError> {
                 }
                 Ok(StoreChoice::Sqlite(PathBuf::from(path)))
             } else if let Some(table) = s.strip_prefix("dynamodb://") {
-                let ok = (3..=255).contains(&table.len())
-                    && table
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-                if !ok {
+                if !floe_store::dynamo::is_table_name(table) {
                     return Err(invalid(
                         "FLOE_STORE",
                         "dynamodb://TABLE needs a DynamoDB table name",

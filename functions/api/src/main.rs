@@ -35,26 +35,8 @@ async fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("FLOE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let text = std::env::var("FLOE_LOG_FORMAT").is_ok_and(|f| f == "text");
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if text {
-        builder.init();
-    } else {
-        builder
-            .json()
-            .with_current_span(true)
-            .with_span_list(false)
-            .init();
-    }
-}
-
 async fn serve() -> ExitCode {
-    init_tracing();
+    floe_telemetry::init();
     let store = match config::backend().await {
         Ok(b) => floe_store::Store::new(b),
         Err(e) => {

@@ -118,11 +118,7 @@ fn parse_store(value: &str) -> Result<String, ConfigError> {
             "must be dynamodb://TABLE (the worker shares the api's table)",
         ));
     };
-    let ok = (3..=255).contains(&table.len())
-        && table
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if !ok {
+    if !floe_store::dynamo::is_table_name(table) {
         return Err(invalid(
             "FLOE_STORE",
             "dynamodb://TABLE needs a DynamoDB table name",

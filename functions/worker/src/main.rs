@@ -8,27 +8,9 @@ use serde_json::Value;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("FLOE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let text = std::env::var("FLOE_LOG_FORMAT").is_ok_and(|f| f == "text");
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if text {
-        builder.init();
-    } else {
-        builder
-            .json()
-            .with_current_span(true)
-            .with_span_list(false)
-            .init();
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    init_tracing();
+    floe_telemetry::init();
     let config = match WorkerConfig::from_env() {
         Ok(c) => c,
         Err(e) => {

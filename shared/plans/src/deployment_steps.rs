@@ -62,8 +62,19 @@ fn target(plan: &Plan) -> Result<DeploymentSpec, StepError> {
     })
 }
 
-fn group<'a>(spec: &'a DeploymentSpec, id: &str) -> Option<&'a NodeGroup> {
-    spec.node_groups.iter().find(|g| g.id == id)
+/// The plan's target spec and one of its node groups.
+fn target_group(plan: &Plan, id: &str) -> Result<(DeploymentSpec, NodeGroup), StepError> {
+    let spec = target(plan)?;
+    let group = spec
+        .node_groups
+        .iter()
+        .find(|g| g.id == id)
+        .cloned()
+        .ok_or_else(|| StepError {
+            failure_type: "invalid_plan".into(),
+            message: format!("node group {id} is not in the plan"),
+        })?;
+    Ok((spec, group))
 }
 
 fn tags(plan: &Plan, group: Option<&str>) -> BTreeMap<String, String> {
@@ -117,16 +128,11 @@ fn is_gone(state: InstanceState) -> bool {
 
 impl DeploymentSteps {
     async fn ensure_template(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
-        let spec = match target(ctx.plan) {
-            Ok(s) => s,
+        let (spec, g) = match target_group(ctx.plan, group_id) {
+            Ok(found) => found,
             Err(e) => return Outcome::Fail(e),
         };
-        let Some(g) = group(&spec, group_id) else {
-            return fail(
-                "invalid_plan",
-                format!("node group {group_id} is not in the plan"),
-            );
-        };
+        let g = &g;
         let Some(instance) = catalog::lookup(&g.instance_type) else {
             return fail(
                 "unknown_instance_type",
@@ -179,16 +185,11 @@ impl DeploymentSteps {
     }
 
     async fn launch(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
-        let spec = match target(ctx.plan) {
-            Ok(s) => s,
+        let (spec, g) = match target_group(ctx.plan, group_id) {
+            Ok(found) => found,
             Err(e) => return Outcome::Fail(e),
         };
-        let Some(g) = group(&spec, group_id) else {
-            return fail(
-                "invalid_plan",
-                format!("node group {group_id} is not in the plan"),
-            );
-        };
+        let g = &g;
         let Some(template) = ctx
             .output(&format!("template:{group_id}"))
             .and_then(|o| o["name"].as_str())

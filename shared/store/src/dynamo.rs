@@ -65,6 +65,15 @@ const ACTIVE_POLL: Duration = Duration::from_millis(500);
 
 type Item = HashMap<String, AttributeValue>;
 
+/// DynamoDB's table naming rule (3–255 of letters, digits, `_`, `-`, `.`),
+/// checked where configuration names a table, before any call.
+pub fn is_table_name(name: &str) -> bool {
+    (3..=255).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
 /// The DynamoDB actions the store calls while serving (what IAM must grant
 /// the functions). Kept honest by the workspace's IAM registry test.
 pub const OPERATIONS: &[&str] = &[

@@ -255,6 +255,19 @@ fn plan_key(p: &Plan) -> RecordKey {
     RecordKey::new(&p.org, Kind::Plan, &format!("{}#{}", p.deployment_id, p.id))
 }
 
+/// The plan's next version, if it is still at `expected`.
+fn plan_update(plan: &Plan, expected: u64) -> Result<Write, StoreError> {
+    Ok(Write::Update {
+        record: record(
+            plan_key(plan),
+            encode(plan)?,
+            expected + 1,
+            plan_attrs(plan),
+        ),
+        expected,
+    })
+}
+
 fn active_key(p: &Plan) -> RecordKey {
     RecordKey::new(
         SYSTEM_ORG,
@@ -668,18 +681,7 @@ impl Store {
     /// Writes the plan's progress, if it is still at `expected`.
     pub async fn update_plan(&self, plan: &Plan, expected: u64) -> Result<u64, StoreError> {
         let mut b = Batch::default();
-        b.push(
-            Write::Update {
-                record: record(
-                    plan_key(plan),
-                    encode(plan)?,
-                    expected + 1,
-                    plan_attrs(plan),
-                ),
-                expected,
-            },
-            Meaning::Own,
-        );
+        b.push(plan_update(plan, expected)?, Meaning::Own);
         b.run(self.backend.as_ref()).await?;
         Ok(expected + 1)
     }
@@ -693,18 +695,7 @@ impl Store {
         outcome: DeploymentOutcome<'_>,
     ) -> Result<u64, StoreError> {
         let mut b = Batch::default();
-        b.push(
-            Write::Update {
-                record: record(
-                    plan_key(plan),
-                    encode(plan)?,
-                    expected + 1,
-                    plan_attrs(plan),
-                ),
-                expected,
-            },
-            Meaning::Own,
-        );
+        b.push(plan_update(plan, expected)?, Meaning::Own);
         b.push(
             Write::Delete {
                 key: active_key(plan),
