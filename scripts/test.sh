@@ -36,6 +36,9 @@ export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 export AWS_EC2_METADATA_DISABLED=true
 export PATH="$venv/bin:$PATH"
 
+echo "== cfn-lint infra/template.yaml"
+cfn-lint infra/template.yaml
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -74,8 +74,10 @@ pub fn is_table_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// The DynamoDB actions the store calls while serving (what IAM must grant
-/// the functions). Kept honest by the workspace's IAM registry test.
+/// The DynamoDB operations the store calls while serving. Kept honest by
+/// the workspace's IAM registry test. IAM has no `TransactWriteItems`
+/// action: a transaction is authorised item by item (`PutItem`,
+/// `UpdateItem`, `DeleteItem`), which the template check expands it into.
 pub const OPERATIONS: &[&str] = &[
     "dynamodb:GetItem",
     "dynamodb:Query",

@@ -1,0 +1,895 @@
+//! The deploy template's IAM grants, held to the adapters' registries: each
+//! function's role grants every action its code calls and nothing more, on
+//! the resources the stack owns. iam_registry.rs holds the registries to the
+//! code; this file holds infra/template.yaml to the registries.
+//!
+//! The template is read as plain data. CloudFormation's short tags (`!Ref`,
+//! `!GetAtt A.B`, `!Sub`, `!If`...) are turned into their long forms first,
+//! so that every check sees one shape.
+
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+const TEMPLATE: &str = "infra/template.yaml";
+
+/// The Lambda runtime ships the function's log lines with the function's
+/// role; every function needs these on its own log group.
+const LOG_ACTIONS: &[&str] = &["logs:CreateLogStream", "logs:PutLogEvents"];
+
+/// Lambda's SQS event source mapping polls with the function's role. No
+/// Floe code calls these; they are granted for the mapping, and only to a
+/// function that has one.
+const EVENT_SOURCE_MAPPING_ACTIONS: &[&str] = &[
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+];
+
+/// Mirrors `floe_queue_sqs::OPERATIONS` (shared/queue-sqs/src/lib.rs): the
+/// tests crate does not depend on the SQS adapter yet.
+/// `the_sqs_mirror_matches_the_adapter` keeps the two equal until it does.
+const QUEUE_OPERATIONS: &[&str] = &["sqs:SendMessage"];
+
+/// KMS actions that read or produce plaintext (or hand that power on): a key
+/// policy may allow them only to named roles.
+const KMS_USE_ACTIONS: &[&str] = &[
+    "kms:Encrypt",
+    "kms:Decrypt",
+    "kms:ReEncryptFrom",
+    "kms:ReEncryptTo",
+    "kms:GenerateDataKey",
+    "kms:GenerateDataKeyWithoutPlaintext",
+    "kms:GenerateDataKeyPair",
+    "kms:GenerateDataKeyPairWithoutPlaintext",
+    "kms:CreateGrant",
+];
+
+/// The actions each function's code calls, with the registry each comes
+/// from (for the failure message). A function missing here fails the test:
+/// a new function has to say what it calls.
+fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
+    let mut actions = BTreeMap::new();
+    let store = store_iam_actions();
+    match function {
+        "ApiFunction" => {
+            actions.extend(store);
+            add(
+                &mut actions,
+                floe_secrets::kms::OPERATIONS,
+                "floe_secrets::kms::OPERATIONS",
+            );
+            add(&mut actions, QUEUE_OPERATIONS, "floe_queue_sqs::OPERATIONS");
+        }
+        "WorkerFunction" => {
+            actions.extend(store);
+            add(
+                &mut actions,
+                floe_compute_ec2::IAM_ACTIONS,
+                "floe_compute_ec2::IAM_ACTIONS",
+            );
+            add(&mut actions, QUEUE_OPERATIONS, "floe_queue_sqs::OPERATIONS");
+            add(
+                &mut actions,
+                &["kms:Decrypt"],
+                "the repository credentials the worker hands to nodes",
+            );
+        }
+        _ => return None,
+    }
+    Some(actions)
+}
+
+fn add(into: &mut BTreeMap<String, String>, actions: &[impl AsRef<str>], from: &str) {
+    for a in actions {
+        into.insert(a.as_ref().to_string(), from.to_string());
+    }
+}
+
+/// The store's registry in IAM terms. IAM has no TransactWriteItems action:
+/// DynamoDB authorises each item operation inside a transaction. Which kinds
+/// the store's transactions carry is read from its code, so that a new kind
+/// (a condition check, say) asks for its action here.
+fn store_iam_actions() -> BTreeMap<String, String> {
+    const REGISTRY: &str = "floe_store::dynamo::OPERATIONS";
+    let mut actions = BTreeMap::new();
+    for op in floe_store::dynamo::OPERATIONS {
+        if *op == "dynamodb:TransactWriteItems" {
+            let from = format!("{REGISTRY}, inside {op}");
+            add(&mut actions, &transaction_item_actions(), &from);
+        } else {
+            add(&mut actions, &[op], REGISTRY);
+        }
+    }
+    actions
+}
+
+fn transaction_item_actions() -> Vec<String> {
+    let src = source("shared/store/src/dynamo.rs");
+    let code = src.split("#[cfg(test)]").next().unwrap_or("");
+    let compact: String = code.split_whitespace().collect();
+    let kinds = [
+        ("put", "dynamodb:PutItem"),
+        ("update", "dynamodb:UpdateItem"),
+        ("delete", "dynamodb:DeleteItem"),
+        ("condition_check", "dynamodb:ConditionCheckItem"),
+    ];
+    let found: Vec<String> = kinds
+        .iter()
+        .filter(|(method, _)| compact.contains(&format!("TransactWriteItem::builder().{method}(")))
+        .map(|(_, action)| (*action).to_string())
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "shared/store/src/dynamo.rs: no TransactWriteItem::builder().put/update/delete/condition_check(...) \
+         found; has the call style changed?"
+    );
+    found
+}
+
+// ---------------------------------------------------------------------------
+// Reading the template.
+// ---------------------------------------------------------------------------
+
+fn source(relative: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+fn template() -> Value {
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&source(TEMPLATE))
+        .unwrap_or_else(|e| panic!("{TEMPLATE} is not YAML: {e}"));
+    long_form(yaml).unwrap_or_else(|e| panic!("{TEMPLATE}: {e}"))
+}
+
+/// YAML to JSON, with CloudFormation's short tags in their long forms.
+fn long_form(value: serde_yaml::Value) -> Result<Value, String> {
+    use serde_yaml::Value as Yaml;
+    Ok(match value {
+        Yaml::Null => Value::Null,
+        Yaml::Bool(b) => Value::Bool(b),
+        Yaml::Number(n) => n
+            .as_i64()
+            .map(Value::from)
+            .or_else(|| n.as_u64().map(Value::from))
+            .or_else(|| n.as_f64().map(Value::from))
+            .unwrap_or(Value::Null),
+        Yaml::String(s) => Value::String(s),
+        Yaml::Sequence(items) => {
+            Value::Array(items.into_iter().map(long_form).collect::<Result<_, _>>()?)
+        }
+        Yaml::Mapping(mapping) => {
+            let mut object = Map::new();
+            for (key, value) in mapping {
+                let key = match key {
+                    Yaml::String(s) => s,
+                    Yaml::Bool(b) => b.to_string(),
+                    Yaml::Number(n) => n.to_string(),
+                    other => return Err(format!("unsupported mapping key {other:?}")),
+                };
+                object.insert(key, long_form(value)?);
+            }
+            Value::Object(object)
+        }
+        Yaml::Tagged(tagged) => {
+            let name = tagged.tag.to_string();
+            let name = name.trim_start_matches('!');
+            let inner = long_form(tagged.value)?;
+            let (key, inner) = match (name, inner) {
+                ("Ref" | "Condition", inner) => (name.to_string(), inner),
+                // `!GetAtt Resource.Attribute` is a string; the long form a pair.
+                ("GetAtt", Value::String(path)) => {
+                    let (resource, attribute) = path
+                        .split_once('.')
+                        .ok_or_else(|| format!("!GetAtt {path} names no attribute"))?;
+                    let pair = vec![Value::from(resource), Value::from(attribute)];
+                    ("Fn::GetAtt".to_string(), Value::Array(pair))
+                }
+                (function, inner) => (format!("Fn::{function}"), inner),
+            };
+            Value::Object(Map::from_iter([(key, inner)]))
+        }
+    })
+}
+
+fn resources(t: &Value) -> &Map<String, Value> {
+    t.get("Resources")
+        .and_then(Value::as_object)
+        .unwrap_or_else(|| panic!("{TEMPLATE} has no Resources"))
+}
+
+fn resource_type<'a>(t: &'a Value, id: &str) -> Option<&'a str> {
+    resources(t)
+        .get(id)
+        .and_then(|r| r.get("Type"))
+        .and_then(Value::as_str)
+}
+
+fn of_type<'a>(t: &'a Value, types: &[&str]) -> Vec<(&'a str, &'a Value)> {
+    resources(t)
+        .iter()
+        .filter(|(_, r)| {
+            r.get("Type")
+                .and_then(Value::as_str)
+                .is_some_and(|ty| types.contains(&ty))
+        })
+        .map(|(id, r)| (id.as_str(), r))
+        .collect()
+}
+
+/// The logical id a `Ref` or `Fn::GetAtt` points at.
+fn target(value: &Value) -> Option<&str> {
+    value.get("Ref").and_then(Value::as_str).or_else(|| {
+        value
+            .get("Fn::GetAtt")
+            .and_then(Value::as_array)
+            .and_then(|pair| pair.first())
+            .and_then(Value::as_str)
+    })
+}
+
+/// Every logical id (resource or parameter) a value refers to: `Ref`,
+/// `Fn::GetAtt` and the `${Name}` / `${Name.Attr}` of `Fn::Sub`; pseudo
+/// parameters and a Sub's own variables left out.
+fn referenced(value: &Value) -> BTreeSet<String> {
+    let mut ids = BTreeSet::new();
+    collect_references(value, &mut ids);
+    ids
+}
+
+fn collect_references(value: &Value, ids: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(object) => {
+            if let Some(id) = target(value)
+                && !id.starts_with("AWS::")
+            {
+                ids.insert(id.to_string());
+            }
+            if let Some(sub) = object.get("Fn::Sub") {
+                let (text, variables) = match sub {
+                    Value::String(s) => (Some(s.as_str()), None),
+                    Value::Array(parts) => (
+                        parts.first().and_then(Value::as_str),
+                        parts.get(1).and_then(Value::as_object),
+                    ),
+                    _ => (None, None),
+                };
+                for name in text.map(sub_names).unwrap_or_default() {
+                    let id = name.split('.').next().unwrap_or("");
+                    let local = variables.is_some_and(|v| v.contains_key(id));
+                    if !id.starts_with("AWS::") && !local {
+                        ids.insert(id.to_string());
+                    }
+                }
+            }
+            for v in object.values() {
+                collect_references(v, ids);
+            }
+        }
+        Value::Array(items) => {
+            for v in items {
+                collect_references(v, ids);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The `${...}` names in a Sub string (`${!Literal}` is no reference).
+fn sub_names(text: &str) -> Vec<String> {
+    text.split("${")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('}').map(|(name, _)| name))
+        .filter(|name| !name.starts_with('!'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A statement's `Action` (or `Resource`) entries: one value or a list.
+fn entries(value: Option<&Value>) -> Vec<&Value> {
+    match value {
+        Some(Value::Array(items)) => items.iter().collect(),
+        Some(v) => vec![v],
+        None => Vec::new(),
+    }
+}
+
+fn action_names(statement: &Map<String, Value>) -> Vec<String> {
+    entries(statement.get("Action"))
+        .into_iter()
+        .map(|a| match a {
+            Value::String(s) => s.clone(),
+            // An intrinsic as an action cannot be checked; name it so a
+            // check fails on it.
+            other => format!("<computed action {other}>"),
+        })
+        .collect()
+}
+
+fn statements(document: &Value) -> Vec<&Map<String, Value>> {
+    entries(document.get("Statement"))
+        .into_iter()
+        .filter_map(Value::as_object)
+        .collect()
+}
+
+fn is_allow(statement: &Map<String, Value>) -> bool {
+    statement.get("Effect").and_then(Value::as_str) == Some("Allow")
+}
+
+/// One Allow statement of a role's policies, with where it was found.
+struct Grant<'a> {
+    origin: String,
+    statement: &'a Map<String, Value>,
+}
+
+impl Grant<'_> {
+    fn actions(&self) -> Vec<String> {
+        action_names(self.statement)
+    }
+
+    fn resources(&self) -> Vec<&Value> {
+        entries(self.statement.get("Resource"))
+    }
+}
+
+/// Every statement the template grants the role: its inline policies, and
+/// the RolePolicy, Policy and ManagedPolicy resources attached to it.
+/// Grants the test cannot see (managed policy ARNs) or cannot reason about
+/// (NotAction, NotResource) fail here.
+fn grants<'a>(t: &'a Value, role: &str) -> Vec<Grant<'a>> {
+    let Some(properties) = resources(t).get(role).and_then(|r| r.get("Properties")) else {
+        panic!("{role}: no such resource, or it has no Properties");
+    };
+    assert!(
+        properties.get("ManagedPolicyArns").is_none(),
+        "{role}: ManagedPolicyArns grant actions this test cannot check; write the statements out"
+    );
+    let mut documents: Vec<(String, &Value)> = Vec::new();
+    for policy in entries(properties.get("Policies")) {
+        let name = policy
+            .get("PolicyName")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        if let Some(document) = policy.get("PolicyDocument") {
+            documents.push((format!("{role}/{name}"), document));
+        }
+    }
+    for (id, resource) in of_type(
+        t,
+        &[
+            "AWS::IAM::RolePolicy",
+            "AWS::IAM::Policy",
+            "AWS::IAM::ManagedPolicy",
+        ],
+    ) {
+        let Some(p) = resource.get("Properties") else {
+            continue;
+        };
+        let attached = p.get("RoleName").and_then(target) == Some(role)
+            || entries(p.get("Roles"))
+                .into_iter()
+                .any(|r| target(r) == Some(role));
+        if attached && let Some(document) = p.get("PolicyDocument") {
+            documents.push((id.to_string(), document));
+        }
+    }
+    let mut out = Vec::new();
+    for (origin, document) in documents {
+        for statement in statements(document) {
+            let sid = statement.get("Sid").and_then(Value::as_str).unwrap_or("");
+            assert!(
+                !statement.contains_key("NotAction") && !statement.contains_key("NotResource"),
+                "{origin}#{sid}: NotAction/NotResource grant more than they name"
+            );
+            if is_allow(statement) {
+                out.push(Grant {
+                    origin: format!("{origin}#{sid}"),
+                    statement,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A Lambda function of the template and the role it runs as.
+struct Function {
+    id: String,
+    role: String,
+    log_group: Option<String>,
+}
+
+fn functions(t: &Value) -> Vec<Function> {
+    let found: Vec<Function> = of_type(t, &["AWS::Serverless::Function", "AWS::Lambda::Function"])
+        .into_iter()
+        .map(|(id, f)| {
+            let properties = f.get("Properties");
+            // SAM's Policies would create or extend a role outside this check.
+            assert!(
+                properties.and_then(|p| p.get("Policies")).is_none(),
+                "{id}: SAM Policies grant outside the role; put the statements on its role"
+            );
+            let role = properties
+                .and_then(|p| p.get("Role"))
+                .and_then(target)
+                .unwrap_or_else(|| panic!("{id}: Role must name a role of this template"));
+            let log_group = properties
+                .and_then(|p| p.pointer("/LoggingConfig/LogGroup"))
+                .and_then(target)
+                .map(str::to_string);
+            Function {
+                id: id.to_string(),
+                role: role.to_string(),
+                log_group,
+            }
+        })
+        .collect();
+    assert!(!found.is_empty(), "{TEMPLATE} declares no function");
+    found
+}
+
+/// The services a role's trust policy lets assume it.
+fn trusted_services(t: &Value, role: &str) -> BTreeSet<String> {
+    let document = resources(t)
+        .get(role)
+        .and_then(|r| r.pointer("/Properties/AssumeRolePolicyDocument"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    statements(&document)
+        .into_iter()
+        .flat_map(|s| entries(s.get("Principal").and_then(|p| p.get("Service"))))
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Functions an SQS event source mapping feeds (explicit mappings, or SAM
+/// `SQS` events), each with its `FunctionResponseTypes`.
+fn queue_mappings(t: &Value) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for (id, mapping) in of_type(t, &["AWS::Lambda::EventSourceMapping"]) {
+        let Some(p) = mapping.get("Properties") else {
+            continue;
+        };
+        let from_queue = p
+            .get("EventSourceArn")
+            .and_then(target)
+            .is_some_and(|source| resource_type(t, source) == Some("AWS::SQS::Queue"));
+        if !from_queue {
+            continue;
+        }
+        let function = p
+            .get("FunctionName")
+            .and_then(target)
+            .unwrap_or_else(|| panic!("{id}: FunctionName must name a function of this template"));
+        out.push((function.to_string(), response_types(p)));
+    }
+    for (id, function) in of_type(t, &["AWS::Serverless::Function"]) {
+        let events = function
+            .pointer("/Properties/Events")
+            .and_then(Value::as_object);
+        for event in events.into_iter().flat_map(|e| e.values()) {
+            if event.get("Type").and_then(Value::as_str) == Some("SQS") {
+                let p = event.get("Properties").cloned().unwrap_or(Value::Null);
+                out.push((id.to_string(), response_types(&p)));
+            }
+        }
+    }
+    out
+}
+
+fn response_types(properties: &Value) -> Vec<String> {
+    entries(properties.get("FunctionResponseTypes"))
+        .into_iter()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
+fn report(problems: &[String]) -> String {
+    format!(
+        "{TEMPLATE} does not match the code:\n  {}",
+        problems.join("\n  ")
+    )
+}
+
+// ---------------------------------------------------------------------------
+// The checks.
+// ---------------------------------------------------------------------------
+
+#[test]
+fn every_function_role_grants_exactly_what_its_code_calls() {
+    let t = template();
+    let mapped: BTreeSet<String> = queue_mappings(&t).into_iter().map(|(f, _)| f).collect();
+    let mut problems = Vec::new();
+    for f in functions(&t) {
+        let Some(mut expected) = code_actions(&f.id) else {
+            problems.push(format!(
+                "{}: unknown to tests/tests/template_iam.rs; add the actions its code calls to code_actions",
+                f.id
+            ));
+            continue;
+        };
+        add(&mut expected, LOG_ACTIONS, "its log lines");
+        if mapped.contains(&f.id) {
+            add(
+                &mut expected,
+                EVENT_SOURCE_MAPPING_ACTIONS,
+                "granted for the SQS event source mapping",
+            );
+        }
+        let mut granted: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for grant in grants(&t, &f.role) {
+            for action in grant.actions() {
+                granted
+                    .entry(action)
+                    .or_default()
+                    .push(grant.origin.clone());
+            }
+        }
+        for (action, from) in &expected {
+            if !granted.contains_key(action) {
+                problems.push(format!(
+                    "{} (role {}): calls {action} ({from}), which the role does not grant",
+                    f.id, f.role
+                ));
+            }
+        }
+        for (action, origins) in &granted {
+            if !expected.contains_key(action) {
+                problems.push(format!(
+                    "{} (role {}): grants {action} in {}, which no code of it calls",
+                    f.id,
+                    f.role,
+                    origins.join(", ")
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", report(&problems));
+}
+
+#[test]
+fn every_role_is_a_function_role_or_the_scheduler_role() {
+    let t = template();
+    let function_roles: BTreeSet<String> = functions(&t).into_iter().map(|f| f.role).collect();
+    let problems: Vec<String> = of_type(&t, &["AWS::IAM::Role"])
+        .into_iter()
+        .filter(|(id, _)| {
+            !function_roles.contains(*id)
+                && trusted_services(&t, id) != BTreeSet::from(["scheduler.amazonaws.com".to_string()])
+        })
+        .map(|(id, _)| {
+            format!("{id}: neither a function's role nor the scheduler's, so nothing here checks its grants")
+        })
+        .collect();
+    assert!(problems.is_empty(), "{}", report(&problems));
+}
+
+#[test]
+fn no_grant_uses_a_wildcard_action() {
+    let t = template();
+    let mut problems = Vec::new();
+    for (role, _) in of_type(&t, &["AWS::IAM::Role"]) {
+        for grant in grants(&t, role) {
+            for action in grant.actions() {
+                // "*", "ec2:*" and "ec2:Describe*" alike grant actions that
+                // no registry lists, including ones AWS adds later.
+                if action.contains('*') {
+                    problems.push(format!("{}: wildcard action {action}", grant.origin));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", report(&problems));
+}
+
+#[test]
+fn only_describe_actions_apply_to_every_resource() {
+    let t = template();
+    let mut problems = Vec::new();
+    for (role, _) in of_type(&t, &["AWS::IAM::Role"]) {
+        for grant in grants(&t, role) {
+            let everything = grant.resources().iter().any(|r| r.as_str() == Some("*"));
+            if !everything {
+                continue;
+            }
+            // EC2's Describe actions take no resource-level permissions:
+            // "*" is the only Resource IAM accepts for them.
+            for action in grant.actions() {
+                if !action.starts_with("ec2:Describe") {
+                    problems.push(format!(
+                        "{}: {action} on Resource \"*\"; name the resource",
+                        grant.origin
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", report(&problems));
+}
+
+#[test]
+fn pass_role_names_the_node_role_and_only_ec2() {
+    let t = template();
+    let mut found = 0;
+    let mut problems = Vec::new();
+    for (role, _) in of_type(&t, &["AWS::IAM::Role"]) {
+        for grant in grants(&t, role) {
+            if !grant.actions().iter().any(|a| a == "iam:PassRole") {
+                continue;
+            }
+            found += 1;
+            if grant.actions() != ["iam:PassRole"] {
+                problems.push(format!(
+                    "{}: iam:PassRole shares its statement (and so its resource and condition) with {:?}",
+                    grant.origin,
+                    grant.actions()
+                ));
+            }
+            let resources = grant.resources();
+            if resources.is_empty()
+                || resources.iter().any(|r| {
+                    r.as_str().is_some_and(|s| s.contains('*')) || referenced(r).is_empty()
+                })
+            {
+                problems.push(format!(
+                    "{}: iam:PassRole must name the node role (a parameter or resource), not {resources:?}",
+                    grant.origin
+                ));
+            }
+            let service = grant
+                .statement
+                .get("Condition")
+                .and_then(|c| c.get("StringEquals"))
+                .and_then(|c| c.get("iam:PassedToService"));
+            let services: Vec<&str> = entries(service)
+                .into_iter()
+                .filter_map(Value::as_str)
+                .collect();
+            if services != ["ec2.amazonaws.com"] {
+                problems.push(format!(
+                    "{}: iam:PassRole needs Condition StringEquals iam:PassedToService: ec2.amazonaws.com, has {services:?}",
+                    grant.origin
+                ));
+            }
+        }
+    }
+    assert!(
+        found > 0,
+        "no statement grants iam:PassRole, which launching with an instance profile needs"
+    );
+    assert!(problems.is_empty(), "{}", report(&problems));
+}
+
+#[test]
+fn data_plane_statements_name_the_stack_resources() {
+    let t = template();
+    let mut problems = Vec::new();
+    for f in functions(&t) {
+        for grant in grants(&t, &f.role) {
+            let services: BTreeSet<String> = grant
+                .actions()
+                .iter()
+                .map(|a| a.split(':').next().unwrap_or("").to_string())
+                .collect();
+            let Some(service) = services.first() else {
+                continue;
+            };
+            if services.len() > 1 {
+                problems.push(format!(
+                    "{}: one service per statement, so that each names its own resources ({services:?})",
+                    grant.origin
+                ));
+                continue;
+            }
+            let wanted: &[&str] = match service.as_str() {
+                "dynamodb" => &["AWS::DynamoDB::Table"],
+                "sqs" => &["AWS::SQS::Queue"],
+                "kms" => &["AWS::KMS::Key"],
+                "logs" => &["AWS::Logs::LogGroup"],
+                // EC2 and IAM have their own checks: tag conditions and ARN
+                // patterns, not stack resources.
+                _ => continue,
+            };
+            let resources = grant.resources();
+            if resources.is_empty() {
+                problems.push(format!("{}: no Resource", grant.origin));
+            }
+            for resource in resources {
+                let ids = referenced(resource);
+                let ok = !ids.is_empty()
+                    && ids
+                        .iter()
+                        .all(|id| resource_type(&t, id).is_some_and(|ty| wanted.contains(&ty)));
+                if !ok {
+                    problems.push(format!(
+                        "{}: {service} actions must name this stack's {}, not {resource}",
+                        grant.origin,
+                        wanted.join(" or ")
+                    ));
+                }
+                if service == "logs" && f.log_group.as_ref().is_none_or(|own| !ids.contains(own)) {
+                    problems.push(format!(
+                        "{}: {} may write only to its own log group (LoggingConfig.LogGroup, {:?}), not {resource}",
+                        grant.origin, f.id, f.log_group
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", report(&problems));
+}
+
+#[test]
+fn key_policies_let_only_the_granted_roles_use_the_key() {
+    let t = template();
+    let mut problems = Vec::new();
+    // Per role: the use actions the key policies allow it.
+    let mut allowed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (key, resource) in of_type(&t, &["AWS::KMS::Key"]) {
+        let policy = resource
+            .pointer("/Properties/KeyPolicy")
+            .cloned()
+            .unwrap_or(Value::Null);
+        for statement in statements(&policy) {
+            let sid = statement.get("Sid").and_then(Value::as_str).unwrap_or("");
+            let using: Vec<String> = action_names(statement)
+                .into_iter()
+                .filter(|a| a.contains('*') || KMS_USE_ACTIONS.contains(&a.as_str()))
+                .collect();
+            if !is_allow(statement) || using.is_empty() {
+                continue;
+            }
+            // The role named as principal, or in an aws:PrincipalArn condition.
+            let mut roles = BTreeSet::new();
+            for principal in entries(statement.get("Principal").and_then(|p| p.get("AWS"))) {
+                roles.extend(referenced(principal));
+            }
+            let condition = statement
+                .get("Condition")
+                .and_then(|c| c.get("ArnEquals"))
+                .and_then(|c| c.get("aws:PrincipalArn"));
+            for arn in entries(condition) {
+                roles.extend(referenced(arn));
+            }
+            roles.retain(|id| resource_type(&t, id) == Some("AWS::IAM::Role"));
+            if roles.is_empty() {
+                problems.push(format!(
+                    "{key}#{sid}: allows {using:?} without naming the roles that may use the key"
+                ));
+            }
+            for role in roles {
+                allowed
+                    .entry(role)
+                    .or_default()
+                    .extend(using.iter().cloned());
+            }
+        }
+    }
+    for f in functions(&t) {
+        let granted: BTreeSet<String> = grants(&t, &f.role)
+            .iter()
+            .flat_map(Grant::actions)
+            .filter(|a| a.starts_with("kms:"))
+            .collect();
+        let by_key = allowed.remove(&f.role).unwrap_or_default();
+        if granted != by_key {
+            problems.push(format!(
+                "{} (role {}): its policies grant {granted:?} on the key, the key policy allows {by_key:?}",
+                f.id, f.role
+            ));
+        }
+    }
+    for (role, actions) in allowed {
+        problems.push(format!(
+            "the key policy allows {role}, which runs no function, to use the key ({actions:?})"
+        ));
+    }
+    assert!(problems.is_empty(), "{}", report(&problems));
+}
+
+#[test]
+fn the_worker_queue_mapping_reports_batch_item_failures() {
+    let t = template();
+    let mappings = queue_mappings(&t);
+    assert!(
+        mappings.iter().any(|(f, _)| f == "WorkerFunction"),
+        "no SQS event source mapping feeds WorkerFunction"
+    );
+    for (function, types) in mappings {
+        // Without it, one failed job sends the whole batch back to the queue.
+        assert!(
+            types.iter().any(|ty| ty == "ReportBatchItemFailures"),
+            "{function}: the SQS mapping needs FunctionResponseTypes [ReportBatchItemFailures], has {types:?}"
+        );
+    }
+}
+
+#[test]
+fn the_scheduler_role_invokes_exactly_the_scheduled_functions() {
+    let t = template();
+    let scheduled: BTreeSet<String> = of_type(&t, &["AWS::Scheduler::Schedule"])
+        .into_iter()
+        .filter_map(|(_, s)| s.pointer("/Properties/Target/Arn"))
+        .flat_map(referenced)
+        .collect();
+    assert!(!scheduled.is_empty(), "no schedule targets a function");
+    let mut problems = Vec::new();
+    let roles: Vec<&str> = of_type(&t, &["AWS::IAM::Role"])
+        .into_iter()
+        .map(|(id, _)| id)
+        .filter(|id| trusted_services(&t, id).contains("scheduler.amazonaws.com"))
+        .collect();
+    assert!(
+        !roles.is_empty(),
+        "no role for EventBridge Scheduler to assume"
+    );
+    for role in roles {
+        let mut invoked = BTreeSet::new();
+        for grant in grants(&t, role) {
+            if grant.actions() != ["lambda:InvokeFunction"] {
+                problems.push(format!(
+                    "{}: the scheduler only invokes functions, not {:?}",
+                    grant.origin,
+                    grant.actions()
+                ));
+            }
+            for resource in grant.resources() {
+                invoked.extend(referenced(resource));
+                if resource.is_string() {
+                    problems.push(format!(
+                        "{}: invokes {resource}, not a function of this stack",
+                        grant.origin
+                    ));
+                }
+            }
+        }
+        if invoked != scheduled {
+            problems.push(format!(
+                "{role}: may invoke {invoked:?}, the schedules target {scheduled:?}"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", report(&problems));
+}
+
+#[test]
+fn the_sqs_mirror_matches_the_adapter() {
+    let src = source("shared/queue-sqs/src/lib.rs");
+    let declaration = src
+        .split("pub const OPERATIONS: &[&str] = &[")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_else(|| {
+            panic!("shared/queue-sqs/src/lib.rs: no `pub const OPERATIONS: &[&str] = &[...]`")
+        });
+    let declared: Vec<&str> = declaration.split('"').skip(1).step_by(2).collect();
+    assert_eq!(
+        declared, QUEUE_OPERATIONS,
+        "QUEUE_OPERATIONS in template_iam.rs no longer mirrors floe_queue_sqs::OPERATIONS"
+    );
+}
+
+#[test]
+fn short_tags_read_as_their_long_forms() {
+    let yaml = "a: !Ref Table\nb: !GetAtt Queue.Arn\nc: !Sub 'arn:${AWS::Partition}:x:${Key.Arn}/${!Literal}'\nd: !If [C, !Ref X, !Ref AWS::NoValue]\n";
+    let value = serde_yaml::from_str(yaml)
+        .map_err(|e| e.to_string())
+        .and_then(long_form);
+    let Ok(value) = value else {
+        panic!("the sample does not parse: {value:?}");
+    };
+    assert_eq!(value["a"], serde_json::json!({"Ref": "Table"}));
+    assert_eq!(
+        value["b"],
+        serde_json::json!({"Fn::GetAtt": ["Queue", "Arn"]})
+    );
+    assert_eq!(referenced(&value["c"]), BTreeSet::from(["Key".to_string()]));
+    // The condition name is a plain string, not a reference; NoValue is a
+    // pseudo parameter.
+    assert_eq!(referenced(&value["d"]), BTreeSet::from(["X".to_string()]));
+}
