@@ -1,0 +1,178 @@
+//! Where a repository's blobs live: a folder (`fs`) or an S3 bucket and
+//! base path (`s3`). Snapshots are kept there and nowhere else, so another
+//! simulated cluster registering the same repository sees them.
+
+use aws_sdk_s3::primitives::ByteStream;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    S3(String),
+    #[error("the blob [{name}] is not what the simulator writes: {reason}")]
+    Corrupt { name: String, reason: String },
+}
+
+#[derive(Clone, Debug)]
+pub enum BlobStore {
+    Fs {
+        dir: PathBuf,
+    },
+    S3 {
+        client: aws_sdk_s3::Client,
+        bucket: String,
+        /// Empty, or ends with `/`.
+        prefix: String,
+    },
+}
+
+impl BlobStore {
+    /// For messages: the folder, or `s3://bucket/base_path`.
+    pub fn describe(&self) -> String {
+        match self {
+            BlobStore::Fs { dir } => dir.display().to_string(),
+            BlobStore::S3 { bucket, prefix, .. } => format!("s3://{bucket}/{prefix}"),
+        }
+    }
+
+    /// `None` when the blob does not exist.
+    pub async fn read(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        match self {
+            BlobStore::Fs { dir } => {
+                let path = dir.join(name);
+                match tokio::fs::read(&path).await {
+                    Ok(bytes) => Ok(Some(bytes)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(source) => Err(StoreError::Io {
+                        path: path.display().to_string(),
+                        source,
+                    }),
+                }
+            }
+            BlobStore::S3 {
+                client,
+                bucket,
+                prefix,
+            } => {
+                let key = format!("{prefix}{name}");
+                let answer = client.get_object().bucket(bucket).key(&key).send().await;
+                let object = match answer {
+                    Ok(object) => object,
+                    Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(s3_error("GetObject", bucket, &key, &e)),
+                };
+                let bytes = object.body.collect().await.map_err(|e| {
+                    StoreError::S3(format!("reading s3://{bucket}/{key} failed: {e}"))
+                })?;
+                Ok(Some(bytes.into_bytes().to_vec()))
+            }
+        }
+    }
+
+    pub async fn write(&self, name: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+        match self {
+            BlobStore::Fs { dir } => {
+                let path = dir.join(name);
+                let io = |source| StoreError::Io {
+                    path: path.display().to_string(),
+                    source,
+                };
+                if let Some(parent) = path.parent() {
+                    tokio::fs::create_dir_all(parent).await.map_err(io)?;
+                }
+                // Written aside and renamed into place, so a cluster reading
+                // the same folder never sees half a blob.
+                let temp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
+                tokio::fs::write(&temp, bytes).await.map_err(io)?;
+                tokio::fs::rename(&temp, &path).await.map_err(io)
+            }
+            BlobStore::S3 {
+                client,
+                bucket,
+                prefix,
+            } => {
+                let key = format!("{prefix}{name}");
+                client
+                    .put_object()
+                    .bucket(bucket)
+                    .key(&key)
+                    .content_type("application/json")
+                    .body(ByteStream::from(bytes))
+                    .send()
+                    .await
+                    .map_err(|e| s3_error("PutObject", bucket, &key, &e))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Deleting a blob that is already gone is not an error.
+    pub async fn delete(&self, name: &str) -> Result<(), StoreError> {
+        match self {
+            BlobStore::Fs { dir } => {
+                let path = dir.join(name);
+                match tokio::fs::remove_file(&path).await {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(source) => Err(StoreError::Io {
+                        path: path.display().to_string(),
+                        source,
+                    }),
+                }
+            }
+            BlobStore::S3 {
+                client,
+                bucket,
+                prefix,
+            } => {
+                let key = format!("{prefix}{name}");
+                client
+                    .delete_object()
+                    .bucket(bucket)
+                    .key(&key)
+                    .send()
+                    .await
+                    .map_err(|e| s3_error("DeleteObject", bucket, &key, &e))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the repository's container is there at all: the folder, or
+    /// the bucket. Read-only verification checks only this.
+    pub async fn container_exists(&self) -> Result<bool, StoreError> {
+        match self {
+            BlobStore::Fs { dir } => Ok(tokio::fs::metadata(dir).await.is_ok_and(|m| m.is_dir())),
+            BlobStore::S3 { client, bucket, .. } => {
+                match client.head_bucket().bucket(bucket).send().await {
+                    Ok(_) => Ok(true),
+                    Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
+                    Err(e) => Err(s3_error("HeadBucket", bucket, "", &e)),
+                }
+            }
+        }
+    }
+}
+
+fn s3_error<E, R>(
+    operation: &str,
+    bucket: &str,
+    key: &str,
+    error: &aws_sdk_s3::error::SdkError<E, R>,
+) -> StoreError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    StoreError::S3(format!(
+        "{operation} s3://{bucket}/{key} failed: {}",
+        aws_sdk_s3::error::DisplayErrorContext(error)
+    ))
+}

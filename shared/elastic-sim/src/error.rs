@@ -1,0 +1,249 @@
+//! Errors: the simulator's own ([`SimError`]), and the ones it answers with
+//! over HTTP in Elasticsearch's shape ([`ApiError`]).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use std::net::SocketAddr;
+
+/// Starting or stopping a simulated cluster failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// Nothing but the local machine may reach a simulator: it has no
+    /// authentication and writes wherever its repositories point.
+    #[error("the simulated cluster must listen on a loopback address, not {0}")]
+    NotLoopback(SocketAddr),
+    #[error("the simulated cluster could not listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the simulated cluster's HTTP server failed: {0}")]
+    Serve(std::io::Error),
+    #[error("the simulated cluster's server task ended abnormally: {0}")]
+    Task(String),
+}
+
+/// An error response as Elasticsearch writes it:
+/// `{"error":{"root_cause":[…],"type":…,"reason":…},"status":N}`, or, for
+/// the REST layer's own refusals, `{"error":"text","status":N}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Elasticsearch's exception type; empty for a plain-text error.
+    pub error_type: &'static str,
+    pub reason: String,
+    /// Extra fields some exceptions carry (`index`, `resource.id`, …).
+    pub extra: Map<String, Value>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, error_type: &'static str, reason: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            error_type,
+            reason: reason.into(),
+            extra: Map::new(),
+        }
+    }
+
+    fn with(mut self, key: &str, value: impl Into<Value>) -> ApiError {
+        self.extra.insert(key.to_string(), value.into());
+        self
+    }
+
+    fn with_index(self, index: &str, uuid: &str) -> ApiError {
+        self.with("index_uuid", uuid).with("index", index)
+    }
+
+    pub fn repository_missing(repo: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "repository_missing_exception",
+            format!("[{repo}] missing"),
+        )
+    }
+
+    pub fn snapshot_missing(repo: &str, snapshot: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "snapshot_missing_exception",
+            format!("[{repo}:{snapshot}] is missing"),
+        )
+    }
+
+    pub fn index_not_found(index: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "index_not_found_exception",
+            format!("no such index [{index}]"),
+        )
+        .with("resource.type", "index_or_alias")
+        .with("resource.id", index)
+        .with_index(index, "_na_")
+    }
+
+    pub fn index_exists(index: &str, uuid: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "resource_already_exists_exception",
+            format!("index [{index}/{uuid}] already exists"),
+        )
+        .with_index(index, uuid)
+    }
+
+    pub fn invalid_index_name(index: &str, why: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_index_name_exception",
+            format!("Invalid index name [{index}], {why}"),
+        )
+        .with_index(index, "_na_")
+    }
+
+    pub fn index_closed(index: &str, uuid: &str) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "index_closed_exception", "closed")
+            .with_index(index, uuid)
+    }
+
+    /// A write to an index with a write block, which every mounted
+    /// searchable snapshot has.
+    pub fn write_blocked(index: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "cluster_block_exception",
+            format!("index [{index}] blocked by: [FORBIDDEN/8/index write (api)];"),
+        )
+    }
+
+    /// Primaries still recovering (a restore in progress) take no writes.
+    pub fn unavailable_shards(index: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable_shards_exception",
+            format!("[{index}][0] primary shard is not active Timeout: [1m]"),
+        )
+    }
+
+    /// A search over shards that are not started yet.
+    pub fn all_shards_failed() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "search_phase_execution_exception",
+            "all shards failed",
+        )
+        .with("phase", "query")
+        .with("grouped", true)
+    }
+
+    pub fn invalid_snapshot_name(repo: &str, snapshot: &str, why: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_snapshot_name_exception",
+            format!("[{repo}:{snapshot}] Invalid snapshot name [{snapshot}], {why}"),
+        )
+    }
+
+    pub fn concurrent_snapshot(repo: &str, snapshot: &str, why: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "concurrent_snapshot_execution_exception",
+            format!("[{repo}:{snapshot}] {why}"),
+        )
+    }
+
+    pub fn repository(repo: &str, why: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "repository_exception",
+            format!("[{repo}] {why}"),
+        )
+    }
+
+    pub fn repository_verification(repo: &str, why: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "repository_verification_exception",
+            format!("[{repo}] {why}"),
+        )
+    }
+
+    /// `snapshot` is how Elasticsearch names it in the message:
+    /// `repo:name` or `repo:name/uuid`.
+    pub fn snapshot_restore(snapshot: &str, why: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "snapshot_restore_exception",
+            format!("[{snapshot}] {why}"),
+        )
+    }
+
+    pub fn illegal_argument(why: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "illegal_argument_exception", why)
+    }
+
+    pub fn parse(why: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "parse_exception", why)
+    }
+
+    pub fn x_content_parse(why: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "x_content_parse_exception", why)
+    }
+
+    pub fn validation(why: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "action_request_validation_exception",
+            format!("Validation Failed: 1: {why};"),
+        )
+    }
+
+    /// The REST layer's answer for a path no API serves.
+    pub fn no_handler(method: &str, uri: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "",
+            format!("no handler found for uri [{uri}] and method [{method}]"),
+        )
+    }
+
+    pub fn method_not_allowed(method: &str, uri: &str, allowed: &[&str]) -> ApiError {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "",
+            format!(
+                "Incorrect HTTP method for uri [{uri}] and method [{method}], allowed: [{}]",
+                allowed.join(", ")
+            ),
+        )
+    }
+
+    /// A health wait that ran out is answered with the health itself, so
+    /// this is only for errors the simulator cannot say better.
+    pub fn internal(why: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "exception", why)
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> Value {
+        if self.error_type.is_empty() {
+            return json!({ "error": self.reason, "status": self.status.as_u16() });
+        }
+        let mut cause = Map::new();
+        cause.insert("type".to_string(), Value::from(self.error_type));
+        cause.insert("reason".to_string(), Value::from(self.reason.clone()));
+        cause.extend(self.extra.clone());
+        let mut error = cause.clone();
+        error.insert(
+            "root_cause".to_string(),
+            Value::Array(vec![Value::Object(cause)]),
+        );
+        json!({ "error": error, "status": self.status.as_u16() })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        crate::server::json_response(self.status, &self.body())
+    }
+}

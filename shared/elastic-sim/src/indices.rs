@@ -1,0 +1,451 @@
+//! Index APIs: create, delete, get, documents, count, search, open and
+//! close, and `_cat/indices`.
+
+use crate::error::ApiError;
+use crate::server::{ApiResult, Reply, Req};
+use crate::state::{ClusterState, Doc, Index, Sim, flatten_settings};
+use crate::util::{check_index_name, new_doc_id, parse_bool, resolve_expression, split_names};
+use axum::http::StatusCode;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// Resolves an index expression against the cluster; explicit names that
+/// do not exist are an error, as with Elasticsearch's default options.
+pub fn pick(state: &ClusterState, expression: &str) -> Result<Vec<String>, ApiError> {
+    let resolved = resolve_expression(&split_names(expression), &state.index_names());
+    match resolved.missing.first() {
+        Some(missing) => Err(ApiError::index_not_found(missing)),
+        None => Ok(resolved.names),
+    }
+}
+
+fn get_index<'a>(state: &'a ClusterState, name: &str) -> Result<&'a Index, ApiError> {
+    state
+        .indices
+        .get(name)
+        .ok_or_else(|| ApiError::index_not_found(name))
+}
+
+/// Whether the index takes writes: closed, mounted (write block) and still
+/// recovering indices do not.
+fn check_writable(name: &str, index: &Index) -> Result<(), ApiError> {
+    if index.closed {
+        return Err(ApiError::index_closed(name, &index.uuid));
+    }
+    let blocked = index
+        .settings
+        .get("blocks.write")
+        .is_some_and(|v| v == "true");
+    if index.mounted.is_some() || blocked {
+        return Err(ApiError::write_blocked(name));
+    }
+    if index.is_recovering() {
+        return Err(ApiError::unavailable_shards(name));
+    }
+    Ok(())
+}
+
+fn check_readable(name: &str, index: &Index) -> Result<(), ApiError> {
+    if index.closed {
+        return Err(ApiError::index_closed(name, &index.uuid));
+    }
+    if index.is_recovering() {
+        return Err(ApiError::all_shards_failed());
+    }
+    Ok(())
+}
+
+fn setting_u32(flat: &BTreeMap<String, String>, key: &str, default: u32) -> Result<u32, ApiError> {
+    match flat.get(key) {
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|_| {
+            ApiError::illegal_argument(format!(
+                "Failed to parse value [{v}] for setting [index.{key}]"
+            ))
+        }),
+    }
+}
+
+/// Builds an index from a create body (`settings`, `mappings`, `aliases`).
+pub fn index_from_body(body: &Value) -> Result<Index, ApiError> {
+    let mut flat = flatten_settings(body.get("settings").unwrap_or(&Value::Null));
+    let shards = setting_u32(&flat, "number_of_shards", 1)?;
+    if shards == 0 {
+        return Err(ApiError::illegal_argument(
+            "Failed to parse value [0] for setting [index.number_of_shards] must be >= 1",
+        ));
+    }
+    let replicas = setting_u32(&flat, "number_of_replicas", 1)?;
+    flat.remove("number_of_shards");
+    flat.remove("number_of_replicas");
+    let mut index = Index::new(shards, replicas);
+    index.settings = flat;
+    if let Some(mappings) = body.get("mappings") {
+        index.mappings = mappings.clone();
+    }
+    if let Some(Value::Object(aliases)) = body.get("aliases") {
+        index.aliases = aliases.clone();
+    }
+    Ok(index)
+}
+
+pub fn create(sim: &Sim, req: &Req, name: &str) -> ApiResult {
+    check_index_name(name)?;
+    let body = req.json()?;
+    let mut state = sim.state();
+    if let Some(existing) = state.indices.get(name) {
+        return Err(ApiError::index_exists(name, &existing.uuid));
+    }
+    let index = index_from_body(&body)?;
+    state.indices.insert(name.to_string(), index);
+    tracing::debug!(index = name, "simulated cluster created an index");
+    Ok(Reply::ok(json!({
+        "acknowledged": true,
+        "shards_acknowledged": true,
+        "index": name,
+    })))
+}
+
+pub fn delete(sim: &Sim, expression: &str) -> ApiResult {
+    let names = split_names(expression);
+    // `action.destructive_requires_name` is true by default from 8.0 on.
+    if names.iter().any(|n| n.contains('*') || n == "_all") {
+        return Err(ApiError::illegal_argument(
+            "Wildcard expressions or all indices are not allowed",
+        ));
+    }
+    let mut state = sim.state();
+    if let Some(missing) = names.iter().find(|n| !state.indices.contains_key(*n)) {
+        return Err(ApiError::index_not_found(missing));
+    }
+    for name in &names {
+        state.indices.remove(name);
+    }
+    Ok(Reply::acknowledged())
+}
+
+pub fn get(sim: &Sim, expression: &str) -> ApiResult {
+    let state = sim.state();
+    let mut out = Map::new();
+    for name in pick(&state, expression)? {
+        let index = get_index(&state, &name)?;
+        out.insert(
+            name.clone(),
+            json!({
+                "aliases": index.aliases,
+                "mappings": index.mappings,
+                "settings": index.settings_json(&name),
+            }),
+        );
+    }
+    Ok(Reply::ok(Value::Object(out)))
+}
+
+pub fn index_doc(
+    sim: &Sim,
+    req: &Req,
+    name: &str,
+    id: Option<&str>,
+    create_only: bool,
+) -> ApiResult {
+    let source = req.json()?;
+    let create_only = create_only || req.param("op_type").is_some_and(|o| o == "create");
+    let mut state = sim.state();
+    if !state.indices.contains_key(name) {
+        // Elasticsearch creates a missing index on the first write
+        // (`action.auto_create_index`).
+        check_index_name(name)?;
+        state.indices.insert(name.to_string(), Index::new(1, 1));
+    }
+    let index = state
+        .indices
+        .get_mut(name)
+        .ok_or_else(|| ApiError::index_not_found(name))?;
+    check_writable(name, index)?;
+    let id = id.map_or_else(new_doc_id, str::to_string);
+    let previous = index.docs.get(&id).map(|d| d.version);
+    if let (true, Some(version)) = (create_only, previous) {
+        return Err(ApiError {
+            status: StatusCode::CONFLICT,
+            error_type: "version_conflict_engine_exception",
+            reason: format!(
+                "[{id}]: version conflict, document already exists (current version [{version}])"
+            ),
+            extra: Map::new(),
+        });
+    }
+    let version = previous.map_or(1, |v| v + 1);
+    index.docs.insert(id.clone(), Doc { version, source });
+    let seq_no = index.seq_no;
+    index.seq_no += 1;
+    let copies = 1 + index.assigned_replicas(sim.node_count());
+    let (status, result) = match previous {
+        None => (StatusCode::CREATED, "created"),
+        Some(_) => (StatusCode::OK, "updated"),
+    };
+    Ok(Reply::with_status(
+        status,
+        json!({
+            "_index": name,
+            "_id": id,
+            "_version": version,
+            "result": result,
+            "_shards": {
+                "total": 1 + index.number_of_replicas,
+                "successful": copies,
+                "failed": 0,
+            },
+            "_seq_no": seq_no,
+            "_primary_term": 1,
+        }),
+    ))
+}
+
+pub fn get_doc(sim: &Sim, name: &str, id: &str) -> ApiResult {
+    let state = sim.state();
+    let index = get_index(&state, name)?;
+    check_readable(name, index)?;
+    let body = match index.docs.get(id) {
+        Some(doc) => json!({
+            "_index": name,
+            "_id": id,
+            "_version": doc.version,
+            "_seq_no": 0,
+            "_primary_term": 1,
+            "found": true,
+            "_source": doc.source,
+        }),
+        None => {
+            return Ok(Reply::with_status(
+                StatusCode::NOT_FOUND,
+                json!({ "_index": name, "_id": id, "found": false }),
+            ));
+        }
+    };
+    Ok(Reply::ok(body))
+}
+
+pub fn delete_doc(sim: &Sim, name: &str, id: &str) -> ApiResult {
+    let mut state = sim.state();
+    let index = state
+        .indices
+        .get_mut(name)
+        .ok_or_else(|| ApiError::index_not_found(name))?;
+    check_writable(name, index)?;
+    let removed = index.docs.remove(id);
+    let (status, result, version) = match removed {
+        Some(doc) => (StatusCode::OK, "deleted", doc.version + 1),
+        None => (StatusCode::NOT_FOUND, "not_found", 1),
+    };
+    Ok(Reply::with_status(
+        status,
+        json!({ "_index": name, "_id": id, "_version": version, "result": result }),
+    ))
+}
+
+/// A document found by a read: its index, id and source.
+type Hit = (String, String, Value);
+
+/// Documents of the picked indices, and their shard count.
+fn readable_docs(
+    state: &ClusterState,
+    expression: Option<&str>,
+) -> Result<(Vec<Hit>, u32), ApiError> {
+    let names = match expression {
+        Some(expression) => pick(state, expression)?,
+        None => state.index_names(),
+    };
+    let mut docs = Vec::new();
+    let mut shards = 0;
+    for name in names {
+        let index = get_index(state, &name)?;
+        if index.closed && expression.is_none_or(|e| e.contains('*')) {
+            // Wildcards skip closed indices.
+            continue;
+        }
+        check_readable(&name, index)?;
+        shards += index.number_of_shards;
+        for (id, doc) in &index.docs {
+            docs.push((name.clone(), id.clone(), doc.source.clone()));
+        }
+    }
+    Ok((docs, shards))
+}
+
+fn shards_header(shards: u32) -> Value {
+    json!({ "total": shards, "successful": shards, "skipped": 0, "failed": 0 })
+}
+
+/// Counts every document: queries are not simulated.
+pub fn count(sim: &Sim, _req: &Req, expression: Option<&str>) -> ApiResult {
+    let state = sim.state();
+    let (docs, shards) = readable_docs(&state, expression)?;
+    Ok(Reply::ok(json!({
+        "count": docs.len(),
+        "_shards": shards_header(shards),
+    })))
+}
+
+/// A `match_all` search with `from` and `size`: enough to read back what
+/// was indexed or restored.
+pub fn search(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
+    let body = req.json()?;
+    let number = |name: &str, default: usize| -> Result<usize, ApiError> {
+        if let Some(v) = req.param(name) {
+            return v
+                .parse()
+                .map_err(|_| ApiError::illegal_argument(format!("Failed to parse int [{v}]")));
+        }
+        Ok(body
+            .get(name)
+            .and_then(Value::as_u64)
+            .map_or(default, |n| usize::try_from(n).unwrap_or(usize::MAX)))
+    };
+    let (from, size) = (number("from", 0)?, number("size", 10)?);
+    let state = sim.state();
+    let (docs, shards) = readable_docs(&state, Some(expression))?;
+    let total = docs.len();
+    let hits: Vec<Value> = docs
+        .into_iter()
+        .skip(from)
+        .take(size)
+        .map(|(index, id, source)| {
+            json!({ "_index": index, "_id": id, "_score": 1.0, "_source": source })
+        })
+        .collect();
+    Ok(Reply::ok(json!({
+        "took": 1,
+        "timed_out": false,
+        "_shards": shards_header(shards),
+        "hits": {
+            "total": { "value": total, "relation": "eq" },
+            "max_score": if total > 0 { json!(1.0) } else { Value::Null },
+            "hits": hits,
+        },
+    })))
+}
+
+/// Documents are searchable as soon as they are written, so a refresh
+/// only has to answer.
+pub fn refresh(sim: &Sim, expression: Option<&str>) -> ApiResult {
+    let state = sim.state();
+    let names = match expression {
+        Some(e) => pick(&state, e)?,
+        None => state.index_names(),
+    };
+    let shards: u32 = names
+        .iter()
+        .filter_map(|n| state.indices.get(n))
+        .map(|i| i.number_of_shards)
+        .sum();
+    Ok(Reply::ok(json!({ "_shards": shards_header(shards) })))
+}
+
+pub fn close(sim: &Sim, expression: &str) -> ApiResult {
+    let mut state = sim.state();
+    let names = pick(&state, expression)?;
+    let mut closed = Map::new();
+    for name in names {
+        if let Some(index) = state.indices.get_mut(&name) {
+            index.closed = true;
+            closed.insert(name, json!({ "closed": true }));
+        }
+    }
+    Ok(Reply::ok(json!({
+        "acknowledged": true,
+        "shards_acknowledged": true,
+        "indices": closed,
+    })))
+}
+
+pub fn open(sim: &Sim, expression: &str) -> ApiResult {
+    let mut state = sim.state();
+    for name in pick(&state, expression)? {
+        if let Some(index) = state.indices.get_mut(&name) {
+            index.closed = false;
+        }
+    }
+    Ok(Reply::ok(
+        json!({ "acknowledged": true, "shards_acknowledged": true }),
+    ))
+}
+
+/// Scales bytes to what `?bytes=` asks for; plain bytes by default, which
+/// is what scripts want (Elasticsearch itself defaults to human units).
+fn scaled(bytes: u64, unit: Option<&String>) -> Result<String, ApiError> {
+    let divisor: u64 = match unit.map(String::as_str) {
+        None | Some("b") => 1,
+        Some("kb") => 1 << 10,
+        Some("mb") => 1 << 20,
+        Some("gb") => 1 << 30,
+        Some("tb") => 1 << 40,
+        Some(other) => {
+            return Err(ApiError::illegal_argument(format!(
+                "failed to parse [{other}] as a byte size unit"
+            )));
+        }
+    };
+    Ok((bytes / divisor).to_string())
+}
+
+pub fn cat(sim: &Sim, req: &Req, pattern: Option<&str>) -> ApiResult {
+    let state = sim.state();
+    let names = match pattern {
+        Some(p) => pick(&state, p)?,
+        None => state.index_names(),
+    };
+    let nodes = sim.node_count();
+    let unit = req.param("bytes");
+    let mut rows = Vec::new();
+    for name in names {
+        let index = get_index(&state, &name)?;
+        let primary = index.store_bytes();
+        let copies = 1 + u64::from(index.assigned_replicas(nodes));
+        rows.push(json!({
+            "health": index.health_word(nodes),
+            "status": if index.closed { "close" } else { "open" },
+            "index": name,
+            "uuid": index.uuid,
+            "pri": index.number_of_shards.to_string(),
+            "rep": index.number_of_replicas.to_string(),
+            "docs.count": index.docs.len().to_string(),
+            "docs.deleted": "0",
+            "store.size": scaled(primary * copies, unit)?,
+            "pri.store.size": scaled(primary, unit)?,
+            "dataset.size": scaled(primary, unit)?,
+        }));
+    }
+    if req.param("format").is_some_and(|f| f == "json") {
+        return Ok(Reply::ok(Value::Array(rows)));
+    }
+    const COLUMNS: [&str; 10] = [
+        "health",
+        "status",
+        "index",
+        "uuid",
+        "pri",
+        "rep",
+        "docs.count",
+        "docs.deleted",
+        "store.size",
+        "pri.store.size",
+    ];
+    let mut text = String::new();
+    if parse_bool("v", req.param("v"), false)? {
+        text.push_str(&COLUMNS.join(" "));
+        text.push('\n');
+    }
+    for row in &rows {
+        let line: Vec<&str> = COLUMNS
+            .iter()
+            .map(|c| row.get(*c).and_then(Value::as_str).unwrap_or(""))
+            .collect();
+        text.push_str(&line.join(" "));
+        text.push('\n');
+    }
+    Ok(Reply {
+        status: StatusCode::OK,
+        body: Value::Null,
+        text: Some(text),
+    })
+}

@@ -1,0 +1,265 @@
+//! The simulator's own repository format. It is not Elasticsearch's (that
+//! one is binary and versioned); it only has to hold what the simulated
+//! APIs report, so that any simulated cluster reading the repository sees
+//! the same snapshots:
+//!
+//! - `index.json`: every finished snapshot, with what `GET _snapshot`
+//!   reports about it;
+//! - `snapshots/snap-{uuid}.json`: one per snapshot, with its indices'
+//!   settings, mappings, aliases and documents.
+
+use crate::blobs::{BlobStore, StoreError};
+use crate::util::iso_millis;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+pub const INDEX_BLOB: &str = "index.json";
+const FORMAT: &str = "floe-elastic-sim/1";
+
+pub fn snapshot_blob(uuid: &str) -> String {
+    format!("snapshots/snap-{uuid}.json")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SnapState {
+    InProgress,
+    Success,
+    Partial,
+    Failed,
+}
+
+impl SnapState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapState::InProgress => "IN_PROGRESS",
+            SnapState::Success => "SUCCESS",
+            SnapState::Partial => "PARTIAL",
+            SnapState::Failed => "FAILED",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardFailure {
+    pub index: String,
+    pub index_uuid: String,
+    pub shard_id: u32,
+    pub reason: String,
+    pub node_id: String,
+}
+
+/// Sizes of one index as snapshotted, for `_status` and recovery.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexSize {
+    pub shards: u32,
+    pub bytes: u64,
+    pub files: u64,
+}
+
+/// One snapshot as `index.json` records it (finished) or the cluster
+/// holds it while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    pub name: String,
+    pub uuid: String,
+    pub state: SnapState,
+    pub indices: Vec<String>,
+    pub include_global_state: bool,
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    pub version: String,
+    pub start_millis: i64,
+    /// 0 while running.
+    pub end_millis: i64,
+    pub shards_total: u32,
+    pub shards_failed: u32,
+    #[serde(default)]
+    pub failures: Vec<ShardFailure>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub sizes: BTreeMap<String, IndexSize>,
+}
+
+impl SnapshotRecord {
+    /// SnapshotInfo as Elasticsearch writes it; `verbose=false` leaves out
+    /// the times, shard counts and failures.
+    pub fn info(&self, repository: &str, verbose: bool) -> Value {
+        let mut info = json!({
+            "snapshot": self.name,
+            "uuid": self.uuid,
+            "repository": repository,
+            "indices": self.indices,
+            "data_streams": [],
+            "state": self.state.as_str(),
+        });
+        if !verbose {
+            return info;
+        }
+        let extra = json!({
+            "version_id": version_id(&self.version),
+            "version": self.version,
+            "include_global_state": self.include_global_state,
+            "metadata": self.metadata,
+            "start_time": iso_millis(self.start_millis),
+            "start_time_in_millis": self.start_millis,
+            "failures": self.failures.iter().map(|f| json!({
+                "index": f.index,
+                "index_uuid": f.index_uuid,
+                "shard_id": f.shard_id,
+                "reason": f.reason,
+                "node_id": f.node_id,
+                "status": "INTERNAL_SERVER_ERROR",
+            })).collect::<Vec<_>>(),
+            "shards": {
+                "total": self.shards_total,
+                "failed": self.shards_failed,
+                "successful": self.successful_shards(),
+            },
+            "feature_states": [],
+        });
+        if let (Value::Object(info), Value::Object(extra)) = (&mut info, extra) {
+            info.extend(extra);
+            if self.metadata.is_none() {
+                info.remove("metadata");
+            }
+            // Elasticsearch leaves out what has not happened yet.
+            if self.end_millis > 0 {
+                info.insert("end_time".into(), iso_millis(self.end_millis).into());
+                info.insert("end_time_in_millis".into(), self.end_millis.into());
+                info.insert(
+                    "duration_in_millis".into(),
+                    (self.end_millis - self.start_millis).into(),
+                );
+            }
+            if let Some(reason) = &self.reason {
+                info.insert("reason".into(), reason.clone().into());
+            }
+        }
+        info
+    }
+
+    /// Zero while the snapshot runs: shards count once they are stored.
+    pub fn successful_shards(&self) -> u32 {
+        match self.state {
+            SnapState::InProgress => 0,
+            _ => self.shards_total - self.shards_failed,
+        }
+    }
+
+    pub fn total_size(&self) -> IndexSize {
+        self.sizes
+            .values()
+            .fold(IndexSize::default(), |a, s| IndexSize {
+                shards: a.shards + s.shards,
+                bytes: a.bytes + s.bytes,
+                files: a.files + s.files,
+            })
+    }
+}
+
+/// Elasticsearch's numeric version id (8.15.0 is 8150099).
+fn version_id(version: &str) -> u64 {
+    let mut parts = version.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
+    let (major, minor, patch) = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    major * 1_000_000 + minor * 10_000 + patch * 100 + 99
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RepositoryData {
+    pub format: String,
+    /// Bumped by every change, like Elasticsearch's repository generation.
+    pub generation: u64,
+    pub snapshots: Vec<SnapshotRecord>,
+}
+
+impl RepositoryData {
+    pub async fn load(store: &BlobStore) -> Result<RepositoryData, StoreError> {
+        match store.read(INDEX_BLOB).await? {
+            None => Ok(RepositoryData {
+                format: FORMAT.to_string(),
+                ..RepositoryData::default()
+            }),
+            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+                name: INDEX_BLOB.to_string(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    pub async fn save(&mut self, store: &BlobStore) -> Result<(), StoreError> {
+        self.format = FORMAT.to_string();
+        self.generation += 1;
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| StoreError::Corrupt {
+            name: INDEX_BLOB.to_string(),
+            reason: e.to_string(),
+        })?;
+        store.write(INDEX_BLOB, bytes).await
+    }
+
+    pub fn find(&self, name: &str) -> Option<&SnapshotRecord> {
+        self.snapshots.iter().find(|s| s.name == name)
+    }
+}
+
+/// A document as the snapshot keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredDoc {
+    pub id: String,
+    pub version: u64,
+    pub source: Value,
+}
+
+/// One index in a snapshot blob.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexBlob {
+    pub uuid: String,
+    pub number_of_shards: u32,
+    pub number_of_replicas: u32,
+    /// The other `index.*` settings, without the prefix.
+    #[serde(default)]
+    pub settings: BTreeMap<String, String>,
+    #[serde(default)]
+    pub mappings: Value,
+    #[serde(default)]
+    pub aliases: Map<String, Value>,
+    pub docs: Vec<StoredDoc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotBlob {
+    pub uuid: String,
+    pub indices: BTreeMap<String, IndexBlob>,
+}
+
+impl SnapshotBlob {
+    pub async fn load(store: &BlobStore, uuid: &str) -> Result<SnapshotBlob, StoreError> {
+        let name = snapshot_blob(uuid);
+        let bytes = store
+            .read(&name)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt {
+                name: name.clone(),
+                reason: "the blob is missing".to_string(),
+            })?;
+        serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+            name,
+            reason: e.to_string(),
+        })
+    }
+
+    pub async fn save(&self, store: &BlobStore) -> Result<(), StoreError> {
+        let name = snapshot_blob(&self.uuid);
+        let bytes = serde_json::to_vec(self).map_err(|e| StoreError::Corrupt {
+            name: name.clone(),
+            reason: e.to_string(),
+        })?;
+        store.write(&name, bytes).await
+    }
+}

@@ -1,0 +1,443 @@
+//! What a simulated cluster holds in memory: its indices, its registered
+//! repositories and the snapshots it is taking. Finished snapshots live in
+//! the repositories, never here.
+
+use crate::blobs::BlobStore;
+use crate::config::{SimConfig, SimFaults};
+use crate::repo_data::{IndexBlob, IndexSize, SnapshotRecord, StoredDoc};
+use crate::util::{file_count, new_uuid, now_millis};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, watch};
+
+/// Bytes Elasticsearch reports for an empty index; the simulator adds each
+/// document's id and source to it.
+const EMPTY_INDEX_BYTES: u64 = 225;
+
+pub struct Sim {
+    pub cluster_name: String,
+    pub cluster_uuid: String,
+    pub version: String,
+    pub nodes: Vec<Node>,
+    pub fs_root: Option<std::path::PathBuf>,
+    pub s3: Option<crate::config::S3Access>,
+    faults: Mutex<SimFaults>,
+    state: Mutex<ClusterState>,
+}
+
+pub struct Node {
+    pub id: String,
+    pub name: String,
+}
+
+impl Sim {
+    pub fn new(config: SimConfig) -> Sim {
+        let nodes = (0..config.nodes.max(1))
+            .map(|i| Node {
+                id: new_uuid(),
+                name: format!("{}-node-{i}", config.cluster_name),
+            })
+            .collect();
+        Sim {
+            cluster_name: config.cluster_name,
+            cluster_uuid: new_uuid(),
+            version: config.version,
+            nodes,
+            fs_root: config.fs_root,
+            s3: config.s3,
+            faults: Mutex::new(config.faults),
+            state: Mutex::new(ClusterState::default()),
+        }
+    }
+
+    /// The state is only ever held for short, synchronous work; a panic
+    /// while holding it leaves nothing half-written worth refusing over.
+    pub fn state(&self) -> MutexGuard<'_, ClusterState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn faults(&self) -> SimFaults {
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_faults(&self, faults: SimFaults) {
+        *self.faults.lock().unwrap_or_else(PoisonError::into_inner) = faults;
+    }
+
+    /// Stops every running snapshot before it reaches its repository, as
+    /// a cluster that goes away leaves its snapshots unfinished.
+    pub fn abort_running(&self) {
+        for running in self.state().running.values_mut() {
+            if let Some(abort) = running.abort.take() {
+                let _ = abort.send(());
+            }
+        }
+    }
+
+    pub fn node_count(&self) -> u32 {
+        u32::try_from(self.nodes.len()).unwrap_or(u32::MAX)
+    }
+
+    pub fn master(&self) -> &Node {
+        // `new` always makes at least one node.
+        &self.nodes[0]
+    }
+}
+
+#[derive(Default)]
+pub struct ClusterState {
+    pub indices: BTreeMap<String, Index>,
+    pub repositories: BTreeMap<String, Repository>,
+    /// At most one running snapshot per repository.
+    pub running: BTreeMap<String, RunningSnapshot>,
+}
+
+impl ClusterState {
+    pub fn index_names(&self) -> Vec<String> {
+        self.indices.keys().cloned().collect()
+    }
+}
+
+#[derive(Clone)]
+pub struct Repository {
+    pub repo_type: String,
+    /// As registered, for `GET _snapshot`.
+    pub settings: Map<String, Value>,
+    pub readonly: bool,
+    pub store: BlobStore,
+    /// Serialises this cluster's read-modify-write cycles of `index.json`.
+    pub write_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+pub struct RunningSnapshot {
+    pub record: SnapshotRecord,
+    pub started: Instant,
+    pub delay: Duration,
+    /// Gets the finished record (or `None` if the task died).
+    pub done: watch::Receiver<Option<SnapshotRecord>>,
+    /// Taken by a delete, which aborts the snapshot while it waits.
+    pub abort: Option<oneshot::Sender<()>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Doc {
+    pub version: u64,
+    pub source: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storage {
+    FullCopy,
+    SharedCache,
+}
+
+impl Storage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Storage::FullCopy => "full_copy",
+            Storage::SharedCache => "shared_cache",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mounted {
+    pub repository: String,
+    pub snapshot: String,
+    pub snapshot_uuid: String,
+    pub index: String,
+    pub storage: Storage,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecoverySource {
+    /// A new, empty index.
+    EmptyStore,
+    /// Restored or mounted from a snapshot.
+    Snapshot {
+        repository: String,
+        snapshot: String,
+        index: String,
+        restore_uuid: String,
+    },
+}
+
+/// The last recovery of an index's shards, which `_recovery` reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovery {
+    pub source: RecoverySource,
+    pub started: Instant,
+    pub start_millis: i64,
+    pub duration: Duration,
+    /// What there is to copy, fixed when the recovery starts.
+    pub bytes_total: u64,
+    pub files_total: u64,
+}
+
+impl Recovery {
+    pub fn instant(source: RecoverySource, bytes_total: u64) -> Recovery {
+        Recovery {
+            source,
+            started: Instant::now(),
+            start_millis: now_millis(),
+            duration: Duration::ZERO,
+            bytes_total,
+            files_total: if bytes_total == 0 {
+                0
+            } else {
+                file_count(bytes_total)
+            },
+        }
+    }
+
+    /// From 0.0 to 1.0.
+    pub fn fraction(&self) -> f64 {
+        if self.duration.is_zero() {
+            return 1.0;
+        }
+        (self.started.elapsed().as_secs_f64() / self.duration.as_secs_f64()).min(1.0)
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.started.elapsed() >= self.duration
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Index {
+    pub uuid: String,
+    pub number_of_shards: u32,
+    pub number_of_replicas: u32,
+    /// Other `index.*` settings, without the prefix, as strings (which is
+    /// how Elasticsearch reports settings).
+    pub settings: BTreeMap<String, String>,
+    pub mappings: Value,
+    pub aliases: Map<String, Value>,
+    pub docs: BTreeMap<String, Doc>,
+    pub closed: bool,
+    pub creation_millis: i64,
+    pub recovery: Recovery,
+    pub mounted: Option<Mounted>,
+    pub seq_no: u64,
+}
+
+/// The health of one index, and its shard counts for `_cluster/health`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardHealth {
+    /// 0 green, 1 yellow, 2 red.
+    pub level: u8,
+    pub active_primary: u32,
+    pub active: u32,
+    pub initializing: u32,
+    pub unassigned: u32,
+}
+
+impl Index {
+    pub fn new(number_of_shards: u32, number_of_replicas: u32) -> Index {
+        Index {
+            uuid: new_uuid(),
+            number_of_shards,
+            number_of_replicas,
+            settings: BTreeMap::new(),
+            mappings: Value::Object(Map::new()),
+            aliases: Map::new(),
+            docs: BTreeMap::new(),
+            closed: false,
+            creation_millis: now_millis(),
+            recovery: Recovery::instant(RecoverySource::EmptyStore, 0),
+            mounted: None,
+            seq_no: 0,
+        }
+    }
+
+    pub fn from_blob(blob: &IndexBlob, docs: bool) -> Index {
+        let mut index = Index::new(blob.number_of_shards, blob.number_of_replicas);
+        index.settings.clone_from(&blob.settings);
+        index.mappings = blob.mappings.clone();
+        index.aliases = blob.aliases.clone();
+        if docs {
+            for doc in &blob.docs {
+                index.docs.insert(
+                    doc.id.clone(),
+                    Doc {
+                        version: doc.version,
+                        source: doc.source.clone(),
+                    },
+                );
+            }
+        }
+        index.seq_no = u64::try_from(index.docs.len()).unwrap_or(u64::MAX);
+        index
+    }
+
+    pub fn to_blob(&self) -> IndexBlob {
+        IndexBlob {
+            uuid: self.uuid.clone(),
+            number_of_shards: self.number_of_shards,
+            number_of_replicas: self.number_of_replicas,
+            settings: self.settings.clone(),
+            mappings: self.mappings.clone(),
+            aliases: self.aliases.clone(),
+            docs: self
+                .docs
+                .iter()
+                .map(|(id, doc)| StoredDoc {
+                    id: id.clone(),
+                    version: doc.version,
+                    source: doc.source.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Bytes on disk of the primaries: a fixed overhead plus every
+    /// document's id and source.
+    pub fn store_bytes(&self) -> u64 {
+        EMPTY_INDEX_BYTES
+            + self
+                .docs
+                .iter()
+                .map(|(id, doc)| (id.len() + doc.source.to_string().len()) as u64)
+                .sum::<u64>()
+    }
+
+    pub fn size(&self) -> IndexSize {
+        let bytes = self.store_bytes();
+        IndexSize {
+            shards: self.number_of_shards,
+            bytes,
+            files: file_count(bytes) * u64::from(self.number_of_shards),
+        }
+    }
+
+    /// Primaries still copying from a snapshot.
+    pub fn is_recovering(&self) -> bool {
+        !self.recovery.is_done()
+    }
+
+    /// Replicas that fit on the other nodes.
+    pub fn assigned_replicas(&self, nodes: u32) -> u32 {
+        self.number_of_replicas.min(nodes.saturating_sub(1))
+    }
+
+    pub fn health(&self, nodes: u32) -> ShardHealth {
+        let shards = self.number_of_shards;
+        let assigned = self.assigned_replicas(nodes);
+        let missing = self.number_of_replicas - assigned;
+        if self.is_recovering() {
+            // Primaries initialise from the snapshot; replicas wait for them.
+            return ShardHealth {
+                level: 2,
+                active_primary: 0,
+                active: 0,
+                initializing: shards,
+                unassigned: shards * self.number_of_replicas,
+            };
+        }
+        ShardHealth {
+            level: u8::from(missing > 0),
+            active_primary: shards,
+            active: shards * (1 + assigned),
+            initializing: 0,
+            unassigned: shards * missing,
+        }
+    }
+
+    pub fn health_word(&self, nodes: u32) -> &'static str {
+        match self.health(nodes).level {
+            0 => "green",
+            1 => "yellow",
+            _ => "red",
+        }
+    }
+
+    /// The `index.*` settings as Elasticsearch reports them, nested under
+    /// `index`, every value a string.
+    pub fn settings_json(&self, name: &str) -> Value {
+        let mut index = Map::new();
+        index.insert(
+            "number_of_shards".into(),
+            self.number_of_shards.to_string().into(),
+        );
+        index.insert(
+            "number_of_replicas".into(),
+            self.number_of_replicas.to_string().into(),
+        );
+        index.insert("uuid".into(), self.uuid.clone().into());
+        index.insert("provided_name".into(), name.into());
+        index.insert(
+            "creation_date".into(),
+            self.creation_millis.to_string().into(),
+        );
+        for (key, value) in &self.settings {
+            index.insert(key.clone(), value.clone().into());
+        }
+        serde_json::json!({ "index": nest(index) })
+    }
+}
+
+/// Turns `{"store.type": "snapshot"}` into `{"store": {"type": "snapshot"}}`.
+fn nest(flat: Map<String, Value>) -> Value {
+    let mut out = Map::new();
+    for (key, value) in flat {
+        let mut parts = key.split('.').peekable();
+        let mut node = &mut out;
+        while let Some(part) = parts.next() {
+            if parts.peek().is_none() {
+                node.insert(part.to_string(), value);
+                break;
+            }
+            let entry = node
+                .entry(part.to_string())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !entry.is_object() {
+                *entry = Value::Object(Map::new());
+            }
+            match entry {
+                Value::Object(map) => node = map,
+                _ => break,
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// Reads index settings in any of the shapes Elasticsearch accepts
+/// (`{"index": {"number_of_shards": 1}}`, `{"number_of_shards": "1"}`,
+/// `{"index.number_of_shards": 1}`) into flat keys without `index.`.
+pub fn flatten_settings(settings: &Value) -> BTreeMap<String, String> {
+    fn walk(prefix: &str, value: &Value, out: &mut BTreeMap<String, String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    let key = if prefix.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    walk(&key, value, out);
+                }
+            }
+            Value::Null => {}
+            Value::String(s) => {
+                out.insert(prefix.to_string(), s.clone());
+            }
+            other => {
+                out.insert(prefix.to_string(), other.to_string());
+            }
+        }
+    }
+    let mut flat = BTreeMap::new();
+    walk("", settings, &mut flat);
+    flat.into_iter()
+        .map(|(k, v)| match k.strip_prefix("index.") {
+            Some(rest) => (rest.to_string(), v),
+            None => (k, v),
+        })
+        .collect()
+}

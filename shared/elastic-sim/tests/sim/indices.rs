@@ -1,0 +1,120 @@
+//! The index APIs and cluster health.
+
+use crate::common::{TestResult, call, client, start};
+use floe_elastic::HealthStatus;
+use floe_elastic_sim::{SimConfig, SimFaults, SimulatedCluster};
+use reqwest::Method;
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test]
+async fn indices_documents_and_cat() -> TestResult {
+    let root = tempfile::tempdir()?;
+    let cluster = start("indices", root.path(), SimFaults::default()).await?;
+
+    let (status, body) = call(&cluster, Method::GET, "/", None).await?;
+    assert_eq!(status, 200);
+    assert_eq!(body["cluster_name"], "indices");
+    assert_eq!(body["version"]["number"], floe_elastic_sim::DEFAULT_VERSION);
+
+    let (status, body) = call(&cluster, Method::PUT, "/books", Some(json!({}))).await?;
+    assert_eq!((status, &body["index"]), (200, &json!("books")));
+    let (status, body) = call(&cluster, Method::PUT, "/books", None).await?;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["type"], "resource_already_exists_exception");
+    assert_eq!(body["error"]["root_cause"][0]["index"], "books");
+    let (status, body) = call(&cluster, Method::PUT, "/Books", None).await?;
+    assert_eq!(
+        (status, &body["error"]["type"]),
+        (400, &json!("invalid_index_name_exception"))
+    );
+
+    let (status, body) = call(
+        &cluster,
+        Method::POST,
+        "/books/_doc",
+        Some(json!({"t": "a"})),
+    )
+    .await?;
+    assert_eq!((status, &body["result"]), (201, &json!("created")));
+    let (status, body) = call(
+        &cluster,
+        Method::PUT,
+        "/books/_doc/x",
+        Some(json!({"t": "b"})),
+    )
+    .await?;
+    assert_eq!((status, &body["_version"]), (201, &json!(1)));
+    let (status, body) = call(
+        &cluster,
+        Method::PUT,
+        "/books/_doc/x",
+        Some(json!({"t": "c"})),
+    )
+    .await?;
+    assert_eq!((status, &body["_version"]), (200, &json!(2)));
+    let (_, body) = call(&cluster, Method::GET, "/books/_count", None).await?;
+    assert_eq!(body["count"], 2);
+    let (_, body) = call(&cluster, Method::GET, "/books/_doc/x", None).await?;
+    assert_eq!(body["_source"]["t"], "c");
+
+    let (status, rows) = call(&cluster, Method::GET, "/_cat/indices?format=json", None).await?;
+    assert_eq!(status, 200);
+    assert_eq!(rows[0]["index"], "books");
+    assert_eq!(rows[0]["docs.count"], "2");
+    assert_eq!(rows[0]["health"], "green");
+    let size: u64 = rows[0]["store.size"].as_str().unwrap_or_default().parse()?;
+    assert!(size > 0);
+
+    let (status, body) = call(&cluster, Method::POST, "/books/_close", None).await?;
+    assert_eq!(
+        (status, &body["indices"]["books"]["closed"]),
+        (200, &json!(true))
+    );
+    let (status, body) = call(&cluster, Method::PUT, "/books/_doc/y", Some(json!({}))).await?;
+    assert_eq!(
+        (status, &body["error"]["type"]),
+        (400, &json!("index_closed_exception"))
+    );
+    call(&cluster, Method::POST, "/books/_open", None).await?;
+    let (status, _) = call(&cluster, Method::PUT, "/books/_doc/y", Some(json!({}))).await?;
+    assert_eq!(status, 201);
+
+    let (status, _) = call(&cluster, Method::DELETE, "/books", None).await?;
+    assert_eq!(status, 200);
+    let (status, body) = call(&cluster, Method::DELETE, "/books", None).await?;
+    assert_eq!(
+        (status, &body["error"]["type"]),
+        (404, &json!("index_not_found_exception"))
+    );
+    let (status, body) = call(&cluster, Method::GET, "/_nothing_here", None).await?;
+    assert_eq!(status, 400, "{body}");
+    cluster.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_single_node_with_replicas_is_yellow_and_a_green_wait_times_out() -> TestResult {
+    let cluster = SimulatedCluster::start(SimConfig::new("single").with_nodes(1)).await?;
+    call(&cluster, Method::PUT, "/logs", None).await?;
+    let es = client(&cluster)?;
+    let health = es.health(None, None).await?;
+    assert_eq!(
+        (health.status, health.number_of_nodes),
+        (HealthStatus::Yellow, 1)
+    );
+    assert_eq!(health.unassigned_shards, 1);
+    let waited = es
+        .health(Some(HealthStatus::Green), Some(Duration::from_millis(200)))
+        .await?;
+    assert_eq!(
+        (waited.status, waited.timed_out),
+        (HealthStatus::Yellow, true)
+    );
+    let yellow = es
+        .health(Some(HealthStatus::Yellow), Some(Duration::from_millis(200)))
+        .await?;
+    assert!(!yellow.timed_out);
+    cluster.shutdown().await?;
+    Ok(())
+}

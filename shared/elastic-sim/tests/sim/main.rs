@@ -1,0 +1,9 @@
+//! The simulated cluster driven over HTTP by Floe's own Elasticsearch
+//! client, as Floe's plans will drive it.
+
+mod common;
+mod faults;
+mod fs;
+mod indices;
+mod mount;
+mod s3;
