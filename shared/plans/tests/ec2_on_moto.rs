@@ -1,0 +1,567 @@
+//! The real deployment plans on the EC2 adapter against moto's EC2
+//! (127.0.0.1, started by scripts/test.sh), checked through the EC2 API
+//! rather than through the adapter: what a plan leaves in the account is
+//! what matters, and the adapter reading its own writes back could hide a
+//! mismatch. Each test builds its own VPC, subnets and security group, and
+//! every deployment id is fresh, so the tests share one moto safely.
+
+use std::collections::BTreeSet;
+use std::error::Error;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_ec2::Client;
+use aws_sdk_ec2::types::{ArchitectureValues, Filter, Instance, InstanceStateName};
+use base64::Engine as _;
+use chrono::Utc;
+use floe_compute::{TAG_DEPLOYMENT, TAG_NODE_GROUP, TAG_ORG, TAG_PLAN};
+use floe_compute_ec2::{Ec2Compute, Ec2Config};
+use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
+use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepError, StepStatus};
+use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps, fail};
+use floe_plans::{DeploymentSteps, Engine, LocalQueue, PlanJob, StepSettings};
+use floe_store::Store;
+use floe_store::sqlite::SqliteBackend;
+use serde_json::json;
+
+type TestResult = Result<(), Box<dyn Error>>;
+
+const ORG: &str = "acme";
+const NAME: &str = "logs-ec2";
+
+/// Runs every step (and every undo) twice in a row, which is what a crash
+/// right after a step, before its result was recorded, amounts to.
+struct Twice<S>(S);
+
+#[async_trait]
+impl<S: Steps> Steps for Twice<S> {
+    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
+        self.0.layout(plan, d)
+    }
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        match self.0.run(step_id, ctx).await {
+            Outcome::Done(_) => self.0.run(step_id, ctx).await,
+            other => other,
+        }
+    }
+    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        match self.0.undo(step_id, ctx).await {
+            Outcome::Done(_) => self.0.undo(step_id, ctx).await,
+            other => other,
+        }
+    }
+}
+
+/// Fails the plan right after step `at` did its work, so that everything the
+/// steps before it (and it) created has to be unwound.
+struct FailAfter<S> {
+    inner: S,
+    at: String,
+}
+
+#[async_trait]
+impl<S: Steps> Steps for FailAfter<S> {
+    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
+        self.inner.layout(plan, d)
+    }
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        let outcome = self.inner.run(step_id, ctx).await;
+        if step_id == self.at && matches!(outcome, Outcome::Done(_)) {
+            return fail("injected", format!("failure injected after {step_id}"));
+        }
+        outcome
+    }
+    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        self.inner.undo(step_id, ctx).await
+    }
+}
+
+fn endpoint() -> Result<String, Box<dyn Error>> {
+    Ok(std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
+        "FLOE_TEST_AWS_ENDPOINT is not set: run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
+    })?)
+}
+
+fn client_at(endpoint: &str) -> Result<Client, Box<dyn Error>> {
+    // Only a loopback moto: these tests create and terminate instances, which
+    // must never reach a real account through a stray endpoint.
+    let host = endpoint
+        .strip_prefix("http://")
+        .ok_or("FLOE_TEST_AWS_ENDPOINT must be an http:// loopback address")?;
+    if !(host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]")) {
+        return Err(format!("FLOE_TEST_AWS_ENDPOINT {endpoint} is not a loopback address").into());
+    }
+    let config = aws_sdk_ec2::config::Builder::new()
+        .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_sdk_ec2::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "floe-tests",
+        ))
+        .build();
+    Ok(Client::from_conf(config))
+}
+
+async fn image_of(client: &Client, arch: &str) -> Result<String, Box<dyn Error>> {
+    let out = client
+        .describe_images()
+        .filters(Filter::builder().name("architecture").values(arch).build())
+        .send()
+        .await?;
+    let image = out
+        .images()
+        .iter()
+        .find(|i| i.architecture().map(ArchitectureValues::as_str) == Some(arch))
+        .and_then(|i| i.image_id())
+        .ok_or_else(|| format!("moto has no {arch} image"))?;
+    Ok(image.to_owned())
+}
+
+/// A fresh network on moto and one image per architecture from moto's
+/// catalogue; `client` is the test's own view of the account.
+struct Fixture {
+    client: Client,
+    config: Ec2Config,
+}
+
+impl Fixture {
+    async fn new() -> Result<Fixture, Box<dyn Error>> {
+        let client = client_at(&endpoint()?)?;
+        let image_arm64 = image_of(&client, "arm64").await?;
+        let image_x86_64 = image_of(&client, "x86_64").await?;
+        let vpc = client
+            .create_vpc()
+            .cidr_block("10.41.0.0/16")
+            .send()
+            .await?;
+        let vpc_id = vpc
+            .vpc()
+            .and_then(|v| v.vpc_id())
+            .ok_or("no vpc id")?
+            .to_owned();
+        let mut subnets = Vec::new();
+        for (i, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
+            let subnet = client
+                .create_subnet()
+                .vpc_id(&vpc_id)
+                .cidr_block(format!("10.41.{}.0/24", i + 1))
+                .availability_zone(*zone)
+                .send()
+                .await?;
+            subnets.push(
+                subnet
+                    .subnet()
+                    .and_then(|s| s.subnet_id())
+                    .ok_or("no subnet id")?
+                    .to_owned(),
+            );
+        }
+        let group = client
+            .create_security_group()
+            .group_name(format!(
+                "floe-nodes-{}",
+                floe_domain::names::new_resource_id()
+            ))
+            .description("Elasticsearch nodes")
+            .vpc_id(&vpc_id)
+            .send()
+            .await?;
+        let group_id = group.group_id().ok_or("no group id")?.to_owned();
+        let config = Ec2Config {
+            image_arm64,
+            image_x86_64,
+            subnets,
+            security_groups: vec![group_id],
+            instance_profile: Some(
+                "arn:aws:iam::123456789012:instance-profile/floe-es-node".to_owned(),
+            ),
+            key_name: None,
+        };
+        Ok(Fixture { client, config })
+    }
+
+    fn steps(&self) -> DeploymentSteps {
+        let compute = Ec2Compute::new(self.client.clone(), self.config.clone());
+        DeploymentSteps::new(Arc::new(compute), settings())
+    }
+
+    /// Every instance EC2 lists with the deployment's tag, whatever its state.
+    async fn tagged(&self, deployment_id: &str) -> Result<Vec<Instance>, Box<dyn Error>> {
+        let mut pages = self
+            .client
+            .describe_instances()
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{TAG_DEPLOYMENT}"))
+                    .values(deployment_id)
+                    .build(),
+            )
+            .into_paginator()
+            .send();
+        let mut found = Vec::new();
+        while let Some(page) = pages.next().await {
+            for reservation in page?.reservations() {
+                found.extend(reservation.instances().iter().cloned());
+            }
+        }
+        Ok(found)
+    }
+
+    /// The names of the launch templates a deployment's plans would create.
+    /// Selected by the deployment's tag on the server: moto cuts an
+    /// unfiltered listing at 15 templates without a NextToken, and other
+    /// tests share the endpoint.
+    async fn templates(&self, deployment_id: &str) -> Result<Vec<String>, Box<dyn Error>> {
+        let prefix = format!("floe-{deployment_id}");
+        let by_deployment = aws_sdk_ec2::types::Filter::builder()
+            .name("tag:floe:deployment")
+            .values(deployment_id)
+            .build();
+        let mut pages = self
+            .client
+            .describe_launch_templates()
+            .filters(by_deployment)
+            .into_paginator()
+            .send();
+        let mut names = Vec::new();
+        while let Some(page) = pages.next().await {
+            for template in page?.launch_templates() {
+                if let Some(name) = template.launch_template_name()
+                    && name.starts_with(&prefix)
+                {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+        Ok(names)
+    }
+
+    /// The decoded user data of the template's latest version.
+    async fn user_data(&self, template: &str) -> Result<String, Box<dyn Error>> {
+        let versions = self
+            .client
+            .describe_launch_template_versions()
+            .launch_template_name(template)
+            .versions("$Latest")
+            .send()
+            .await?;
+        let version = versions
+            .launch_template_versions()
+            .first()
+            .ok_or("no template version")?;
+        let data = version.launch_template_data().ok_or("no template data")?;
+        let encoded = data.user_data().ok_or("no user data")?;
+        Ok(String::from_utf8(
+            base64::engine::general_purpose::STANDARD.decode(encoded)?,
+        )?)
+    }
+}
+
+fn settings() -> StepSettings {
+    StepSettings {
+        poll: Duration::from_millis(20),
+        boot_timeout: Duration::from_secs(60),
+        ..StepSettings::default()
+    }
+}
+
+fn spec(instance_type: &str) -> Result<DeploymentSpec, serde_json::Error> {
+    serde_json::from_value(json!({
+        "name": NAME,
+        "version": "8.15.3",
+        "node_groups": [{
+            "id": "hot",
+            "roles": ["master", "data_hot", "data_content"],
+            "instance_type": instance_type,
+            "count": 3,
+            "zone_count": 2,
+            "storage": {"size_gb": 100}
+        }],
+        "user_settings": {"thread_pool.snapshot.max": 8}
+    }))
+}
+
+struct Run {
+    store: Store,
+    job: PlanJob,
+}
+
+/// Creates a deployment with a pending create plan and drives it to the end.
+async fn drive_create(
+    steps: Arc<dyn Steps>,
+    spec: DeploymentSpec,
+) -> Result<(Run, PlanStatus), Box<dyn Error>> {
+    let now = Utc::now();
+    let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+    let plan = Plan::new(
+        ORG,
+        &floe_domain::names::new_resource_id(),
+        PlanKind::Create,
+        serde_json::to_value(&spec)?,
+        "test",
+        "tester",
+        now,
+    );
+    let deployment = Deployment {
+        id: plan.deployment_id.clone(),
+        org: ORG.into(),
+        spec,
+        status: DeploymentStatus::Initializing,
+        pending_plan: Some(plan.reference()),
+        created: now,
+        updated: now,
+    };
+    store.create_deployment(&deployment, &plan, None).await?;
+    let (queue, mut rx) = LocalQueue::new();
+    let config = EngineConfig {
+        backoff: Duration::from_millis(1),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(store.clone(), Arc::new(queue), steps, "test", config);
+    let job = PlanJob {
+        org: ORG.into(),
+        deployment_id: deployment.id.clone(),
+        plan_id: plan.id.clone(),
+    };
+    let mut result = engine.run(&job).await?;
+    for _ in 0..2000 {
+        if let RunResult::Finished(status) = result {
+            return Ok((Run { store, job }, status));
+        }
+        let next = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await?
+            .ok_or("queue closed")?;
+        result = engine.run(&next).await?;
+    }
+    Err("plan did not finish".into())
+}
+
+async fn deployment_of(run: &Run) -> Result<Deployment, Box<dyn Error>> {
+    Ok(run
+        .store
+        .get_deployment(ORG, &run.job.deployment_id)
+        .await?
+        .ok_or("deployment")?
+        .value)
+}
+
+fn tag<'a>(instance: &'a Instance, key: &str) -> Option<&'a str> {
+    instance
+        .tags()
+        .iter()
+        .find(|t| t.key() == Some(key))
+        .and_then(|t| t.value())
+}
+
+fn is_gone(instance: &Instance) -> bool {
+    matches!(
+        instance.state().and_then(|s| s.name()),
+        Some(InstanceStateName::Terminated | InstanceStateName::ShuttingDown)
+    )
+}
+
+/// Runs a create plan with every step twice and checks, through the EC2
+/// API, the instances and the launch template it leaves.
+async fn create_and_check(instance_type: &str, image: fn(&Ec2Config) -> &str) -> TestResult {
+    let fx = Fixture::new().await?;
+    let steps = Arc::new(Twice(fx.steps()));
+    let (run, status) = drive_create(steps, spec(instance_type)?).await?;
+    let id = &run.job.deployment_id;
+    assert_eq!(status, PlanStatus::Succeeded, "{instance_type}");
+    assert_eq!(deployment_of(&run).await?.status, DeploymentStatus::Running);
+
+    let instances = fx.tagged(id).await?;
+    let running: Vec<&Instance> = instances
+        .iter()
+        .filter(|i| i.state().and_then(|s| s.name()) == Some(&InstanceStateName::Running))
+        .collect();
+    assert_eq!(
+        (instances.len(), running.len()),
+        (3, 3),
+        "every step ran twice, yet each node must start once: {:?}",
+        instances
+            .iter()
+            .map(|i| (i.instance_id(), i.state().and_then(|s| s.name())))
+            .collect::<Vec<_>>()
+    );
+    for instance in &running {
+        let what = instance.instance_id().unwrap_or("?");
+        assert_eq!(
+            instance.instance_type().map(|t| t.as_str()),
+            Some(instance_type),
+            "{what}"
+        );
+        assert_eq!(
+            instance.image_id(),
+            Some(image(&fx.config)),
+            "{what} runs another architecture's image"
+        );
+        assert_eq!(tag(instance, TAG_NODE_GROUP), Some("hot"), "{what}");
+        assert_eq!(tag(instance, TAG_PLAN), Some(run.job.plan_id.as_str()));
+        assert_eq!(tag(instance, TAG_ORG), Some(ORG), "{what}");
+    }
+    let subnets: BTreeSet<&str> = running.iter().filter_map(|i| i.subnet_id()).collect();
+    let configured: BTreeSet<&str> = fx.config.subnets.iter().map(String::as_str).collect();
+    assert_eq!(
+        subnets, configured,
+        "zone_count 2 spreads over both subnets"
+    );
+
+    let templates = fx.templates(id).await?;
+    assert_eq!(
+        templates.len(),
+        1,
+        "one template per node group: {templates:?}"
+    );
+    let script = fx
+        .user_data(templates.first().ok_or("no template")?)
+        .await?;
+    let lines: Vec<&str> = script.lines().collect();
+    // m6g.xlarge and m5.xlarge both have 16 GiB: half of it is the heap.
+    for expected in [
+        "-Xms8192m",
+        "-Xmx8192m",
+        "node.roles: [master, data_hot, data_content]",
+        "bootstrap.memory_lock: true",
+        "thread_pool.snapshot.max: 8",
+        &format!("cluster.name: \"{NAME}\""),
+        "LimitMEMLOCK=infinity",
+    ] {
+        assert!(
+            lines.contains(&expected),
+            "{instance_type}: missing line {expected:?} in\n{script}"
+        );
+    }
+    check_fetches_only_declared_parameters(&script, id)?;
+    Ok(())
+}
+
+/// The user data must hold no credential; with no repository the only
+/// parameter a node may read is the initial master list (master-eligible
+/// nodes), under the deployment's own prefix, and nothing goes into the
+/// keystore.
+fn check_fetches_only_declared_parameters(script: &str, deployment_id: &str) -> TestResult {
+    let mut fetched = Vec::new();
+    let mut words = script.split_whitespace().peekable();
+    while let Some(word) = words.next() {
+        if word == "--name" {
+            fetched.push(words.peek().copied().ok_or("--name without a value")?);
+        }
+    }
+    let declared = format!("'/floe/{deployment_id}/initial_master_nodes'");
+    assert_eq!(fetched, [declared.as_str()], "parameters read:\n{script}");
+    assert_eq!(
+        script.matches("aws ssm get-parameter").count(),
+        1,
+        "one SSM read, the one above:\n{script}"
+    );
+    for absent in [
+        "--with-decryption",
+        "elasticsearch-keystore",
+        "secret_key",
+        "access_key",
+        "session_token",
+        "AWS_SECRET_ACCESS_KEY",
+        "AKIA",
+    ] {
+        assert!(
+            !script.contains(absent),
+            "{absent:?} in user data without a repository:\n{script}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn graviton_create_runs_every_step_twice_on_ec2() -> TestResult {
+    create_and_check("m6g.xlarge", |c| &c.image_arm64).await
+}
+
+#[tokio::test]
+async fn x86_create_runs_every_step_twice_on_ec2() -> TestResult {
+    create_and_check("m5.xlarge", |c| &c.image_x86_64).await
+}
+
+#[tokio::test]
+async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
+    let fx = Fixture::new().await?;
+    let layout = {
+        let now = Utc::now();
+        let plan = Plan::new(
+            ORG,
+            "x",
+            PlanKind::Create,
+            serde_json::to_value(spec("m6g.xlarge")?)?,
+            "t",
+            "t",
+            now,
+        );
+        let dummy = Deployment {
+            id: "x".into(),
+            org: ORG.into(),
+            spec: spec("m6g.xlarge")?,
+            status: DeploymentStatus::Initializing,
+            pending_plan: None,
+            created: now,
+            updated: now,
+        };
+        fx.steps().layout(&plan, &dummy).map_err(|e| e.message)?
+    };
+    assert_eq!(layout, ["template:hot", "launch:hot", "wait-running"]);
+
+    for at in &layout {
+        // Twice inside: every undo also runs twice, so deleting a deleted
+        // template and terminating terminated instances must succeed on EC2.
+        let steps = Arc::new(FailAfter {
+            inner: Twice(fx.steps()),
+            at: at.clone(),
+        });
+        let (run, status) = drive_create(steps, spec("m6g.xlarge")?).await?;
+        let id = &run.job.deployment_id;
+        assert_eq!(status, PlanStatus::Failed, "failure after {at}");
+        let live: Vec<String> = fx
+            .tagged(id)
+            .await?
+            .iter()
+            .filter(|i| !is_gone(i))
+            .filter_map(|i| i.instance_id().map(str::to_owned))
+            .collect();
+        assert!(
+            live.is_empty(),
+            "failure after {at} left instances {live:?}"
+        );
+        let templates = fx.templates(id).await?;
+        assert!(
+            templates.is_empty(),
+            "failure after {at} left templates {templates:?}"
+        );
+        let plan = run
+            .store
+            .get_plan(ORG, id, &run.job.plan_id)
+            .await?
+            .ok_or("plan")?
+            .value;
+        assert!(
+            plan.steps
+                .iter()
+                .all(|s| matches!(s.status, StepStatus::Undone | StepStatus::Pending)),
+            "after {at}: {:?}",
+            plan.steps
+                .iter()
+                .map(|s| (&s.step_id, s.status))
+                .collect::<Vec<_>>()
+        );
+        let d = deployment_of(&run).await?;
+        assert_eq!(
+            (d.status, d.pending_plan),
+            (DeploymentStatus::Stopped, None),
+            "after {at}"
+        );
+    }
+    Ok(())
+}
