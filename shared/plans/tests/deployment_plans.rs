@@ -3,13 +3,12 @@
 //! leave no instance and no launch template behind, and capacity shortages
 //! move launches to another zone.
 
-use async_trait::async_trait;
 use chrono::Utc;
 use floe_compute::simulated::{Fault, SimulatedCompute, SimulatedConfig};
 use floe_compute::{Compute, ComputeError, InstanceState};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepError, StepStatus};
-use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps, fail};
+use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepStatus};
+use floe_plans::engine::{EngineConfig, RunResult, Steps};
 use floe_plans::{DeploymentSteps, Engine, LocalQueue, PlanJob, StepSettings};
 use floe_store::Store;
 use floe_store::sqlite::SqliteBackend;
@@ -17,53 +16,11 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod support;
+
+use support::{FailAfter, Twice};
+
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// Runs every step twice in a row (what a crash right after a step, before
-/// its result was recorded, amounts to) and reports the second outcome.
-struct Twice<S>(S);
-
-#[async_trait]
-impl<S: Steps> Steps for Twice<S> {
-    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
-        self.0.layout(plan, d)
-    }
-    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
-        match self.0.run(step_id, ctx).await {
-            Outcome::Done(_) => self.0.run(step_id, ctx).await,
-            other => other,
-        }
-    }
-    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
-        match self.0.undo(step_id, ctx).await {
-            Outcome::Done(_) => self.0.undo(step_id, ctx).await,
-            other => other,
-        }
-    }
-}
-
-/// Fails the plan right after step number `at` did its work.
-struct FailAfter<S> {
-    inner: S,
-    at: String,
-}
-
-#[async_trait]
-impl<S: Steps> Steps for FailAfter<S> {
-    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
-        self.inner.layout(plan, d)
-    }
-    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
-        let outcome = self.inner.run(step_id, ctx).await;
-        if step_id == self.at && matches!(outcome, Outcome::Done(_)) {
-            return fail("injected", format!("failure injected after {step_id}"));
-        }
-        outcome
-    }
-    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
-        self.inner.undo(step_id, ctx).await
-    }
-}
 
 fn spec() -> Result<DeploymentSpec, serde_json::Error> {
     serde_json::from_value(json!({"name": "logs", "version": "8.15.3", "node_groups": [

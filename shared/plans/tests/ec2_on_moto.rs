@@ -10,7 +10,6 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use aws_sdk_ec2::Client;
 use aws_sdk_ec2::types::{ArchitectureValues, Filter, Instance, InstanceStateName};
 use base64::Engine as _;
@@ -18,64 +17,21 @@ use chrono::Utc;
 use floe_compute::{TAG_DEPLOYMENT, TAG_NODE_GROUP, TAG_ORG, TAG_PLAN};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepError, StepStatus};
-use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps, fail};
+use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepStatus};
+use floe_plans::engine::{EngineConfig, RunResult, Steps};
 use floe_plans::{DeploymentSteps, Engine, LocalQueue, PlanJob, StepSettings};
 use floe_store::Store;
 use floe_store::sqlite::SqliteBackend;
 use serde_json::json;
 
+mod support;
+
+use support::{FailAfter, Twice};
+
 type TestResult = Result<(), Box<dyn Error>>;
 
 const ORG: &str = "acme";
 const NAME: &str = "logs-ec2";
-
-/// Runs every step (and every undo) twice in a row, which is what a crash
-/// right after a step, before its result was recorded, amounts to.
-struct Twice<S>(S);
-
-#[async_trait]
-impl<S: Steps> Steps for Twice<S> {
-    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
-        self.0.layout(plan, d)
-    }
-    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
-        match self.0.run(step_id, ctx).await {
-            Outcome::Done(_) => self.0.run(step_id, ctx).await,
-            other => other,
-        }
-    }
-    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
-        match self.0.undo(step_id, ctx).await {
-            Outcome::Done(_) => self.0.undo(step_id, ctx).await,
-            other => other,
-        }
-    }
-}
-
-/// Fails the plan right after step `at` did its work, so that everything the
-/// steps before it (and it) created has to be unwound.
-struct FailAfter<S> {
-    inner: S,
-    at: String,
-}
-
-#[async_trait]
-impl<S: Steps> Steps for FailAfter<S> {
-    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
-        self.inner.layout(plan, d)
-    }
-    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
-        let outcome = self.inner.run(step_id, ctx).await;
-        if step_id == self.at && matches!(outcome, Outcome::Done(_)) {
-            return fail("injected", format!("failure injected after {step_id}"));
-        }
-        outcome
-    }
-    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
-        self.inner.undo(step_id, ctx).await
-    }
-}
 
 fn endpoint() -> Result<String, Box<dyn Error>> {
     Ok(std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {

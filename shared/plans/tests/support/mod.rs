@@ -1,0 +1,54 @@
+//! Step wrappers shared by the plan tests, in the style of omicron's saga
+//! tests: run every step twice, or fail right after a chosen step.
+
+use async_trait::async_trait;
+use floe_domain::deployment::Deployment;
+use floe_domain::plan::{Plan, StepError};
+use floe_plans::engine::{Outcome, StepContext, Steps, fail};
+
+/// Runs every step (and every undo) twice in a row, which is what a crash
+/// right after a step, before its result was recorded, amounts to.
+pub struct Twice<S>(pub S);
+
+#[async_trait]
+impl<S: Steps> Steps for Twice<S> {
+    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
+        self.0.layout(plan, d)
+    }
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        match self.0.run(step_id, ctx).await {
+            Outcome::Done(_) => self.0.run(step_id, ctx).await,
+            other => other,
+        }
+    }
+    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        match self.0.undo(step_id, ctx).await {
+            Outcome::Done(_) => self.0.undo(step_id, ctx).await,
+            other => other,
+        }
+    }
+}
+
+/// Fails the plan right after step `at` did its work, so that everything the
+/// steps before it (and it) created has to be unwound.
+pub struct FailAfter<S> {
+    pub inner: S,
+    pub at: String,
+}
+
+#[async_trait]
+impl<S: Steps> Steps for FailAfter<S> {
+    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
+        self.inner.layout(plan, d)
+    }
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        let outcome = self.inner.run(step_id, ctx).await;
+        if step_id == self.at && matches!(outcome, Outcome::Done(_)) {
+            return fail("injected", format!("failure injected after {step_id}"));
+        }
+        outcome
+    }
+    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        self.inner.undo(step_id, ctx).await
+    }
+}
