@@ -5,7 +5,6 @@
 //! any OIDC provider). Either way the result is a [`Principal`]: who is
 //! calling, for which organization, with which of ECE's four roles.
 
-mod b64;
 mod error;
 mod issue;
 mod jwks;

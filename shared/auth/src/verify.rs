@@ -1,3 +1,5 @@
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use std::fmt;
 
 use jsonwebtoken::errors::ErrorKind;
@@ -8,7 +10,6 @@ use jsonwebtoken::{Algorithm, DecodingKey, DecodingKeyKind, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::b64;
 use crate::error::{AuthError, ConfigError};
 use crate::role::{Principal, Role};
 
@@ -207,7 +208,12 @@ fn read_header(token: &str) -> Result<RawHeader, AuthError> {
     else {
         return Err(AuthError::Malformed);
     };
-    let bytes = b64::decode_url_unpadded(header).ok_or(AuthError::Malformed)?;
+    // Unpadded base64url, the only encoding RFC 7515 allows in a compact
+    // JWS; the engine refuses non-zero trailing bits, so a header has one
+    // spelling. Read only to choose a key: jsonwebtoken decodes it again.
+    let bytes = URL_SAFE_NO_PAD
+        .decode(header)
+        .map_err(|_| AuthError::Malformed)?;
     serde_json::from_slice(&bytes).map_err(|_| AuthError::Malformed)
 }
 

@@ -18,8 +18,8 @@ use floe_compute::{TAG_DEPLOYMENT, TAG_NODE_GROUP, TAG_ORG, TAG_PLAN};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepStatus};
-use floe_plans::engine::{EngineConfig, RunResult, Steps};
-use floe_plans::{DeploymentSteps, Engine, LocalQueue, PlanJob, StepSettings};
+use floe_plans::engine::Steps;
+use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
 use floe_store::Store;
 use floe_store::sqlite::SqliteBackend;
 use serde_json::json;
@@ -273,28 +273,13 @@ async fn drive_create(
         updated: now,
     };
     store.create_deployment(&deployment, &plan, None).await?;
-    let (queue, mut rx) = LocalQueue::new();
-    let config = EngineConfig {
-        backoff: Duration::from_millis(1),
-        ..EngineConfig::default()
-    };
-    let engine = Engine::new(store.clone(), Arc::new(queue), steps, "test", config);
     let job = PlanJob {
         org: ORG.into(),
         deployment_id: deployment.id.clone(),
         plan_id: plan.id.clone(),
     };
-    let mut result = engine.run(&job).await?;
-    for _ in 0..2000 {
-        if let RunResult::Finished(status) = result {
-            return Ok((Run { store, job }, status));
-        }
-        let next = tokio::time::timeout(Duration::from_secs(30), rx.recv())
-            .await?
-            .ok_or("queue closed")?;
-        result = engine.run(&next).await?;
-    }
-    Err("plan did not finish".into())
+    let status = support::run_to_end(&store, steps, &job).await?;
+    Ok((Run { store, job }, status))
 }
 
 async fn deployment_of(run: &Run) -> Result<Deployment, Box<dyn Error>> {

@@ -52,3 +52,37 @@ impl<S: Steps> Steps for FailAfter<S> {
         self.inner.undo(step_id, ctx).await
     }
 }
+
+/// Runs `job` on an engine over `steps`, delivering its re-queued wake-ups,
+/// until the plan finishes (bounded in rounds and in wait per round).
+pub async fn run_to_end(
+    store: &floe_store::Store,
+    steps: std::sync::Arc<dyn Steps>,
+    job: &floe_plans::PlanJob,
+) -> Result<floe_domain::plan::PlanStatus, Box<dyn std::error::Error>> {
+    use floe_plans::engine::{EngineConfig, RunResult};
+    use std::time::Duration;
+    let (queue, mut rx) = floe_plans::LocalQueue::new();
+    let config = EngineConfig {
+        backoff: Duration::from_millis(1),
+        ..EngineConfig::default()
+    };
+    let engine = floe_plans::Engine::new(
+        store.clone(),
+        std::sync::Arc::new(queue),
+        steps,
+        "test",
+        config,
+    );
+    let mut result = engine.run(job).await?;
+    for _ in 0..2000 {
+        if let RunResult::Finished(status) = result {
+            return Ok(status);
+        }
+        let next = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await?
+            .ok_or("queue closed")?;
+        result = engine.run(&next).await?;
+    }
+    Err("plan did not finish".into())
+}
