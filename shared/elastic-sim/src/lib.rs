@@ -30,6 +30,7 @@ mod cluster;
 mod config;
 mod error;
 mod indices;
+mod nodes;
 mod repo_data;
 mod repositories;
 mod restore;

@@ -295,7 +295,7 @@ pub async fn verify(sim: &Arc<Sim>, repo: &str) -> ApiResult {
     let repository = repository(sim, repo)?;
     verify_store(repo, &repository).await?;
     let nodes: Map<String, Value> = sim
-        .nodes
+        .nodes()
         .iter()
         .map(|n| (n.id.clone(), json!({ "name": n.name })))
         .collect();

@@ -395,6 +395,7 @@ pub fn recovery(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
         None => state.index_names(),
     };
     let nodes = sim.node_count();
+    let all_nodes = sim.nodes();
     let mut out = Map::new();
     for name in names {
         let Some(index) = state.indices.get(&name) else {
@@ -442,7 +443,7 @@ pub fn recovery(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
                     (n as f64 * fraction) as u64
                 }
             };
-            let node = &sim.nodes[(shard as usize) % sim.nodes.len()];
+            let node = &all_nodes[(shard as usize) % all_nodes.len()];
             shards.push(shard_json(
                 shard,
                 kind,
@@ -459,8 +460,8 @@ pub fn recovery(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
                 // Replicas copy from their primary once it has started.
                 for replica in 0..index.assigned_replicas(nodes) {
                     let node =
-                        &sim.nodes[(shard as usize + 1 + replica as usize) % sim.nodes.len()];
-                    let peer = json!({ "id": sim.nodes[(shard as usize) % sim.nodes.len()].id });
+                        &all_nodes[(shard as usize + 1 + replica as usize) % all_nodes.len()];
+                    let peer = json!({ "id": all_nodes[(shard as usize) % all_nodes.len()].id });
                     shards.push(shard_json(
                         shard,
                         "PEER",

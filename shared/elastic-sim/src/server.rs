@@ -5,7 +5,7 @@ use crate::config::{SimConfig, SimFaults};
 use crate::error::{ApiError, SimError};
 use crate::state::Sim;
 use crate::util::path_segments;
-use crate::{cluster, indices, repositories, restore, snapshots};
+use crate::{cluster, indices, nodes, repositories, restore, snapshots};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
@@ -52,7 +52,7 @@ impl SimulatedCluster {
         tracing::info!(
             cluster = %sim.cluster_name,
             %addr,
-            nodes = sim.nodes.len(),
+            nodes = sim.node_count(),
             "simulated Elasticsearch cluster started"
         );
         Ok(RunningCluster {
@@ -106,6 +106,16 @@ impl RunningCluster {
 
     pub fn faults(&self) -> SimFaults {
         self.sim.faults()
+    }
+
+    /// Makes the cluster's nodes exactly these names, as instances join and
+    /// leave; shards still on nodes that leave are lost (see `_cat/shards`).
+    pub fn set_nodes(&self, names: &[String]) {
+        self.sim.set_nodes(names);
+    }
+
+    pub fn node_names(&self) -> Vec<String> {
+        self.sim.nodes().into_iter().map(|n| n.name).collect()
     }
 
     /// Stops accepting requests, lets the ones in flight finish, and waits
@@ -285,6 +295,13 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         [] => wrong(&["GET", "HEAD"]),
         ["_cluster", "health"] if get => cluster::health(sim, req, None).await,
         ["_cluster", "health", indices] if get => cluster::health(sim, req, Some(indices)).await,
+        ["_cat", "nodes"] if get => nodes::cat_nodes(sim, req),
+        ["_cat", "shards"] if get => nodes::cat_shards(sim, req, None),
+        ["_cat", "shards", index] if get => nodes::cat_shards(sim, req, Some(index)),
+        ["_nodes"] if get => nodes::nodes_info(sim),
+        ["_cluster", "settings"] if get => nodes::get_settings(sim),
+        ["_cluster", "settings"] if put => nodes::put_settings(sim, req),
+        ["_cluster", "settings"] => wrong(&["GET", "PUT"]),
         ["_cat", "indices"] if get => indices::cat(sim, req, None),
         ["_cat", "indices", pattern] if get => indices::cat(sim, req, Some(pattern)),
         ["_recovery"] if get => restore::recovery(sim, req, None),

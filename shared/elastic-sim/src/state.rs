@@ -20,13 +20,15 @@ pub struct Sim {
     pub cluster_name: String,
     pub cluster_uuid: String,
     pub version: String,
-    pub nodes: Vec<Node>,
+    /// Changes as instances come and go ([`Sim::set_nodes`]).
+    nodes: Mutex<Vec<Node>>,
     pub fs_root: Option<std::path::PathBuf>,
     pub s3: Option<crate::config::S3Access>,
     faults: Mutex<SimFaults>,
     state: Mutex<ClusterState>,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     pub id: String,
     pub name: String,
@@ -44,7 +46,7 @@ impl Sim {
             cluster_name: config.cluster_name,
             cluster_uuid: new_uuid(),
             version: config.version,
-            nodes,
+            nodes: Mutex::new(nodes),
             fs_root: config.fs_root,
             s3: config.s3,
             faults: Mutex::new(config.faults),
@@ -79,14 +81,102 @@ impl Sim {
         }
     }
 
-    pub fn node_count(&self) -> u32 {
-        u32::try_from(self.nodes.len()).unwrap_or(u32::MAX)
+    pub fn nodes(&self) -> Vec<Node> {
+        self.nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
-    pub fn master(&self) -> &Node {
-        // `new` always makes at least one node.
-        &self.nodes[0]
+    /// Nodes that may hold shards: all but those excluded by
+    /// `cluster.routing.allocation.exclude._name`. When every node is
+    /// excluded, shards have nowhere to go and stay where they are.
+    pub fn eligible_nodes(&self) -> Vec<Node> {
+        let nodes = self.nodes();
+        let excluded = self.state().excluded_names();
+        let eligible: Vec<Node> = nodes
+            .iter()
+            .filter(|n| !excluded.contains(&n.name))
+            .cloned()
+            .collect();
+        if eligible.is_empty() { nodes } else { eligible }
     }
+
+    /// The nodes replicas can be spread over.
+    pub fn node_count(&self) -> u32 {
+        u32::try_from(self.eligible_nodes().len()).unwrap_or(u32::MAX)
+    }
+
+    pub fn master(&self) -> Node {
+        let nodes = self.nodes();
+        nodes.first().cloned().unwrap_or_else(|| Node {
+            id: String::new(),
+            name: String::new(),
+        })
+    }
+
+    /// Makes the cluster's nodes exactly `names` (nodes keep their ids
+    /// while they stay). A shard whose every copy was on the nodes that
+    /// left is lost, and its index turns red: that is what happens when
+    /// nodes go before their shards were moved off them.
+    pub fn set_nodes(&self, names: &[String]) {
+        if names.is_empty() {
+            return;
+        }
+        let before = self.nodes();
+        let eligible_before = self.eligible_nodes();
+        let leaving: Vec<String> = before
+            .iter()
+            .filter(|n| !names.contains(&n.name))
+            .map(|n| n.id.clone())
+            .collect();
+        let mut state = self.state();
+        if !leaving.is_empty() {
+            for (name, index) in state.indices.iter_mut() {
+                let copies = 1 + index.assigned_replicas(len_u32(&eligible_before));
+                for shard in 0..index.number_of_shards {
+                    let all_leave = (0..copies).all(|copy| {
+                        let node = placement(&eligible_before, name, shard, copy);
+                        node.is_some_and(|n| leaving.contains(&n.id))
+                    });
+                    if all_leave {
+                        index.lost_shards.insert(shard);
+                    }
+                }
+            }
+        }
+        drop(state);
+        let mut kept: Vec<Node> = before
+            .into_iter()
+            .filter(|n| names.contains(&n.name))
+            .collect();
+        for name in names {
+            if !kept.iter().any(|n| &n.name == name) {
+                kept.push(Node {
+                    id: new_uuid(),
+                    name: name.clone(),
+                });
+            }
+        }
+        *self.nodes.lock().unwrap_or_else(PoisonError::into_inner) = kept;
+    }
+}
+
+fn len_u32(nodes: &[Node]) -> u32 {
+    u32::try_from(nodes.len()).unwrap_or(u32::MAX)
+}
+
+/// Where copy `copy` (0 is the primary) of a shard lives: spread round
+/// robin over the eligible nodes from a start that depends on the index,
+/// so that indices do not all put shard 0 on the same node.
+pub fn placement<'a>(eligible: &'a [Node], index: &str, shard: u32, copy: u32) -> Option<&'a Node> {
+    if eligible.is_empty() {
+        return None;
+    }
+    let start = index.bytes().fold(0usize, |h, b| {
+        h.wrapping_mul(31).wrapping_add(usize::from(b))
+    });
+    eligible.get((start + shard as usize + copy as usize) % eligible.len())
 }
 
 #[derive(Default)]
@@ -95,9 +185,32 @@ pub struct ClusterState {
     pub repositories: BTreeMap<String, Repository>,
     /// At most one running snapshot per repository.
     pub running: BTreeMap<String, RunningSnapshot>,
+    /// `PUT _cluster/settings`, flat keys, as set.
+    pub persistent_settings: Map<String, Value>,
+    pub transient_settings: Map<String, Value>,
 }
 
 impl ClusterState {
+    /// Node names excluded from allocation; a transient setting wins over
+    /// a persistent one, as in Elasticsearch.
+    pub fn excluded_names(&self) -> Vec<String> {
+        const KEY: &str = "cluster.routing.allocation.exclude._name";
+        let value = self
+            .transient_settings
+            .get(KEY)
+            .or_else(|| self.persistent_settings.get(KEY));
+        value
+            .and_then(Value::as_str)
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn index_names(&self) -> Vec<String> {
         self.indices.keys().cloned().collect()
     }
@@ -224,6 +337,8 @@ pub struct Index {
     pub recovery: Recovery,
     pub mounted: Option<Mounted>,
     pub seq_no: u64,
+    /// Shards whose every copy was on nodes that left.
+    pub lost_shards: std::collections::BTreeSet<u32>,
 }
 
 /// The health of one index, and its shard counts for `_cluster/health`.
@@ -252,6 +367,7 @@ impl Index {
             recovery: Recovery::instant(RecoverySource::EmptyStore, 0),
             mounted: None,
             seq_no: 0,
+            lost_shards: std::collections::BTreeSet::new(),
         }
     }
 
@@ -337,6 +453,17 @@ impl Index {
                 active: 0,
                 initializing: shards,
                 unassigned: shards * self.number_of_replicas,
+            };
+        }
+        let lost = u32::try_from(self.lost_shards.len()).unwrap_or(u32::MAX);
+        if lost > 0 {
+            let kept = shards.saturating_sub(lost);
+            return ShardHealth {
+                level: 2,
+                active_primary: kept,
+                active: kept * (1 + assigned),
+                initializing: 0,
+                unassigned: lost * (1 + self.number_of_replicas) + kept * missing,
             };
         }
         ShardHealth {

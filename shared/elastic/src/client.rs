@@ -3,8 +3,8 @@
 use crate::encode::{exact_name, index_list, new_snapshot_name};
 use crate::error::{ElasticError, failure_from_object, snippet};
 use crate::model::{
-    ClusterHealth, CreateSnapshot, CreateSnapshotResponse, HealthStatus, MountRequest,
-    RepositoryRegistration, RestoreInfo, RestoreRequest, RestoreResponse, SnapshotInfo,
+    ClusterHealth, CreateSnapshot, CreateSnapshotResponse, HealthStatus, MountRequest, NodeRow,
+    RepositoryRegistration, RestoreInfo, RestoreRequest, RestoreResponse, ShardRow, SnapshotInfo,
     SnapshotStatus,
 };
 use crate::recovery::{IndexRecovery, RecoveryProgress};
@@ -385,6 +385,54 @@ impl ElasticClient {
     /// `GET {indices}/_recovery` (every index when `indices` is empty):
     /// every shard recovery the cluster still reports, finished ones
     /// included, so the totals say how far a restore has got.
+    /// `GET _cat/nodes`: the nodes in the cluster, by id and name.
+    pub async fn nodes(&self) -> Result<Vec<NodeRow>, ElasticError> {
+        let query = [
+            ("format", "json".to_string()),
+            ("full_id", "true".to_string()),
+            ("h", "id,name".to_string()),
+        ];
+        let (status, body) = self
+            .execute(Method::GET, "_cat/nodes", &query, None, Duration::ZERO)
+            .await?;
+        success(status, &body)?;
+        parse(status, &body)
+    }
+
+    /// `GET _cat/shards`: every shard copy and the node it is on (none
+    /// while unassigned).
+    pub async fn shards(&self) -> Result<Vec<ShardRow>, ElasticError> {
+        let query = [
+            ("format", "json".to_string()),
+            ("h", "index,shard,prirep,state,node".to_string()),
+        ];
+        let (status, body) = self
+            .execute(Method::GET, "_cat/shards", &query, None, Duration::ZERO)
+            .await?;
+        success(status, &body)?;
+        parse(status, &body)
+    }
+
+    /// `PUT _cluster/settings` with persistent settings (flat keys; `null`
+    /// removes one).
+    pub async fn put_persistent_settings(
+        &self,
+        settings: serde_json::Map<String, Value>,
+    ) -> Result<(), ElasticError> {
+        let body = to_body(&serde_json::json!({ "persistent": settings }))?;
+        let (status, body) = self
+            .execute(
+                Method::PUT,
+                "_cluster/settings",
+                &[],
+                Some(body),
+                Duration::ZERO,
+            )
+            .await?;
+        success(status, &body)?;
+        acknowledged(status, &body, "_cluster/settings")
+    }
+
     pub async fn recovery(&self, indices: &[String]) -> Result<RecoveryProgress, ElasticError> {
         self.recovery_query(indices, false).await
     }

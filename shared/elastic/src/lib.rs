@@ -21,8 +21,8 @@ pub use encode::encode_snapshot_name;
 pub use error::{Cause, ElasticError, Failure};
 pub use model::{
     ClusterHealth, CreateSnapshot, CreateSnapshotResponse, FileStats, HealthStatus,
-    IndexSnapshotStatus, MountRequest, MountStorage, RepositoryRegistration, RestoreInfo,
-    RestoreRequest, RestoreResponse, ShardCounts, ShardsStats, SnapshotInfo, SnapshotShardFailure,
-    SnapshotState, SnapshotStats, SnapshotStatus, SnapshotStatusState,
+    IndexSnapshotStatus, MountRequest, MountStorage, NodeRow, RepositoryRegistration, RestoreInfo,
+    RestoreRequest, RestoreResponse, ShardCounts, ShardRow, ShardsStats, SnapshotInfo,
+    SnapshotShardFailure, SnapshotState, SnapshotStats, SnapshotStatus, SnapshotStatusState,
 };
 pub use recovery::{RecoveryProgress, ShardRecovery};

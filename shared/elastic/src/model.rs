@@ -428,3 +428,24 @@ pub struct MountRequest {
     #[serde(skip)]
     pub storage: MountStorage,
 }
+
+/// A row of `_cat/nodes`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct NodeRow {
+    pub id: String,
+    pub name: String,
+}
+
+/// A row of `_cat/shards`: one copy of one shard.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ShardRow {
+    pub index: String,
+    pub shard: String,
+    /// `p` for a primary, `r` for a replica.
+    pub prirep: String,
+    /// `STARTED`, `RELOCATING`, `INITIALIZING` or `UNASSIGNED`.
+    pub state: String,
+    /// The node's name; none while unassigned.
+    #[serde(default)]
+    pub node: Option<String>,
+}

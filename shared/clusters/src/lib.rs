@@ -1,0 +1,137 @@
+//! How the control plane reaches a deployment's Elasticsearch cluster.
+//!
+//! Plans (joining and draining nodes, registering the repository), the
+//! snapshotter and the snapshot API all talk to a cluster through
+//! [`Clusters`]: on EC2 by a running node's private address
+//! ([`NodeAddresses`]); in local mode and tests by a simulated cluster
+//! per deployment whose nodes follow the simulated instances
+//! ([`simulated::SimulatedClusters`], feature `simulated`).
+
+#[cfg(feature = "simulated")]
+pub mod simulated;
+
+use async_trait::async_trait;
+use floe_compute::{Compute, ComputeError, InstanceState};
+use floe_domain::deployment::Deployment;
+use floe_elastic::{Auth, ElasticClient, ElasticError};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// No node of the deployment runs (yet, or any more).
+    #[error("deployment {deployment_id} has no running node to talk to")]
+    NoRunningNode { deployment_id: String },
+    #[error("compute: {0}")]
+    Compute(#[from] ComputeError),
+    #[error("elasticsearch client: {0}")]
+    Client(#[from] ElasticError),
+    /// The simulated cluster could not start (local mode only).
+    #[error("simulated cluster: {0}")]
+    Simulator(String),
+}
+
+impl ClusterError {
+    /// Worth trying again later (a node booting, a throttled describe).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClusterError::NoRunningNode { .. } => true,
+            ClusterError::Compute(e) => !matches!(e, ComputeError::Permanent { .. }),
+            ClusterError::Client(_) | ClusterError::Simulator(_) => false,
+        }
+    }
+}
+
+/// A running node of the cluster, as Elasticsearch names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeAddress {
+    /// The instance id; nodes are named after their instance.
+    pub node_name: String,
+    pub private_ip: String,
+}
+
+#[async_trait]
+pub trait Clusters: Send + Sync + 'static {
+    /// A client for the deployment's cluster, through one of its running
+    /// nodes (preferring nodes not in `avoid`, such as nodes being drained).
+    async fn client(
+        &self,
+        deployment: &Deployment,
+        avoid: &[String],
+    ) -> Result<ElasticClient, ClusterError>;
+
+    /// The deployment's nodes are gone (shutdown, delete): forget anything
+    /// kept for its cluster.
+    async fn forget(&self, deployment_id: &str);
+}
+
+/// Running instances with an address, in a stable order.
+pub async fn running_nodes(
+    compute: &dyn Compute,
+    deployment_id: &str,
+) -> Result<Vec<NodeAddress>, ComputeError> {
+    let mut nodes: Vec<NodeAddress> = compute
+        .instances(deployment_id)
+        .await?
+        .into_iter()
+        .filter(|i| i.state == InstanceState::Running)
+        .filter_map(|i| {
+            i.private_ip.map(|ip| NodeAddress {
+                node_name: i.id,
+                private_ip: ip,
+            })
+        })
+        .collect();
+    nodes.sort_by(|a, b| a.node_name.cmp(&b.node_name));
+    Ok(nodes)
+}
+
+/// Production: the cluster's HTTP port on a running node's private address
+/// (the functions run in the nodes' VPC).
+pub struct NodeAddresses {
+    compute: Arc<dyn Compute>,
+    scheme: &'static str,
+    port: u16,
+    auth: Option<Auth>,
+    timeout: Duration,
+}
+
+impl NodeAddresses {
+    pub fn new(
+        compute: Arc<dyn Compute>,
+        https: bool,
+        port: u16,
+        auth: Option<Auth>,
+        timeout: Duration,
+    ) -> NodeAddresses {
+        NodeAddresses {
+            compute,
+            scheme: if https { "https" } else { "http" },
+            port,
+            auth,
+            timeout,
+        }
+    }
+}
+
+#[async_trait]
+impl Clusters for NodeAddresses {
+    async fn client(
+        &self,
+        deployment: &Deployment,
+        avoid: &[String],
+    ) -> Result<ElasticClient, ClusterError> {
+        let nodes = running_nodes(self.compute.as_ref(), &deployment.id).await?;
+        let node = nodes
+            .iter()
+            .find(|n| !avoid.contains(&n.node_name))
+            .or_else(|| nodes.first())
+            .ok_or_else(|| ClusterError::NoRunningNode {
+                deployment_id: deployment.id.clone(),
+            })?;
+        let url = format!("{}://{}:{}", self.scheme, node.private_ip, self.port);
+        Ok(ElasticClient::new(&url, self.auth.clone(), self.timeout)?)
+    }
+
+    async fn forget(&self, _deployment_id: &str) {}
+}
