@@ -3,6 +3,9 @@
 
 use floe_api::AppState;
 use floe_auth::{KeySource, Verifier, VerifierConfig};
+use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
+use floe_clusters::{Clusters, NodeAddresses};
+use floe_compute::Compute;
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_domain::repository::EndpointPolicy;
 use floe_plans::queue::QueueError;
@@ -196,26 +199,42 @@ pub fn endpoint_policy() -> Result<EndpointPolicy, ConfigError> {
 }
 
 /// The API's state, with the queue that wakes workers.
-pub async fn state(queue: Arc<dyn WorkQueue>, store: Store) -> Result<AppState, ConfigError> {
+pub async fn state(
+    queue: Arc<dyn WorkQueue>,
+    clusters: Arc<dyn Clusters>,
+    store: Store,
+) -> Result<AppState, ConfigError> {
     Ok(AppState {
         store,
         cipher: cipher().await?,
         verifier: Arc::new(verifier().await?),
         endpoint_policy: endpoint_policy()?,
         queue,
+        clusters,
     })
 }
 
 /// Local mode runs the worker in this process: an in-process queue, the
 /// plan engine over the simulated compute provider, and a periodic sweep.
-pub fn local_worker(store: Store) -> Result<Arc<dyn WorkQueue>, ConfigError> {
-    let compute =
-        SimulatedCompute::new(SimulatedConfig::from_env().map_err(|m| invalid("FLOE_SIM_*", m))?);
+pub fn local_worker(store: Store) -> Result<(Arc<dyn WorkQueue>, Arc<dyn Clusters>), ConfigError> {
+    let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
+        SimulatedConfig::from_env().map_err(|m| invalid("FLOE_SIM_*", m))?,
+    ));
+    // The simulated clusters keep fs repositories under the data folder, as
+    // `path.repo`, shared by every deployment so clones see their source's
+    // snapshots.
+    let clusters: Arc<dyn Clusters> = Arc::new(SimulatedClusters::new(
+        compute.clone(),
+        SimulatedClustersConfig {
+            fs_root: Some(data_dir().join("repositories")),
+            ..SimulatedClustersConfig::default()
+        },
+    ));
     let settings = StepSettings {
         poll: Duration::from_millis(poll_ms()?),
         ..StepSettings::default()
     };
-    let steps = Arc::new(DeploymentSteps::new(Arc::new(compute), settings));
+    let steps = Arc::new(DeploymentSteps::new(compute, clusters.clone(), settings));
     let (queue, mut jobs) = LocalQueue::new();
     let queue: Arc<dyn WorkQueue> = Arc::new(queue);
     let engine = Arc::new(Engine::new(
@@ -246,7 +265,7 @@ pub fn local_worker(store: Store) -> Result<Arc<dyn WorkQueue>, ConfigError> {
             }
         }
     });
-    Ok(queue)
+    Ok((queue, clusters))
 }
 
 fn poll_ms() -> Result<u64, ConfigError> {
@@ -256,6 +275,39 @@ fn poll_ms() -> Result<u64, ConfigError> {
             .parse()
             .map_err(|_| invalid("FLOE_PLAN_POLL_MS", "must be whole milliseconds")),
     }
+}
+
+/// On Lambda the api function reaches clusters by their nodes' private
+/// addresses (it runs in the nodes' VPC); describing instances is all it
+/// asks of EC2, so no launch settings are needed here.
+pub async fn lambda_clusters() -> Result<Arc<dyn Clusters>, ConfigError> {
+    let compute = floe_compute_ec2::Ec2Compute::from_env(floe_compute_ec2::Ec2Config {
+        image_arm64: String::new(),
+        image_x86_64: String::new(),
+        subnets: Vec::new(),
+        security_groups: Vec::new(),
+        instance_profile: None,
+        key_name: None,
+    })
+    .await;
+    let https = match var("FLOE_ES_SCHEME").as_deref() {
+        None | Some("https") => true,
+        Some("http") => false,
+        Some(_) => return Err(invalid("FLOE_ES_SCHEME", "must be http or https")),
+    };
+    let port = match var("FLOE_ES_PORT") {
+        None => 9200,
+        Some(p) => p
+            .parse()
+            .map_err(|_| invalid("FLOE_ES_PORT", "must be a port number"))?,
+    };
+    Ok(Arc::new(NodeAddresses::new(
+        Arc::new(compute),
+        https,
+        port,
+        None,
+        Duration::from_secs(20),
+    )))
 }
 
 /// On Lambda the api function records plans and wakes the worker through

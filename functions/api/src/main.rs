@@ -45,18 +45,22 @@ async fn serve() -> ExitCode {
         }
     };
     let on_lambda = std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some();
-    let queue: std::sync::Arc<dyn floe_plans::WorkQueue> = if on_lambda {
-        config::lambda_queue().await
+    let adapters = if on_lambda {
+        match config::lambda_clusters().await {
+            Ok(c) => Ok((config::lambda_queue().await, c)),
+            Err(e) => Err(e),
+        }
     } else {
-        match config::local_worker(store.clone()) {
-            Ok(q) => q,
-            Err(e) => {
-                eprintln!("floe-api: {e}");
-                return ExitCode::from(2);
-            }
+        config::local_worker(store.clone())
+    };
+    let (queue, clusters) = match adapters {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("floe-api: {e}");
+            return ExitCode::from(2);
         }
     };
-    let state = match config::state(queue, store).await {
+    let state = match config::state(queue, clusters, store).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "configuration error");

@@ -3,6 +3,8 @@
 //! stops the function at its first start with the variable's name, rather
 //! than failing plans one step at a time.
 
+use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
+use floe_clusters::{Clusters, NodeAddresses};
 use floe_compute::Compute;
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
@@ -49,6 +51,9 @@ pub struct WorkerConfig {
     pub region: String,
     /// Where nodes read their bootstrap parameters (`FLOE_PARAMETER_PREFIX`).
     pub parameter_prefix: String,
+    /// How the worker reaches a node's HTTP port (`FLOE_ES_SCHEME`, `FLOE_ES_PORT`).
+    pub es_https: bool,
+    pub es_port: u16,
 }
 
 impl WorkerConfig {
@@ -91,12 +96,25 @@ impl WorkerConfig {
             Some("simulated") => ComputeChoice::Simulated,
             Some(_) => return Err(invalid("FLOE_COMPUTE", "must be ec2 or simulated")),
         };
+        let es_https = match var("FLOE_ES_SCHEME").as_deref() {
+            None | Some("https") => true,
+            Some("http") => false,
+            Some(_) => return Err(invalid("FLOE_ES_SCHEME", "must be http or https")),
+        };
+        let es_port = match var("FLOE_ES_PORT") {
+            None => 9200,
+            Some(p) => p
+                .parse()
+                .map_err(|_| invalid("FLOE_ES_PORT", "must be a port number"))?,
+        };
         Ok(WorkerConfig {
             table,
             queue_url,
             compute,
             region,
             parameter_prefix,
+            es_https,
+            es_port,
         })
     }
 
@@ -217,16 +235,37 @@ impl Adapters {
         ));
         let queue: Arc<dyn WorkQueue> =
             Arc::new(SqsQueue::from_env(config.queue_url.clone()).await);
-        let compute: Arc<dyn Compute> = match &config.compute {
-            ComputeChoice::Ec2(ec2) => Arc::new(Ec2Compute::from_env(ec2.clone()).await),
-            ComputeChoice::Simulated => Arc::new(SimulatedCompute::new(
-                SimulatedConfig::from_env().map_err(|m| invalid("FLOE_SIM_*", m))?,
-            )),
+        let (compute, clusters): (Arc<dyn Compute>, Arc<dyn Clusters>) = match &config.compute {
+            ComputeChoice::Ec2(ec2) => {
+                let compute: Arc<dyn Compute> = Arc::new(Ec2Compute::from_env(ec2.clone()).await);
+                let clusters = Arc::new(NodeAddresses::new(
+                    compute.clone(),
+                    config.es_https,
+                    config.es_port,
+                    None,
+                    Duration::from_secs(20),
+                ));
+                (compute, clusters)
+            }
+            ComputeChoice::Simulated => {
+                let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
+                    SimulatedConfig::from_env().map_err(|m| invalid("FLOE_SIM_*", m))?,
+                ));
+                let clusters = Arc::new(SimulatedClusters::new(
+                    compute.clone(),
+                    SimulatedClustersConfig::default(),
+                ));
+                (compute, clusters)
+            }
         };
         Ok(Adapters {
             store,
             queue,
-            steps: Arc::new(DeploymentSteps::new(compute, config.step_settings())),
+            steps: Arc::new(DeploymentSteps::new(
+                compute,
+                clusters,
+                config.step_settings(),
+            )),
             engine: EngineConfig::default(),
         })
     }

@@ -75,6 +75,7 @@ fn world(backend: Arc<dyn Backend>) -> World {
     }));
     let steps = Arc::new(DeploymentSteps::new(
         compute.clone(),
+        sim_clusters(&compute),
         StepSettings {
             poll: Duration::from_millis(10),
             ..StepSettings::default()
@@ -368,4 +369,14 @@ async fn other_events_are_errors() -> TestResult {
         Err(WorkerError::SqsEvent(_)) => Ok(()),
         other => Err(format!("{other:?}").into()),
     }
+}
+
+/// The simulated cluster of each deployment, following the simulated instances.
+fn sim_clusters(
+    compute: &std::sync::Arc<floe_compute::simulated::SimulatedCompute>,
+) -> std::sync::Arc<dyn floe_clusters::Clusters> {
+    std::sync::Arc::new(floe_clusters::simulated::SimulatedClusters::new(
+        compute.clone(),
+        floe_clusters::simulated::SimulatedClustersConfig::default(),
+    ))
 }

@@ -15,6 +15,8 @@ pub struct AppState {
     pub endpoint_policy: EndpointPolicy,
     /// Wakes a worker for a new or cancelled plan.
     pub queue: Arc<dyn WorkQueue>,
+    /// Reaches a deployment's Elasticsearch cluster (snapshots).
+    pub clusters: Arc<dyn floe_clusters::Clusters>,
 }
 
 impl AppState {

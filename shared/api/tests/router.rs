@@ -67,6 +67,12 @@ fn api() -> Result<Api, Box<dyn std::error::Error>> {
         verifier: Arc::new(verifier),
         endpoint_policy: EndpointPolicy::default(),
         queue: Arc::new(floe_plans::LocalQueue::new().0),
+        clusters: Arc::new(floe_clusters::simulated::SimulatedClusters::new(
+            Arc::new(floe_compute::simulated::SimulatedCompute::new(
+                floe_compute::simulated::SimulatedConfig::default(),
+            )),
+            floe_clusters::simulated::SimulatedClustersConfig::default(),
+        )),
     };
     Ok(Api { app: app(state) })
 }

@@ -80,7 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..StepSettings::default()
     };
     let steps = Arc::new(Timed {
-        inner: DeploymentSteps::new(compute.clone(), settings),
+        inner: DeploymentSteps::new(compute.clone(), sim_clusters(&compute), settings),
         per_step: Mutex::new(BTreeMap::new()),
     });
     let (queue, mut rx) = LocalQueue::new();
@@ -216,4 +216,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         mean(&per_plan).saturating_sub(mean(&bare))
     );
     Ok(())
+}
+
+/// The simulated cluster of each deployment, following the simulated instances.
+fn sim_clusters(
+    compute: &std::sync::Arc<floe_compute::simulated::SimulatedCompute>,
+) -> std::sync::Arc<dyn floe_clusters::Clusters> {
+    std::sync::Arc::new(floe_clusters::simulated::SimulatedClusters::new(
+        compute.clone(),
+        floe_clusters::simulated::SimulatedClustersConfig::default(),
+    ))
 }

@@ -9,6 +9,7 @@
 
 use crate::engine::{Outcome, StepContext, Steps, fail};
 use async_trait::async_trait;
+use floe_clusters::Clusters;
 use floe_compute::{
     Compute, ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT,
     TAG_NODE_GROUP, TAG_ORG, TAG_PLAN, Volume,
@@ -45,12 +46,23 @@ impl Default for StepSettings {
 
 pub struct DeploymentSteps {
     compute: Arc<dyn Compute>,
+    // Read by the update plan's join and drain steps.
+    #[allow(dead_code)]
+    clusters: Arc<dyn Clusters>,
     settings: StepSettings,
 }
 
 impl DeploymentSteps {
-    pub fn new(compute: Arc<dyn Compute>, settings: StepSettings) -> DeploymentSteps {
-        DeploymentSteps { compute, settings }
+    pub fn new(
+        compute: Arc<dyn Compute>,
+        clusters: Arc<dyn Clusters>,
+        settings: StepSettings,
+    ) -> DeploymentSteps {
+        DeploymentSteps {
+            compute,
+            clusters,
+            settings,
+        }
     }
 }
 

@@ -121,7 +121,11 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
         boot_delay: Duration::from_millis(20),
         ..SimulatedConfig::default()
     }));
-    let steps = Arc::new(Twice(DeploymentSteps::new(compute.clone(), settings())));
+    let steps = Arc::new(Twice(DeploymentSteps::new(
+        compute.clone(),
+        sim_clusters(&compute),
+        settings(),
+    )));
     let (run, status) = drive(steps, PlanKind::Create, None).await?;
     assert_eq!(status, PlanStatus::Succeeded);
     let instances = compute.instances(&run.job.deployment_id).await?;
@@ -155,7 +159,11 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
     assert_eq!(d.status, DeploymentStatus::Running);
 
     // Shutdown terminates every node and keeps the record.
-    let compute_steps = Arc::new(Twice(DeploymentSteps::new(compute.clone(), settings())));
+    let compute_steps = Arc::new(Twice(DeploymentSteps::new(
+        compute.clone(),
+        sim_clusters(&compute),
+        settings(),
+    )));
     let (_, status) = drive(compute_steps, PlanKind::Shutdown, Some((&run.store, &d))).await?;
     assert_eq!(status, PlanStatus::Succeeded);
     assert_eq!(live(&compute, &d.id).await?, 0);
@@ -171,8 +179,10 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
 
 #[tokio::test]
 async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
+    let probe_compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
     let probe = DeploymentSteps::new(
-        Arc::new(SimulatedCompute::new(SimulatedConfig::default())),
+        probe_compute.clone(),
+        sim_clusters(&probe_compute),
         settings(),
     );
     let now = Utc::now();
@@ -209,7 +219,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
     for at in &layout {
         let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
         let steps = Arc::new(FailAfter {
-            inner: DeploymentSteps::new(compute.clone(), settings()),
+            inner: DeploymentSteps::new(compute.clone(), sim_clusters(&compute), settings()),
             at: at.clone(),
         });
         let (run, status) = drive(steps, PlanKind::Create, None).await?;
@@ -260,7 +270,11 @@ async fn a_zone_without_capacity_moves_the_launch_to_another_zone() -> TestResul
         faults: vec![Fault::NoCapacityInZone(1)],
         ..SimulatedConfig::default()
     }));
-    let steps = Arc::new(DeploymentSteps::new(compute.clone(), settings()));
+    let steps = Arc::new(DeploymentSteps::new(
+        compute.clone(),
+        sim_clusters(&compute),
+        settings(),
+    ));
     let (run, status) = drive(steps, PlanKind::Create, None).await?;
     assert_eq!(status, PlanStatus::Succeeded);
     let instances = compute.instances(&run.job.deployment_id).await?;
@@ -305,7 +319,11 @@ async fn permanent_and_transient_compute_errors() -> TestResult {
         ..SimulatedConfig::default()
     }));
     let (_, status) = drive(
-        Arc::new(DeploymentSteps::new(compute.clone(), settings())),
+        Arc::new(DeploymentSteps::new(
+            compute.clone(),
+            sim_clusters(&compute),
+            settings(),
+        )),
         PlanKind::Create,
         None,
     )
@@ -327,7 +345,11 @@ async fn permanent_and_transient_compute_errors() -> TestResult {
         ..SimulatedConfig::default()
     }));
     let (run, status) = drive(
-        Arc::new(DeploymentSteps::new(compute.clone(), settings())),
+        Arc::new(DeploymentSteps::new(
+            compute.clone(),
+            sim_clusters(&compute),
+            settings(),
+        )),
         PlanKind::Create,
         None,
     )
@@ -346,4 +368,14 @@ async fn permanent_and_transient_compute_errors() -> TestResult {
     assert_eq!(live(&compute, &run.job.deployment_id).await?, 0);
     assert!(compute.templates().is_empty());
     Ok(())
+}
+
+/// The simulated cluster of each deployment, following the simulated instances.
+fn sim_clusters(
+    compute: &std::sync::Arc<floe_compute::simulated::SimulatedCompute>,
+) -> std::sync::Arc<dyn floe_clusters::Clusters> {
+    std::sync::Arc::new(floe_clusters::simulated::SimulatedClusters::new(
+        compute.clone(),
+        floe_clusters::simulated::SimulatedClustersConfig::default(),
+    ))
 }

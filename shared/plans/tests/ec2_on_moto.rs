@@ -143,7 +143,17 @@ impl Fixture {
 
     fn steps(&self) -> DeploymentSteps {
         let compute = Ec2Compute::new(self.client.clone(), self.config.clone());
-        DeploymentSteps::new(Arc::new(compute), settings())
+        {
+            let compute: Arc<dyn floe_compute::Compute> = Arc::new(compute);
+            let clusters = Arc::new(floe_clusters::NodeAddresses::new(
+                compute.clone(),
+                false,
+                9200,
+                None,
+                std::time::Duration::from_secs(5),
+            ));
+            DeploymentSteps::new(compute, clusters, settings())
+        }
     }
 
     /// Every instance EC2 lists with the deployment's tag, whatever its state.
