@@ -58,6 +58,11 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
                 "floe_secrets::kms::OPERATIONS",
             );
             add(&mut actions, QUEUE_OPERATIONS, "floe_queue_sqs::OPERATIONS");
+            add(
+                &mut actions,
+                floe_clusters::IAM_ACTIONS,
+                "floe_clusters::IAM_ACTIONS",
+            );
         }
         "WorkerFunction" => {
             actions.extend(store);

@@ -216,7 +216,10 @@ pub async fn state(
 
 /// Local mode runs the worker in this process: an in-process queue, the
 /// plan engine over the simulated compute provider, and a periodic sweep.
-pub fn local_worker(store: Store) -> Result<(Arc<dyn WorkQueue>, Arc<dyn Clusters>), ConfigError> {
+/// The in-process work queue and the clusters its plans reach.
+pub type LocalAdapters = (Arc<dyn WorkQueue>, Arc<dyn Clusters>);
+
+pub fn local_worker(store: Store) -> Result<LocalAdapters, ConfigError> {
     let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
         SimulatedConfig::from_env().map_err(|m| invalid("FLOE_SIM_*", m))?,
     ));

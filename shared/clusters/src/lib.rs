@@ -17,6 +17,10 @@ use floe_elastic::{Auth, ElasticClient, ElasticError};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What [`NodeAddresses`] asks of EC2 (through the compute port), in IAM
+/// terms: every function that reaches clusters needs it.
+pub const IAM_ACTIONS: &[&str] = &["ec2:DescribeInstances"];
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     /// No node of the deployment runs (yet, or any more).

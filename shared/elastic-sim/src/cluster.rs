@@ -77,8 +77,8 @@ pub async fn health(sim: &Arc<Sim>, req: &Req, indices: Option<&str>) -> ApiResu
 }
 
 fn snapshot_health(sim: &Sim, expressions: &[String]) -> Result<(u8, serde_json::Value), ApiError> {
-    let state = sim.state();
     let nodes = sim.node_count();
+    let state = sim.state();
     let picked = if expressions.is_empty() {
         state.index_names()
     } else {

@@ -389,12 +389,12 @@ fn scaled(bytes: u64, unit: Option<&String>) -> Result<String, ApiError> {
 }
 
 pub fn cat(sim: &Sim, req: &Req, pattern: Option<&str>) -> ApiResult {
+    let nodes = sim.node_count();
     let state = sim.state();
     let names = match pattern {
         Some(p) => pick(&state, p)?,
         None => state.index_names(),
     };
-    let nodes = sim.node_count();
     let unit = req.param("bytes");
     let mut rows = Vec::new();
     for name in names {

@@ -122,10 +122,10 @@ pub fn cat_shards(sim: &Sim, req: &Req, index: Option<&str>) -> ApiResult {
 }
 
 pub fn get_settings(sim: &Sim) -> ApiResult {
-    let state = sim.state();
+    let settings = sim.settings();
     Ok(Reply::ok(json!({
-        "persistent": state.persistent_settings,
-        "transient": state.transient_settings,
+        "persistent": settings.persistent,
+        "transient": settings.transient,
     })))
 }
 
@@ -157,11 +157,11 @@ pub fn put_settings(sim: &Sim, req: &Req) -> ApiResult {
             "request body contains unknown key [{key}]"
         )));
     }
-    let mut guard = sim.state();
-    let state = &mut *guard;
+    let mut guard = sim.settings();
+    let settings = &mut *guard;
     for (changes, current) in [
-        (&persistent, &mut state.persistent_settings),
-        (&transient, &mut state.transient_settings),
+        (&persistent, &mut settings.persistent),
+        (&transient, &mut settings.transient),
     ] {
         for (key, value) in changes {
             if value.is_null() {

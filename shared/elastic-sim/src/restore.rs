@@ -389,13 +389,13 @@ fn share(total: u64, parts: u32, shard: u32) -> u64 {
 
 pub fn recovery(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
     let active_only = parse_bool("active_only", req.param("active_only"), false)?;
+    let nodes = sim.node_count();
+    let all_nodes = sim.nodes();
     let state = sim.state();
     let names = match expression {
         Some(e) => pick(&state, e)?,
         None => state.index_names(),
     };
-    let nodes = sim.node_count();
-    let all_nodes = sim.nodes();
     let mut out = Map::new();
     for name in names {
         let Some(index) = state.indices.get(&name) else {

@@ -26,6 +26,7 @@ pub struct Sim {
     pub s3: Option<crate::config::S3Access>,
     faults: Mutex<SimFaults>,
     state: Mutex<ClusterState>,
+    settings: Mutex<ClusterSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +52,7 @@ impl Sim {
             s3: config.s3,
             faults: Mutex::new(config.faults),
             state: Mutex::new(ClusterState::default()),
+            settings: Mutex::new(ClusterSettings::default()),
         }
     }
 
@@ -58,6 +60,10 @@ impl Sim {
     /// while holding it leaves nothing half-written worth refusing over.
     pub fn state(&self) -> MutexGuard<'_, ClusterState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn settings(&self) -> MutexGuard<'_, ClusterSettings> {
+        self.settings.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn faults(&self) -> SimFaults {
@@ -93,7 +99,7 @@ impl Sim {
     /// excluded, shards have nowhere to go and stay where they are.
     pub fn eligible_nodes(&self) -> Vec<Node> {
         let nodes = self.nodes();
-        let excluded = self.state().excluded_names();
+        let excluded = self.settings().excluded_names();
         let eligible: Vec<Node> = nodes
             .iter()
             .filter(|n| !excluded.contains(&n.name))
@@ -185,20 +191,23 @@ pub struct ClusterState {
     pub repositories: BTreeMap<String, Repository>,
     /// At most one running snapshot per repository.
     pub running: BTreeMap<String, RunningSnapshot>,
-    /// `PUT _cluster/settings`, flat keys, as set.
-    pub persistent_settings: Map<String, Value>,
-    pub transient_settings: Map<String, Value>,
 }
 
-impl ClusterState {
+/// `PUT _cluster/settings`, flat keys, as set. Apart from the rest of the
+/// state, so that anything holding the state may still ask which nodes
+/// take shards.
+#[derive(Default)]
+pub struct ClusterSettings {
+    pub persistent: Map<String, Value>,
+    pub transient: Map<String, Value>,
+}
+
+impl ClusterSettings {
     /// Node names excluded from allocation; a transient setting wins over
     /// a persistent one, as in Elasticsearch.
     pub fn excluded_names(&self) -> Vec<String> {
         const KEY: &str = "cluster.routing.allocation.exclude._name";
-        let value = self
-            .transient_settings
-            .get(KEY)
-            .or_else(|| self.persistent_settings.get(KEY));
+        let value = self.transient.get(KEY).or_else(|| self.persistent.get(KEY));
         value
             .and_then(Value::as_str)
             .map(|v| {
@@ -210,7 +219,9 @@ impl ClusterState {
             })
             .unwrap_or_default()
     }
+}
 
+impl ClusterState {
     pub fn index_names(&self) -> Vec<String> {
         self.indices.keys().cloned().collect()
     }

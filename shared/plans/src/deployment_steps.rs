@@ -1,22 +1,32 @@
 //! The steps of deployment plans, over the compute port.
 //!
-//! create:   template:{group} and launch:{group} for every node group, then wait-running
+//! create:   template:{group} and launch:{group} for every node group,
+//!           wait-running, wait-joined
 //! shutdown: terminate, wait-terminated
 //! delete:   terminate, wait-terminated (then the record goes)
-//! update:   refused at layout for now: grow-and-shrink must move shards off
-//!           old nodes before terminating them, which needs the Elasticsearch
-//!           client; until then a failed layout leaves the cluster untouched.
+//! update:   grow and shrink. New nodes first: template:{group} and
+//!           launch:{group} for every group that changes (all of them when
+//!           the version, user settings or repository change), wait-running,
+//!           wait-joined; then drain (exclude the old nodes from shard
+//!           allocation), wait-drained, retire (terminate them),
+//!           wait-retired, clear-exclusion, forget-templates.
+//!
+//! `retire` is the point of no return: before it, unwinding terminates the
+//! new nodes and lets shards back onto the old ones, leaving the previous
+//! topology; after it, the old nodes are gone, so unwinding keeps the new
+//! ones (terminating them would leave no cluster at all).
 
 use crate::engine::{Outcome, StepContext, Steps, fail};
 use async_trait::async_trait;
-use floe_clusters::Clusters;
+use floe_clusters::{ClusterError, Clusters};
 use floe_compute::{
     Compute, ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT,
     TAG_NODE_GROUP, TAG_ORG, TAG_PLAN, Volume,
 };
 use floe_domain::catalog;
 use floe_domain::deployment::{Deployment, DeploymentSpec, NodeGroup};
-use floe_domain::plan::{Plan, PlanKind, StepError};
+use floe_domain::plan::{Plan, PlanKind, StepError, StepStatus};
+use floe_elastic::ElasticError;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,6 +41,8 @@ pub struct StepSettings {
     pub region: String,
     /// Where nodes read their bootstrap data (SSM parameter prefix).
     pub parameter_prefix: String,
+    /// Moving shards off old nodes may take this long before the plan fails.
+    pub drain_timeout: Duration,
 }
 
 impl Default for StepSettings {
@@ -40,14 +52,13 @@ impl Default for StepSettings {
             boot_timeout: Duration::from_secs(20 * 60),
             region: "us-east-1".into(),
             parameter_prefix: "/floe".into(),
+            drain_timeout: Duration::from_secs(6 * 3600),
         }
     }
 }
 
 pub struct DeploymentSteps {
     compute: Arc<dyn Compute>,
-    // Read by the update plan's join and drain steps.
-    #[allow(dead_code)]
     clusters: Arc<dyn Clusters>,
     settings: StepSettings,
 }
@@ -102,12 +113,112 @@ fn tags(plan: &Plan, group: Option<&str>) -> BTreeMap<String, String> {
 }
 
 fn template_name(plan: &Plan, group: &str) -> String {
+    template_name_of(&plan.deployment_id, group, &plan.id)
+}
+
+fn template_name_of(deployment_id: &str, group: &str, plan_id: &str) -> String {
     format!(
-        "floe-{}-{}-{}",
-        plan.deployment_id,
-        group,
-        &plan.id[plan.id.len().saturating_sub(12)..]
+        "floe-{deployment_id}-{group}-{}",
+        plan_id
+            .get(plan_id.len().saturating_sub(12)..)
+            .unwrap_or(plan_id)
     )
+}
+
+/// The setting that keeps shards off nodes being retired.
+const EXCLUDE_SETTING: &str = "cluster.routing.allocation.exclude._name";
+
+/// What an update changes: the groups that get new nodes, and the groups
+/// whose current nodes go.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct UpdateShape {
+    pub replaced: Vec<String>,
+    pub retiring: Vec<String>,
+}
+
+/// A group is replaced when it is new or differs in anything; every group
+/// is, when the version, user settings or repository change (they are in
+/// every node's configuration). Groups that are no longer wanted retire.
+pub fn update_shape(current: &DeploymentSpec, target: &DeploymentSpec) -> UpdateShape {
+    let everything = current.version != target.version
+        || current.user_settings != target.user_settings
+        || current.repository() != target.repository();
+    let mut shape = UpdateShape::default();
+    for g in &target.node_groups {
+        let before = current.node_groups.iter().find(|c| c.id == g.id);
+        if everything || before != Some(g) {
+            shape.replaced.push(g.id.clone());
+            if before.is_some() {
+                shape.retiring.push(g.id.clone());
+            }
+        }
+    }
+    for c in &current.node_groups {
+        if !target.node_groups.iter().any(|g| g.id == c.id) {
+            shape.retiring.push(c.id.clone());
+        }
+    }
+    shape
+}
+
+/// An old node the update retires, as recorded by `drain`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct OldNode {
+    id: String,
+    group: String,
+    plan: String,
+}
+
+fn old_nodes(ctx: &StepContext<'_>) -> Result<Vec<OldNode>, StepError> {
+    let Some(v) = ctx.output("drain") else {
+        return Ok(Vec::new());
+    };
+    serde_json::from_value(v["nodes"].clone()).map_err(|e| StepError {
+        failure_type: "invalid_plan".into(),
+        message: format!("the drain step's output cannot be read: {e}"),
+    })
+}
+
+/// Shard copies on the named nodes, and copies still moving anywhere.
+fn shards_on(shards: &[floe_elastic::ShardRow], names: &[String]) -> (usize, usize) {
+    // A relocating copy shows as "from -> address id to".
+    let on = shards
+        .iter()
+        .filter(|s| {
+            s.node.as_deref().is_some_and(|n| {
+                names
+                    .iter()
+                    .any(|name| n == name || n.starts_with(&format!("{name} ")))
+            })
+        })
+        .count();
+    let moving = shards
+        .iter()
+        .filter(|s| s.state == "RELOCATING" || s.state == "INITIALIZING")
+        .count();
+    (on, moving)
+}
+
+fn cluster_outcome(e: ClusterError, doing: &str, poll: Duration) -> Outcome {
+    if e.is_transient() {
+        Outcome::Wait {
+            after: poll,
+            note: format!("{doing}: {e}"),
+        }
+    } else {
+        fail("cluster_unreachable", format!("{doing}: {e}"))
+    }
+}
+
+fn elastic_outcome(e: ElasticError, doing: &str, poll: Duration) -> Outcome {
+    if e.is_transient() {
+        Outcome::Wait {
+            after: poll,
+            note: format!("{doing}: {e}"),
+        }
+    } else {
+        fail("elasticsearch_error", format!("{doing}: {e}"))
+    }
 }
 
 /// How many of `count` nodes go to each of `zones` zones: as even as can be.
@@ -298,7 +409,19 @@ impl DeploymentSteps {
             Ok(s) => s,
             Err(e) => return Outcome::Fail(e),
         };
-        let expected: u32 = spec.node_groups.iter().map(|g| g.count).sum();
+        // Only the groups this plan launches (an update leaves the others be).
+        let launched: Vec<&str> = ctx
+            .plan
+            .steps
+            .iter()
+            .filter_map(|s| s.step_id.strip_prefix("launch:"))
+            .collect();
+        let expected: u32 = spec
+            .node_groups
+            .iter()
+            .filter(|g| launched.contains(&g.id.as_str()))
+            .map(|g| g.count)
+            .sum();
         let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
             Ok(i) => i,
             Err(e) => return outcome_of(e),
@@ -364,6 +487,8 @@ impl DeploymentSteps {
             .filter(|i| i.state != InstanceState::Terminated)
             .count();
         if left == 0 {
+            // No node is left of the cluster: nothing kept for it is of use.
+            self.clusters.forget(&ctx.plan.deployment_id).await;
             return Outcome::Done(Value::Null);
         }
         if ctx.elapsed() > self.settings.boot_timeout {
@@ -379,9 +504,306 @@ impl DeploymentSteps {
     }
 }
 
+impl DeploymentSteps {
+    /// Every running node of the deployment has joined its cluster.
+    async fn wait_joined(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let running = match floe_clusters::running_nodes(
+            self.compute.as_ref(),
+            &ctx.plan.deployment_id,
+        )
+        .await
+        {
+            Ok(n) => n,
+            Err(e) => return outcome_of(e),
+        };
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => {
+                return self.waiting(
+                    ctx,
+                    cluster_outcome(e, "reaching the cluster", poll),
+                    "join_timeout",
+                );
+            }
+        };
+        let joined = match client.nodes().await {
+            Ok(n) => n,
+            Err(e) => {
+                return self.waiting(
+                    ctx,
+                    elastic_outcome(e, "listing nodes", poll),
+                    "join_timeout",
+                );
+            }
+        };
+        let missing: Vec<&str> = running
+            .iter()
+            .filter(|r| !joined.iter().any(|j| j.name == r.node_name))
+            .map(|r| r.node_name.as_str())
+            .collect();
+        if missing.is_empty() {
+            ctx.log(format!("{} nodes in the cluster", joined.len()));
+            return Outcome::Done(json!({"nodes": joined.len()}));
+        }
+        self.waiting(
+            ctx,
+            Outcome::Wait {
+                after: poll,
+                note: format!("waiting for {} to join", missing.join(", ")),
+            },
+            "join_timeout",
+        )
+    }
+
+    /// Turns a wait into a failure once the step has waited too long.
+    fn waiting(&self, ctx: &StepContext<'_>, outcome: Outcome, failure_type: &str) -> Outcome {
+        match outcome {
+            Outcome::Wait { note, .. } if ctx.elapsed() > self.settings.boot_timeout => fail(
+                failure_type,
+                format!("gave up after {} s: {note}", ctx.elapsed().as_secs()),
+            ),
+            other => other,
+        }
+    }
+
+    /// Excludes the retiring groups' old nodes from shard allocation, so
+    /// Elasticsearch moves their shards to the new ones.
+    async fn drain(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let (current, target) = match target(ctx.plan) {
+            Ok(t) => (&ctx.deployment.spec, t),
+            Err(e) => return Outcome::Fail(e),
+        };
+        let shape = update_shape(current, &target);
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return outcome_of(e),
+        };
+        let old: Vec<OldNode> = instances
+            .into_iter()
+            .filter(|i| !is_gone(i.state))
+            .filter(|i| i.tags.get(TAG_PLAN) != Some(&ctx.plan.id))
+            .filter_map(|i| {
+                let group = i.tags.get(TAG_NODE_GROUP)?.clone();
+                shape.retiring.contains(&group).then(|| OldNode {
+                    plan: i.tags.get(TAG_PLAN).cloned().unwrap_or_default(),
+                    id: i.id,
+                    group,
+                })
+            })
+            .collect();
+        let names: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
+        let client = match self.clusters.client(ctx.deployment, &names).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
+        };
+        let mut settings = serde_json::Map::new();
+        settings.insert(EXCLUDE_SETTING.into(), Value::String(names.join(",")));
+        if let Err(e) = client.put_persistent_settings(settings).await {
+            return elastic_outcome(e, "excluding the old nodes", poll);
+        }
+        ctx.log(format!("moving shards off {}", names.join(", ")));
+        Outcome::Done(json!({"nodes": old}))
+    }
+
+    /// Excludes this plan's nodes from allocation and waits until no shard
+    /// is left on them; `None` once they hold nothing.
+    async fn drain_new_nodes(&self, ctx: &StepContext<'_>) -> Option<Outcome> {
+        let poll = self.settings.poll;
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return Some(outcome_of(e)),
+        };
+        let names: Vec<String> = instances
+            .into_iter()
+            .filter(|i| i.tags.get(TAG_PLAN) == Some(&ctx.plan.id) && !is_gone(i.state))
+            .map(|i| i.id)
+            .collect();
+        if names.is_empty() {
+            return None;
+        }
+        let client = match self.clusters.client(ctx.deployment, &names).await {
+            Ok(c) => c,
+            Err(e) => return Some(cluster_outcome(e, "reaching the cluster", poll)),
+        };
+        let mut settings = serde_json::Map::new();
+        settings.insert(EXCLUDE_SETTING.into(), Value::String(names.join(",")));
+        if let Err(e) = client.put_persistent_settings(settings).await {
+            return Some(elastic_outcome(e, "excluding the new nodes", poll));
+        }
+        match client.shards().await {
+            Ok(shards) => {
+                let (on, moving) = shards_on(&shards, &names);
+                if on == 0 && moving == 0 {
+                    ctx.log(format!(
+                        "no shard left on the new nodes {}",
+                        names.join(", ")
+                    ));
+                    None
+                } else {
+                    Some(Outcome::Wait {
+                        after: poll,
+                        note: format!("{on} shard copies still on the new nodes, {moving} moving"),
+                    })
+                }
+            }
+            Err(e) => Some(elastic_outcome(e, "listing shards", poll)),
+        }
+    }
+
+    /// No shard copy is left on (or moving off) an old node.
+    async fn wait_drained(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let old = match old_nodes(ctx) {
+            Ok(o) => o,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let names: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
+        let client = match self.clusters.client(ctx.deployment, &names).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
+        };
+        let shards = match client.shards().await {
+            Ok(s) => s,
+            Err(e) => return elastic_outcome(e, "listing shards", poll),
+        };
+        let (on_old, moving) = shards_on(&shards, &names);
+        if on_old == 0 && moving == 0 {
+            ctx.log(format!("no shard left on {} old nodes", names.len()));
+            return Outcome::Done(json!({"shards": shards.len()}));
+        }
+        if ctx.elapsed() > self.settings.drain_timeout {
+            return fail(
+                "drain_timeout",
+                format!(
+                    "{on_old} shard copies still on the old nodes after {} s",
+                    ctx.elapsed().as_secs()
+                ),
+            );
+        }
+        Outcome::Wait {
+            after: poll,
+            note: format!("{on_old} shard copies still on the old nodes, {moving} moving"),
+        }
+    }
+
+    async fn retire(&self, ctx: &StepContext<'_>) -> Outcome {
+        let old = match old_nodes(ctx) {
+            Ok(o) => o,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let ids: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
+        if !ids.is_empty() {
+            if let Err(e) = self.compute.terminate(&ids).await {
+                return outcome_of(e);
+            }
+            ctx.log(format!("terminated {}", ids.join(", ")));
+        }
+        Outcome::Done(json!({"terminated": ids}))
+    }
+
+    async fn wait_retired(&self, ctx: &StepContext<'_>) -> Outcome {
+        let old = match old_nodes(ctx) {
+            Ok(o) => o,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return outcome_of(e),
+        };
+        let left = instances
+            .iter()
+            .filter(|i| old.iter().any(|o| o.id == i.id))
+            .filter(|i| i.state != InstanceState::Terminated)
+            .count();
+        if left == 0 {
+            return Outcome::Done(Value::Null);
+        }
+        if ctx.elapsed() > self.settings.boot_timeout {
+            return fail(
+                "terminate_timeout",
+                format!("{left} old nodes still not terminated"),
+            );
+        }
+        Outcome::Wait {
+            after: self.settings.poll,
+            note: format!("{left} old nodes still terminating"),
+        }
+    }
+
+    async fn clear_exclusion(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
+        };
+        let mut settings = serde_json::Map::new();
+        settings.insert(EXCLUDE_SETTING.into(), Value::Null);
+        match client.put_persistent_settings(settings).await {
+            Ok(()) => Outcome::Done(Value::Null),
+            Err(e) => elastic_outcome(e, "clearing the allocation exclusion", poll),
+        }
+    }
+
+    /// The old nodes' launch templates (one per group and plan that made them).
+    async fn forget_templates(&self, ctx: &StepContext<'_>) -> Outcome {
+        let old = match old_nodes(ctx) {
+            Ok(o) => o,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let mut names: Vec<String> = old
+            .iter()
+            .filter(|n| !n.plan.is_empty())
+            .map(|n| template_name_of(&ctx.plan.deployment_id, &n.group, &n.plan))
+            .collect();
+        names.sort();
+        names.dedup();
+        for name in &names {
+            if let Err(e) = self.compute.delete_launch_template(name).await {
+                return outcome_of(e);
+            }
+        }
+        Outcome::Done(json!({"deleted": names}))
+    }
+
+    fn update_layout(
+        &self,
+        plan: &Plan,
+        deployment: &Deployment,
+    ) -> Result<Vec<String>, StepError> {
+        let target = target(plan)?;
+        let shape = update_shape(&deployment.spec, &target);
+        // Does nothing; its undo, the last of an unwinding, lifts the
+        // allocation exclusion the other undos leave behind.
+        let mut steps = vec!["begin".to_string()];
+        for g in &shape.replaced {
+            steps.push(format!("template:{g}"));
+            steps.push(format!("launch:{g}"));
+        }
+        if !shape.replaced.is_empty() {
+            steps.push("wait-running".into());
+        }
+        steps.push("wait-joined".into());
+        if !shape.retiring.is_empty() {
+            for s in [
+                "drain",
+                "wait-drained",
+                "retire",
+                "wait-retired",
+                "clear-exclusion",
+                "forget-templates",
+            ] {
+                steps.push(s.into());
+            }
+        }
+        Ok(steps)
+    }
+}
+
 #[async_trait]
 impl Steps for DeploymentSteps {
-    fn layout(&self, plan: &Plan, _deployment: &Deployment) -> Result<Vec<String>, StepError> {
+    fn layout(&self, plan: &Plan, deployment: &Deployment) -> Result<Vec<String>, StepError> {
         match plan.kind {
             PlanKind::Create => {
                 let spec = target(plan)?;
@@ -391,13 +813,13 @@ impl Steps for DeploymentSteps {
                     steps.push(format!("launch:{}", g.id));
                 }
                 steps.push("wait-running".into());
+                steps.push("wait-joined".into());
                 Ok(steps)
             }
-            PlanKind::Shutdown | PlanKind::Delete => Ok(vec!["terminate".into(), "wait-terminated".into()]),
-            PlanKind::Update => Err(StepError {
-                failure_type: "not_supported".into(),
-                message: "changing node groups, version, settings or repository needs shard migration, which arrives with the Elasticsearch client; nothing was changed".into(),
-            }),
+            PlanKind::Shutdown | PlanKind::Delete => {
+                Ok(vec!["terminate".into(), "wait-terminated".into()])
+            }
+            PlanKind::Update => self.update_layout(plan, deployment),
         }
     }
 
@@ -407,6 +829,14 @@ impl Steps for DeploymentSteps {
             Some(("launch", g)) => self.launch(ctx, g).await,
             _ => match step_id {
                 "wait-running" => self.wait_running(ctx).await,
+                "begin" => Outcome::Done(Value::Null),
+                "wait-joined" => self.wait_joined(ctx).await,
+                "drain" => self.drain(ctx).await,
+                "wait-drained" => self.wait_drained(ctx).await,
+                "retire" => self.retire(ctx).await,
+                "wait-retired" => self.wait_retired(ctx).await,
+                "clear-exclusion" => self.clear_exclusion(ctx).await,
+                "forget-templates" => self.forget_templates(ctx).await,
                 "terminate" => self.terminate_all(ctx).await,
                 "wait-terminated" => self.wait_terminated(ctx).await,
                 other => fail("invalid_plan", format!("unknown step {other}")),
@@ -415,6 +845,40 @@ impl Steps for DeploymentSteps {
     }
 
     async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        // Once `retire` has started, old nodes may be gone even if its
+        // result was never recorded (a crash, a failure mid-way).
+        let past_no_return = ctx.plan.kind == PlanKind::Update
+            && ctx
+                .plan
+                .steps
+                .iter()
+                .any(|s| s.step_id == "retire" && s.status != StepStatus::Pending);
+        if past_no_return && (step_id.starts_with("template:") || step_id.starts_with("launch:")) {
+            ctx.log("the old nodes are gone: the new ones stay");
+            return Outcome::Done(Value::Null);
+        }
+        if step_id == "retire" {
+            // Undoing anything after this would leave no cluster at all;
+            // failing the undo marks the deployment `failed` for a person
+            // to look at (re-applying the change finishes it).
+            return fail(
+                "point_of_no_return",
+                "the old nodes were terminated and the cluster runs on the new ones; apply the change again to finish it",
+            );
+        }
+        if step_id == "begin" {
+            return self.clear_exclusion(ctx).await;
+        }
+        if ctx.plan.kind == PlanKind::Update
+            && let Some(("launch", group)) = step_id.split_once(':')
+        {
+            // The cluster may already keep shards on the new nodes (it
+            // rebalances onto nodes that join): move them back first.
+            if let Some(waiting) = self.drain_new_nodes(ctx).await {
+                return waiting;
+            }
+            return self.terminate_own(ctx, Some(group)).await;
+        }
         match step_id.split_once(':') {
             Some(("template", g)) => match self
                 .compute

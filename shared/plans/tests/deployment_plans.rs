@@ -212,7 +212,8 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
             "launch:masters",
             "template:hot",
             "launch:hot",
-            "wait-running"
+            "wait-running",
+            "wait-joined"
         ]
     );
 

@@ -145,12 +145,11 @@ impl Fixture {
         let compute = Ec2Compute::new(self.client.clone(), self.config.clone());
         {
             let compute: Arc<dyn floe_compute::Compute> = Arc::new(compute);
-            let clusters = Arc::new(floe_clusters::NodeAddresses::new(
+            // No Elasticsearch answers on moto's instance addresses: a
+            // simulated cluster follows the EC2 instances instead.
+            let clusters = Arc::new(floe_clusters::simulated::SimulatedClusters::new(
                 compute.clone(),
-                false,
-                9200,
-                None,
-                std::time::Duration::from_secs(5),
+                floe_clusters::simulated::SimulatedClustersConfig::default(),
             ));
             DeploymentSteps::new(compute, clusters, settings())
         }
@@ -463,7 +462,10 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
         };
         fx.steps().layout(&plan, &dummy).map_err(|e| e.message)?
     };
-    assert_eq!(layout, ["template:hot", "launch:hot", "wait-running"]);
+    assert_eq!(
+        layout,
+        ["template:hot", "launch:hot", "wait-running", "wait-joined"]
+    );
 
     for at in &layout {
         // Twice inside: every undo also runs twice, so deleting a deleted

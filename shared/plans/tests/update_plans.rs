@@ -1,0 +1,409 @@
+//! Grow-and-shrink update plans on simulated compute, with each
+//! deployment's simulated Elasticsearch cluster following its instances:
+//! resizing keeps every document, and a failure injected after any step
+//! either restores the previous topology (before `retire`) or keeps the new
+//! nodes and marks the deployment `failed` (after it).
+
+use chrono::Utc;
+use floe_clusters::Clusters;
+use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
+use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_compute::{Compute, InstanceState};
+use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
+use floe_domain::plan::{Plan, PlanKind, PlanStatus};
+use floe_plans::engine::Steps;
+use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
+use floe_store::Store;
+use floe_store::sqlite::SqliteBackend;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+mod support;
+
+use support::{FailAfter, Twice};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn spec(hot: u32, instance_type: &str) -> Result<DeploymentSpec, serde_json::Error> {
+    serde_json::from_value(json!({"name": "logs", "version": "8.15.3", "node_groups": [
+        {"id": "masters", "roles": ["master"], "instance_type": "c7g.large", "count": 3, "zone_count": 3, "storage": {"size_gb": 20}},
+        {"id": "hot", "roles": ["data_hot", "data_content", "ingest"], "instance_type": instance_type, "count": hot, "zone_count": 2, "storage": {"size_gb": 500}}
+    ]}))
+}
+
+fn settings() -> StepSettings {
+    StepSettings {
+        poll: Duration::from_millis(5),
+        boot_timeout: Duration::from_secs(30),
+        ..StepSettings::default()
+    }
+}
+
+struct World {
+    compute: Arc<SimulatedCompute>,
+    clusters: Arc<SimulatedClusters>,
+    store: Store,
+}
+
+impl World {
+    fn new() -> Result<World, Box<dyn std::error::Error>> {
+        let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+        let clusters = Arc::new(SimulatedClusters::new(
+            compute.clone(),
+            SimulatedClustersConfig::default(),
+        ));
+        Ok(World {
+            compute,
+            clusters,
+            store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
+        })
+    }
+
+    fn steps(&self) -> DeploymentSteps {
+        DeploymentSteps::new(self.compute.clone(), self.clusters.clone(), settings())
+    }
+
+    async fn deployment(&self, id: &str) -> Result<Deployment, Box<dyn std::error::Error>> {
+        Ok(self
+            .store
+            .get_deployment("acme", id)
+            .await?
+            .ok_or("deployment")?
+            .value)
+    }
+
+    /// A running deployment, made by its create plan.
+    async fn create(&self, spec: DeploymentSpec) -> Result<Deployment, Box<dyn std::error::Error>> {
+        let now = Utc::now();
+        let plan = Plan::new(
+            "acme",
+            &floe_domain::names::new_resource_id(),
+            PlanKind::Create,
+            serde_json::to_value(&spec)?,
+            "deployments.create",
+            "tester",
+            now,
+        );
+        let d = Deployment {
+            id: plan.deployment_id.clone(),
+            org: "acme".into(),
+            spec,
+            status: DeploymentStatus::Initializing,
+            pending_plan: Some(plan.reference()),
+            created: now,
+            updated: now,
+        };
+        self.store.create_deployment(&d, &plan, None).await?;
+        let status = self.run(Arc::new(self.steps()), &d.id, &plan.id).await?;
+        assert_eq!(status, PlanStatus::Succeeded);
+        self.deployment(&d.id).await
+    }
+
+    /// Records an update plan towards `target` and drives it to the end.
+    async fn update(
+        &self,
+        deployment_id: &str,
+        target: &DeploymentSpec,
+        steps: Arc<dyn Steps>,
+    ) -> Result<(PlanStatus, Plan), Box<dyn std::error::Error>> {
+        let previous = self
+            .store
+            .get_deployment("acme", deployment_id)
+            .await?
+            .ok_or("deployment")?;
+        let plan = Plan::new(
+            "acme",
+            deployment_id,
+            PlanKind::Update,
+            serde_json::to_value(target)?,
+            "deployments.update",
+            "tester",
+            Utc::now(),
+        );
+        let mut next = previous.value.clone();
+        next.status = DeploymentStatus::Reconfiguring;
+        next.pending_plan = Some(plan.reference());
+        self.store
+            .replace_deployment(&next, &previous, Some(&plan))
+            .await?;
+        let status = self.run(steps, deployment_id, &plan.id).await?;
+        let plan = self
+            .store
+            .get_plan("acme", deployment_id, &plan.id)
+            .await?
+            .ok_or("plan")?
+            .value;
+        Ok((status, plan))
+    }
+
+    async fn run(
+        &self,
+        steps: Arc<dyn Steps>,
+        deployment_id: &str,
+        plan_id: &str,
+    ) -> Result<PlanStatus, Box<dyn std::error::Error>> {
+        let job = PlanJob {
+            org: "acme".into(),
+            deployment_id: deployment_id.into(),
+            plan_id: plan_id.into(),
+        };
+        support::run_to_end(&self.store, steps, &job).await
+    }
+
+    /// Running instances per node group, and their ids.
+    async fn running(
+        &self,
+        deployment_id: &str,
+    ) -> Result<(usize, usize, BTreeSet<String>), Box<dyn std::error::Error>> {
+        let instances = self.compute.instances(deployment_id).await?;
+        let running: Vec<_> = instances
+            .iter()
+            .filter(|i| i.state == InstanceState::Running)
+            .collect();
+        let count = |g: &str| {
+            running
+                .iter()
+                .filter(|i| i.tags.get("floe:node-group").map(String::as_str) == Some(g))
+                .count()
+        };
+        Ok((
+            count("masters"),
+            count("hot"),
+            running.iter().map(|i| i.id.clone()).collect(),
+        ))
+    }
+
+    /// The cluster's address; the plan has talked to it by now.
+    async fn url(&self, deployment_id: &str) -> Result<String, Box<dyn std::error::Error>> {
+        Ok(self
+            .clusters
+            .url(deployment_id)
+            .await
+            .ok_or("no simulated cluster")?)
+    }
+}
+
+/// An index with a replica and 40 documents, written over HTTP.
+async fn write_documents(url: &str) -> TestResult {
+    let http = reqwest::Client::new();
+    let created = http
+        .put(format!("{url}/orders"))
+        .json(&json!({"settings": {"number_of_shards": 3, "number_of_replicas": 1}}))
+        .send()
+        .await?;
+    assert_eq!(created.status(), 200, "{}", created.text().await?);
+    for i in 0..40 {
+        let r = http
+            .post(format!("{url}/orders/_doc"))
+            .json(&json!({"n": i}))
+            .send()
+            .await?;
+        assert_eq!(r.status(), 201);
+    }
+    Ok(())
+}
+
+async fn get(url: &str) -> Result<Value, Box<dyn std::error::Error>> {
+    Ok(reqwest::get(url).await?.json().await?)
+}
+
+/// The checks a user makes after a resize: every document is there, the
+/// index is green, nodes are exactly the running instances, and no node is
+/// left excluded from allocation.
+async fn cluster_is_whole(world: &World, deployment_id: &str) -> TestResult {
+    let url = world.url(deployment_id).await?;
+    // Make the simulated cluster look at the instances as they are now.
+    let d = world.deployment(deployment_id).await?;
+    world.clusters.client(&d, &[]).await?;
+    let count = get(&format!("{url}/orders/_count")).await?;
+    assert_eq!(count["count"], 40, "{count}");
+    let health = get(&format!("{url}/_cluster/health")).await?;
+    assert_eq!(health["status"], "green", "{health}");
+    let (_, _, running) = world.running(deployment_id).await?;
+    let nodes: BTreeSet<String> = world
+        .clusters
+        .node_names(deployment_id)
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(nodes, running);
+    let settings = get(&format!("{url}/_cluster/settings")).await?;
+    assert!(
+        settings["persistent"]
+            .get("cluster.routing.allocation.exclude._name")
+            .is_none(),
+        "{settings}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn resize_three_to_five_to_three_keeps_every_document() -> TestResult {
+    let world = World::new()?;
+    let d = world.create(spec(3, "m6g.xlarge")?).await?;
+    write_documents(&world.url(&d.id).await?).await?;
+    let (_, _, before) = world.running(&d.id).await?;
+
+    let (status, plan) = world
+        .update(
+            &d.id,
+            &spec(5, "m6g.xlarge")?,
+            Arc::new(Twice(world.steps())),
+        )
+        .await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let ids: Vec<&str> = plan.steps.iter().map(|s| s.step_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "begin",
+            "template:hot",
+            "launch:hot",
+            "wait-running",
+            "wait-joined",
+            "drain",
+            "wait-drained",
+            "retire",
+            "wait-retired",
+            "clear-exclusion",
+            "forget-templates"
+        ],
+        "only the hot group changes"
+    );
+    let (masters, hot, after) = world.running(&d.id).await?;
+    assert_eq!((masters, hot), (3, 5));
+    let masters_kept = before.intersection(&after).count();
+    assert_eq!(masters_kept, 3, "the masters were left alone");
+    cluster_is_whole(&world, &d.id).await?;
+    let grown = world.deployment(&d.id).await?;
+    assert_eq!(grown.status, DeploymentStatus::Running);
+    assert_eq!(grown.spec.node_groups[1].count, 5);
+    assert_eq!(
+        world.compute.templates().len(),
+        2,
+        "the old hot template went: {:?}",
+        world.compute.templates()
+    );
+
+    let (status, _) = world
+        .update(&d.id, &spec(3, "m6g.xlarge")?, Arc::new(world.steps()))
+        .await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    assert_eq!(world.running(&d.id).await?.1, 3);
+    cluster_is_whole(&world, &d.id).await?;
+    assert_eq!(world.deployment(&d.id).await?.spec.node_groups[1].count, 3);
+    Ok(())
+}
+
+#[tokio::test]
+async fn changing_the_instance_type_moves_to_the_other_architecture() -> TestResult {
+    let world = World::new()?;
+    let d = world.create(spec(3, "m5.xlarge")?).await?;
+    write_documents(&world.url(&d.id).await?).await?;
+    let (status, _) = world
+        .update(&d.id, &spec(3, "m6g.xlarge")?, Arc::new(world.steps()))
+        .await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let types: BTreeSet<String> = world
+        .compute
+        .instances(&d.id)
+        .await?
+        .into_iter()
+        .filter(|i| i.state == InstanceState::Running)
+        .filter(|i| i.tags.get("floe:node-group").map(String::as_str) == Some("hot"))
+        .map(|i| i.instance_type)
+        .collect();
+    assert_eq!(types, BTreeSet::from(["m6g.xlarge".to_string()]));
+    cluster_is_whole(&world, &d.id).await
+}
+
+#[tokio::test]
+async fn a_failure_after_any_update_step_unwinds_or_keeps_the_new_nodes() -> TestResult {
+    let steps = [
+        "begin",
+        "template:hot",
+        "launch:hot",
+        "wait-running",
+        "wait-joined",
+        "drain",
+        "wait-drained",
+        "retire",
+        "wait-retired",
+        "clear-exclusion",
+        "forget-templates",
+    ];
+    for (i, at) in steps.iter().enumerate() {
+        let world = World::new()?;
+        let d = world.create(spec(3, "m6g.xlarge")?).await?;
+        write_documents(&world.url(&d.id).await?).await?;
+        let (_, _, before) = world.running(&d.id).await?;
+        let templates_before = world.compute.templates();
+        let failing = Arc::new(FailAfter {
+            inner: world.steps(),
+            at: at.to_string(),
+        });
+        let (status, plan) = world
+            .update(&d.id, &spec(5, "m6g.xlarge")?, failing)
+            .await?;
+        assert_eq!(status, PlanStatus::Failed, "failure after {at}");
+        let after_retire = i >= 7;
+        let d_now = world.deployment(&d.id).await?;
+        let (masters, hot, running) = world.running(&d.id).await?;
+        if after_retire {
+            // Past the point of no return: the new nodes carry the cluster.
+            assert_eq!(d_now.status, DeploymentStatus::Failed, "after {at}");
+            assert_eq!((masters, hot), (3, 5), "after {at}");
+            assert!(
+                plan.steps.iter().any(|s| s.step_id == "retire"
+                    && s.error
+                        .as_ref()
+                        .is_some_and(|e| e.failure_type == "point_of_no_return")),
+                "after {at}"
+            );
+        } else {
+            // Before it: exactly the old nodes and templates, shards back home.
+            assert_eq!(d_now.status, DeploymentStatus::Running, "after {at}");
+            assert_eq!(running, before, "after {at}");
+            assert_eq!(world.compute.templates(), templates_before, "after {at}");
+            assert_eq!(d_now.spec.node_groups[1].count, 3, "after {at}");
+        }
+        assert_eq!(d_now.pending_plan, None, "after {at}");
+        cluster_is_whole(&world, &d.id).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn nodes_terminated_without_draining_lose_their_shards() -> TestResult {
+    // What the drain steps are for: the simulated cluster loses the shards
+    // of nodes that leave with data still on them.
+    let world = World::new()?;
+    let d = world.create(spec(3, "m6g.xlarge")?).await?;
+    let url = world.url(&d.id).await?;
+    write_documents(&url).await?;
+    let hot: Vec<String> = world
+        .compute
+        .instances(&d.id)
+        .await?
+        .into_iter()
+        .filter(|i| i.tags.get("floe:node-group").map(String::as_str) == Some("hot"))
+        .map(|i| i.id)
+        .collect();
+    // Masters hold shards too in the simulator (it has no roles), so take
+    // away every node but one.
+    let mut all: Vec<String> = world
+        .compute
+        .instances(&d.id)
+        .await?
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+    all.retain(|id| id != &hot[0]);
+    world.compute.terminate(&all).await?;
+    world.clusters.client(&d, &[]).await?;
+    let health = get(&format!("{url}/_cluster/health")).await?;
+    assert_eq!(health["status"], "red", "{health}");
+    Ok(())
+}

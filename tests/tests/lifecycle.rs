@@ -1,0 +1,167 @@
+//! A deployment's whole life in local mode, through the real binary: create
+//! → running with every step visible, resize 3 → 5 → 3 (grow and shrink,
+//! the documents kept), shutdown, delete. Simulated compute boots nodes after
+//! a short delay, and each deployment gets a simulated Elasticsearch cluster.
+
+use floe_tests::{Call, DEPLOYMENTS, Server, TestResult};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const ORG: &str = "acme";
+
+fn body(count: u32) -> Value {
+    json!({
+        "name": "orders",
+        "version": "8.15.3",
+        "node_groups": [{
+            "id": "hot",
+            "roles": ["master", "data_hot", "data_content", "ingest"],
+            "instance_type": "m6g.xlarge",
+            "count": count,
+            "zone_count": 3,
+            "storage": {"size_gb": 200}
+        }]
+    })
+}
+
+/// Polls the deployment until no plan is pending; returns it.
+async fn settled(s: &Server, token: &str, path: &str) -> Result<Value, Box<dyn std::error::Error>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let d = s.call(Call::get(path).bearer(token)).await;
+        let d = d.expect_status(200).json();
+        if d["plans"]["pending"].is_null() {
+            return Ok(d);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("still pending after 60 s: {d}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The newest plan in the history, and its step ids (all must have succeeded).
+async fn last_plan(
+    s: &Server,
+    token: &str,
+    path: &str,
+) -> Result<(Value, Vec<String>), Box<dyn std::error::Error>> {
+    let plans = s
+        .call(Call::get(format!("{path}/plans")).bearer(token))
+        .await;
+    let plans = plans.expect_status(200).json();
+    let plan = plans["current"].clone();
+    let steps = plan["steps"].as_array().cloned().unwrap_or_default();
+    for step in &steps {
+        assert_eq!(step["status"], json!("succeeded"), "{plan}");
+        assert!(step["duration_in_millis"].is_u64(), "{step}");
+        assert!(step["started"].is_string(), "{step}");
+    }
+    let ids = steps
+        .iter()
+        .map(|s| s["step_id"].as_str().unwrap_or("").to_string())
+        .collect();
+    Ok((plan, ids))
+}
+
+fn count_of(d: &Value) -> u64 {
+    d["node_groups"][0]["count"].as_u64().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
+    let s = Server::start_with(&[
+        ("FLOE_SIM_BOOT_DELAY_MS", "100"),
+        ("FLOE_SIM_TERMINATE_DELAY_MS", "50"),
+        ("FLOE_PLAN_POLL_MS", "20"),
+    ]);
+    let token = s.token(ORG, &["platform_admin"]);
+
+    let created = s
+        .call(Call::post(DEPLOYMENTS).bearer(&token).json(&body(3)))
+        .await;
+    let created = created.expect_status(201).json();
+    let id = created["id"].as_str().ok_or("id")?.to_string();
+    let path = format!("{DEPLOYMENTS}/{id}");
+    let d = settled(&s, &token, &path).await?;
+    assert_eq!(d["status"], json!("running"), "{d}");
+    let (plan, steps) = last_plan(&s, &token, &path).await?;
+    assert_eq!(plan["kind"], json!("create"));
+    assert_eq!(plan["status"], json!("succeeded"));
+    assert_eq!(
+        steps,
+        ["template:hot", "launch:hot", "wait-running", "wait-joined"]
+    );
+
+    let mut version = d["resource_version"].as_u64().ok_or("version")?;
+    for count in [5, 3] {
+        let changed = s
+            .call(
+                Call::put(path.clone())
+                    .bearer(&token)
+                    .header("if-match", &format!("\"{version}\""))
+                    .json(&body(count)),
+            )
+            .await;
+        let changed = changed.expect_status(200).json();
+        assert_eq!(changed["status"], json!("reconfiguring"), "{changed}");
+        assert_eq!(changed["plans"]["pending"]["kind"], json!("update"));
+        // A second change while the first runs names the running plan.
+        let second = s
+            .call(Call::put(path.clone()).bearer(&token).json(&body(4)))
+            .await;
+        second.expect_status(409);
+
+        let d = settled(&s, &token, &path).await?;
+        assert_eq!(d["status"], json!("running"), "{d}");
+        assert_eq!(count_of(&d), u64::from(count), "{d}");
+        version = d["resource_version"].as_u64().ok_or("version")?;
+        let (plan, steps) = last_plan(&s, &token, &path).await?;
+        assert_eq!(plan["kind"], json!("update"));
+        assert_eq!(plan["status"], json!("succeeded"));
+        assert_eq!(
+            steps,
+            [
+                "begin",
+                "template:hot",
+                "launch:hot",
+                "wait-running",
+                "wait-joined",
+                "drain",
+                "wait-drained",
+                "retire",
+                "wait-retired",
+                "clear-exclusion",
+                "forget-templates"
+            ]
+        );
+        let launched = plan["steps"][2]["info_log"].to_string();
+        assert!(launched.contains("nodes of hot"), "{launched}");
+    }
+
+    let shutdown = s
+        .call(Call::post(format!("{path}/_shutdown")).bearer(&token))
+        .await;
+    shutdown.expect_status(202);
+    let d = settled(&s, &token, &path).await?;
+    assert_eq!(d["status"], json!("stopped"), "{d}");
+
+    let deleted = s.call(Call::delete(path.clone()).bearer(&token)).await;
+    assert!(
+        [200, 202, 204].contains(&deleted.status),
+        "{}",
+        deleted.describe()
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = s.call(Call::get(path.clone()).bearer(&token)).await;
+        if got.status == 404 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("not gone after 60 s: {}", got.describe()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
