@@ -106,6 +106,15 @@ fn ec2_compute_registry_matches_its_calls() {
 }
 
 #[test]
+fn eventbridge_scheduler_registry_matches_its_calls() {
+    check(
+        "shared/scheduler-aws/src/lib.rs",
+        called_operations(&source("shared/scheduler-aws/src/lib.rs")),
+        registered("scheduler", floe_scheduler_aws::OPERATIONS),
+    );
+}
+
+#[test]
 fn the_scanner_finds_calls_split_over_lines() {
     let src = "let x = self\n    .client\n    .transact_write_items()\n    .send();\nlet y = client.clone();\n#[cfg(test)]\nmod tests { fn f() { client.delete_table(); } }";
     assert_eq!(
