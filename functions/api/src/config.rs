@@ -12,6 +12,7 @@ use floe_plans::queue::QueueError;
 use floe_plans::{
     DeploymentSteps, Engine, EngineConfig, LocalQueue, PlanJob, StepSettings, WorkQueue,
 };
+use floe_schedules::{LocalScheduler, NoScheduler, ReconcileOnFinish, Scheduler, SystemClock};
 use floe_secrets::{Cipher, Ciphers, KmsCipher, LocalCipher};
 use floe_store::Store;
 use floe_store::backend::Backend;
@@ -202,6 +203,7 @@ pub fn endpoint_policy() -> Result<EndpointPolicy, ConfigError> {
 pub async fn state(
     queue: Arc<dyn WorkQueue>,
     clusters: Arc<dyn Clusters>,
+    scheduler: Arc<dyn Scheduler>,
     store: Store,
 ) -> Result<AppState, ConfigError> {
     Ok(AppState {
@@ -211,13 +213,35 @@ pub async fn state(
         endpoint_policy: endpoint_policy()?,
         queue,
         clusters,
+        scheduler,
     })
+}
+
+/// On Lambda: EventBridge Scheduler when the template's schedule settings
+/// are there; without them snapshot schedules cannot be kept, which every
+/// reconciliation then logs.
+pub async fn lambda_scheduler() -> Result<Arc<dyn Scheduler>, ConfigError> {
+    match floe_scheduler_aws::config_from_env(var).map_err(|m| invalid("FLOE_SCHEDULE_GROUP", m))? {
+        Some(config) => Ok(Arc::new(
+            floe_scheduler_aws::AwsScheduler::from_env(config).await,
+        )),
+        None => {
+            tracing::warn!(
+                "FLOE_SCHEDULE_GROUP is not set: snapshot policies will not be scheduled"
+            );
+            Ok(Arc::new(NoScheduler))
+        }
+    }
 }
 
 /// Local mode runs the worker in this process: an in-process queue, the
 /// plan engine over the simulated compute provider, and a periodic sweep.
-/// The in-process work queue and the clusters its plans reach.
-pub type LocalAdapters = (Arc<dyn WorkQueue>, Arc<dyn Clusters>);
+/// What local mode runs in this process besides the API.
+pub struct LocalAdapters {
+    pub queue: Arc<dyn WorkQueue>,
+    pub clusters: Arc<dyn Clusters>,
+    pub scheduler: Arc<LocalScheduler>,
+}
 
 pub fn local_worker(store: Store) -> Result<LocalAdapters, ConfigError> {
     let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
@@ -240,13 +264,17 @@ pub fn local_worker(store: Store) -> Result<LocalAdapters, ConfigError> {
     let steps = Arc::new(DeploymentSteps::new(compute, clusters.clone(), settings));
     let (queue, mut jobs) = LocalQueue::new();
     let queue: Arc<dyn WorkQueue> = Arc::new(queue);
-    let engine = Arc::new(Engine::new(
-        store,
-        queue.clone(),
-        steps,
-        "local-worker",
-        EngineConfig::default(),
-    ));
+    let scheduler = Arc::new(LocalScheduler::new(Arc::new(SystemClock)));
+    let engine = Arc::new(
+        Engine::new(
+            store.clone(),
+            queue.clone(),
+            steps,
+            "local-worker",
+            EngineConfig::default(),
+        )
+        .with_listener(Arc::new(ReconcileOnFinish::new(store, scheduler.clone()))),
+    );
     let worker = engine.clone();
     tokio::spawn(async move {
         while let Some(job) = jobs.recv().await {
@@ -268,7 +296,11 @@ pub fn local_worker(store: Store) -> Result<LocalAdapters, ConfigError> {
             }
         }
     });
-    Ok((queue, clusters))
+    Ok(LocalAdapters {
+        queue,
+        clusters,
+        scheduler,
+    })
 }
 
 fn poll_ms() -> Result<u64, ConfigError> {

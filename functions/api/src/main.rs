@@ -6,6 +6,7 @@ mod config;
 
 use floe_auth::Role;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 const USAGE: &str = "usage:
@@ -46,21 +47,21 @@ async fn serve() -> ExitCode {
     };
     let on_lambda = std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some();
     let adapters = if on_lambda {
-        match config::lambda_clusters().await {
-            Ok(c) => Ok((config::lambda_queue().await, c)),
-            Err(e) => Err(e),
-        }
+        lambda_adapters().await
     } else {
-        config::local_worker(store.clone())
+        config::local_worker(store.clone()).map(|local| {
+            let scheduler: Arc<dyn floe_schedules::Scheduler> = local.scheduler;
+            (local.queue, local.clusters, scheduler)
+        })
     };
-    let (queue, clusters) = match adapters {
+    let (queue, clusters, scheduler) = match adapters {
         Ok(a) => a,
         Err(e) => {
             eprintln!("floe-api: {e}");
             return ExitCode::from(2);
         }
     };
-    let state = match config::state(queue, clusters, store).await {
+    let state = match config::state(queue, clusters, scheduler, store).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "configuration error");
@@ -113,6 +114,18 @@ async fn serve() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+type Adapters = (
+    Arc<dyn floe_plans::WorkQueue>,
+    Arc<dyn floe_clusters::Clusters>,
+    Arc<dyn floe_schedules::Scheduler>,
+);
+
+async fn lambda_adapters() -> Result<Adapters, config::ConfigError> {
+    let clusters = config::lambda_clusters().await?;
+    let scheduler = config::lambda_scheduler().await?;
+    Ok((config::lambda_queue().await, clusters, scheduler))
 }
 
 fn token(args: &[String]) -> ExitCode {

@@ -6,6 +6,8 @@
 use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
 use floe_clusters::{Clusters, NodeAddresses};
 use floe_compute::Compute;
+use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig};
+use floe_schedules::{ReconcileOnFinish, Scheduler};
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
 use floe_plans::{DeploymentSteps, Engine, EngineConfig, StepSettings, Steps, WorkQueue};
@@ -54,6 +56,8 @@ pub struct WorkerConfig {
     /// How the worker reaches a node's HTTP port (`FLOE_ES_SCHEME`, `FLOE_ES_PORT`).
     pub es_https: bool,
     pub es_port: u16,
+    /// EventBridge Scheduler settings (`FLOE_SCHEDULE_GROUP` and friends).
+    pub scheduler: Option<AwsSchedulerConfig>,
 }
 
 impl WorkerConfig {
@@ -107,7 +111,10 @@ impl WorkerConfig {
                 .parse()
                 .map_err(|_| invalid("FLOE_ES_PORT", "must be a port number"))?,
         };
+        let scheduler = floe_scheduler_aws::config_from_env(var)
+            .map_err(|m| invalid("FLOE_SCHEDULE_GROUP", m))?;
         Ok(WorkerConfig {
+            scheduler,
             table,
             queue_url,
             compute,
@@ -226,6 +233,9 @@ pub struct Adapters {
     pub queue: Arc<dyn WorkQueue>,
     pub steps: Arc<dyn Steps>,
     pub engine: EngineConfig,
+    /// Keeps snapshot schedules in step with deployments as plans end;
+    /// `None` when the function has no schedule settings.
+    pub scheduler: Option<Arc<dyn Scheduler>>,
 }
 
 impl Adapters {
@@ -267,6 +277,10 @@ impl Adapters {
                 config.step_settings(),
             )),
             engine: EngineConfig::default(),
+            scheduler: match &config.scheduler {
+                Some(c) => Some(Arc::new(AwsScheduler::from_env(c.clone()).await)),
+                None => None,
+            },
         })
     }
 
@@ -279,13 +293,20 @@ impl Adapters {
             budget: crate::budget(remaining, self.engine.budget),
             ..self.engine.clone()
         };
-        Engine::new(
+        let engine = Engine::new(
             self.store.clone(),
             self.queue.clone(),
             self.steps.clone(),
             format!("worker/{request_id}"),
             config,
-        )
+        );
+        match &self.scheduler {
+            Some(scheduler) => engine.with_listener(Arc::new(ReconcileOnFinish::new(
+                self.store.clone(),
+                scheduler.clone(),
+            ))),
+            None => engine,
+        }
     }
 }
 

@@ -73,6 +73,9 @@ fn api() -> Result<Api, Box<dyn std::error::Error>> {
             )),
             floe_clusters::simulated::SimulatedClustersConfig::default(),
         )),
+        scheduler: Arc::new(floe_schedules::LocalScheduler::new(Arc::new(
+            floe_schedules::SystemClock,
+        ))),
     };
     Ok(Api { app: app(state) })
 }

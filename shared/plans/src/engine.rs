@@ -126,12 +126,20 @@ pub enum EngineError {
     Queue(#[from] crate::queue::QueueError),
 }
 
+/// Told when a plan has finished and its deployment took its new status
+/// (schedules follow the status: they exist only while a cluster runs).
+#[async_trait]
+pub trait PlanListener: Send + Sync + 'static {
+    async fn finished(&self, org: &str, deployment_id: &str);
+}
+
 pub struct Engine {
     store: Store,
     queue: Arc<dyn WorkQueue>,
     steps: Arc<dyn Steps>,
     owner: String,
     config: EngineConfig,
+    listener: Option<Arc<dyn PlanListener>>,
 }
 
 fn lease_duration(d: Duration) -> chrono::Duration {
@@ -152,7 +160,13 @@ impl Engine {
             steps,
             owner: owner.into(),
             config,
+            listener: None,
         }
+    }
+
+    pub fn with_listener(mut self, listener: Arc<dyn PlanListener>) -> Engine {
+        self.listener = Some(listener);
+        self
     }
 
     /// Runs the plan as far as it can go now: to the end, to a wait, or to
@@ -483,6 +497,9 @@ impl Engine {
         match self.store.finish_plan(plan, version, outcome).await {
             Ok(_) => {
                 tracing::info!(plan = %plan.id, status = plan.status.as_str(), deployment_status = next.status.as_str(), "plan finished");
+                if let Some(listener) = &self.listener {
+                    listener.finished(&plan.org, &plan.deployment_id).await;
+                }
                 Ok(Some(RunResult::Finished(plan.status)))
             }
             // The deployment changed under us (a tag edit): reload and finish again.

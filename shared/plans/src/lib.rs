@@ -6,5 +6,5 @@ pub mod engine;
 pub mod queue;
 
 pub use deployment_steps::{DeploymentSteps, StepSettings};
-pub use engine::{Engine, EngineConfig, Outcome, RunResult, StepContext, Steps};
+pub use engine::{Engine, EngineConfig, Outcome, PlanListener, RunResult, StepContext, Steps};
 pub use queue::{LocalQueue, PlanJob, WorkQueue};

@@ -22,7 +22,10 @@ pub mod reconcile;
 pub mod conformance;
 
 pub use local::{Clock, Fire, Firing, LocalScheduler, ManualClock, SystemClock};
-pub use port::{ExistingSchedule, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob};
+pub use port::{
+    ExistingSchedule, NoScheduler, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,
+};
 pub use reconcile::{
-    ReconcileError, ReconcileSummary, ScheduleFailure, reconcile_deployment, reconcile_policy,
+    ReconcileError, ReconcileOnFinish, ReconcileSummary, ScheduleFailure, reconcile_deployment,
+    reconcile_policy,
 };

@@ -108,3 +108,27 @@ impl<S: Scheduler + ?Sized> Scheduler for &S {
         (**self).list(prefix).await
     }
 }
+
+/// Where no scheduler is configured (a function deployed without the
+/// schedule settings): every call fails and says so, and reconciliation
+/// logs it; nothing is silently dropped.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoScheduler;
+
+#[async_trait::async_trait]
+impl Scheduler for NoScheduler {
+    async fn put(&self, spec: &ScheduleSpec) -> Result<(), SchedulerError> {
+        Err(SchedulerError::Failed(format!(
+            "no scheduler is configured; schedule {} was not written",
+            spec.name
+        )))
+    }
+    async fn delete(&self, name: &str) -> Result<(), SchedulerError> {
+        Err(SchedulerError::Failed(format!(
+            "no scheduler is configured; schedule {name} was not deleted"
+        )))
+    }
+    async fn list(&self, _prefix: &str) -> Result<Vec<ExistingSchedule>, SchedulerError> {
+        Err(SchedulerError::Failed("no scheduler is configured".into()))
+    }
+}

@@ -275,3 +275,38 @@ async fn deployments_attaching(
 fn attaches(deployment: &Deployment, policy_id: &str) -> bool {
     deployment.spec.policies().iter().any(|p| p == policy_id)
 }
+
+/// Reconciles a deployment's schedules whenever one of its plans finishes:
+/// a create that succeeded starts them, a shutdown removes them.
+pub struct ReconcileOnFinish {
+    store: Store,
+    scheduler: std::sync::Arc<dyn Scheduler>,
+}
+
+impl ReconcileOnFinish {
+    pub fn new(store: Store, scheduler: std::sync::Arc<dyn Scheduler>) -> ReconcileOnFinish {
+        ReconcileOnFinish { store, scheduler }
+    }
+}
+
+#[async_trait::async_trait]
+impl floe_plans::PlanListener for ReconcileOnFinish {
+    async fn finished(&self, org: &str, deployment_id: &str) {
+        // The plan's result is recorded; a failure here is retried by the
+        // next change or plan end, as reconciliation is idempotent.
+        match reconcile_deployment(&self.store, self.scheduler.as_ref(), org, deployment_id).await {
+            Ok(summary) => {
+                if !summary.is_noop() {
+                    tracing::info!(
+                        deployment = deployment_id,
+                        ?summary,
+                        "schedules reconciled after a plan"
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!(deployment = deployment_id, error = %e, "schedules not reconciled after a plan");
+            }
+        }
+    }
+}

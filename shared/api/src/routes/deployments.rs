@@ -431,6 +431,9 @@ async fn put_deployment(
     if let Some(p) = &plan {
         state.wake(&caller.org, &id, &p.id).await;
     }
+    if previous.value.spec.snapshot != next.spec.snapshot || previous.value.status != next.status {
+        state.reconcile_schedules(&caller.org, &id).await;
+    }
     let stored = Versioned {
         value: next,
         version,
@@ -494,5 +497,6 @@ async fn delete_deployment(
             other => ApiError::from_store(other),
         })?;
     tracing::info!(deployment = %id, "deployment deleted");
+    state.reconcile_schedules(&caller.org, &id).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

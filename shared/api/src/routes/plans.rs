@@ -271,6 +271,7 @@ async fn shutdown_deployment(
         })?;
     tracing::info!(deployment = %id, plan = %plan.id, "shutdown plan pending");
     state.wake(&caller.org, &id, &plan.id).await;
+    state.reconcile_schedules(&caller.org, &id).await;
     let stored = Versioned {
         value: next,
         version,

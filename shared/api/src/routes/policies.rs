@@ -247,6 +247,7 @@ async fn put_policy(
             other => reference_error(other),
         })?;
     tracing::info!(policy = %id, version, "snapshot policy updated");
+    state.reconcile_policy_schedules(&caller.org, &id).await;
     let stored = Versioned {
         value: policy,
         version,
