@@ -76,9 +76,15 @@ pub fn expired(
     }
     let mut finished: Vec<&SnapshotRecord> =
         snapshots.iter().filter(|s| s.state.is_finished()).collect();
-    // Ties on the start time are broken by name, so the answer never
-    // depends on the order the records came in.
-    finished.sort_by(|a, b| a.start.cmp(&b.start).then_with(|| a.name.cmp(&b.name)));
+    // Ties on the start time (clusters report milliseconds, some only
+    // seconds) fall back to the order Floe started them, then the name, so
+    // the answer never depends on the order the records came in.
+    finished.sort_by(|a, b| {
+        a.start
+            .cmp(&b.start)
+            .then_with(|| a.sort_millis.cmp(&b.sort_millis))
+            .then_with(|| a.name.cmp(&b.name))
+    });
     let successes: Vec<&SnapshotRecord> = finished
         .iter()
         .copied()

@@ -290,6 +290,7 @@ impl Snapshotter {
             return Ok(stored);
         }
         let (repo, name) = (stored.value.repository.clone(), stored.value.name.clone());
+        let mut missing_before = false;
         loop {
             match client.get_snapshot(&repo, &name).await {
                 Ok(info) => {
@@ -309,6 +310,14 @@ impl Snapshotter {
                     if stored.value.state.is_finished() {
                         return Ok(stored);
                     }
+                }
+                // A snapshot that just finished can drop out of the running
+                // set a moment before the repository lists it: only a
+                // second miss means it is gone.
+                Err(ElasticError::SnapshotMissing(_)) if !missing_before => {
+                    missing_before = true;
+                    tokio::time::sleep(self.settings.poll).await;
+                    continue;
                 }
                 Err(ElasticError::SnapshotMissing(_)) => {
                     // Deleted (aborted) on the cluster behind Floe's back.
