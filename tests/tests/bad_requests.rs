@@ -753,6 +753,71 @@ fn table() -> Vec<Row> {
             .fields(&["size"]),
         row("method the path does not take", "PATCH", DEPLOYMENTS)
             .expect(405, "root.method_not_allowed"),
+        // ---- a deployment's snapshots ----
+        row("snapshot: date math without its closing >", "POST", format!("{DEPLOYMENTS}/{{dep}}/snapshots"))
+            .auth(Auth::Manager)
+            .json(json!({"name": "<nightly-{now/d}"}))
+            .expect(400, "validation.snapshot_name")
+            .fields(&["name"]),
+        row("snapshot: upper-case name", "POST", format!("{DEPLOYMENTS}/{{dep}}/snapshots"))
+            .auth(Auth::Manager)
+            .json(json!({"name": "Nightly"}))
+            .expect(400, "validation.snapshot_name")
+            .fields(&["name"]),
+        row("snapshot: index pattern with a space", "POST", format!("{DEPLOYMENTS}/{{dep}}/snapshots"))
+            .auth(Auth::Manager)
+            .json(json!({"indices": ["logs-*", "bad index"]}))
+            .expect(400, "validation.index_pattern")
+            .fields(&["indices[1]"]),
+        row("snapshot: indices is not a list", "POST", format!("{DEPLOYMENTS}/{{dep}}/snapshots"))
+            .auth(Auth::Manager)
+            .json(json!({"indices": "logs-*"}))
+            .expect(400, "validation.type")
+            .fields(&["indices"]),
+        row("snapshot: unknown field", "POST", format!("{DEPLOYMENTS}/{{dep}}/snapshots"))
+            .auth(Auth::Manager)
+            .json(json!({"nmae": "nightly"}))
+            .expect(400, "validation.unknown_field")
+            .fields(&["nmae"]),
+        row(
+            "snapshot: wait_for_completion is not a boolean",
+            "POST",
+            format!("{DEPLOYMENTS}/{{dep}}/snapshots?wait_for_completion=maybe"),
+        )
+        .auth(Auth::Manager)
+        .expect(400, "validation.boolean")
+        .fields(&["wait_for_completion"]),
+        row("snapshot: deployment_viewer taking one", "POST", format!("{DEPLOYMENTS}/{{dep}}/snapshots"))
+            .auth(Auth::Viewer)
+            .expect(403, "auth.forbidden"),
+        row(
+            "snapshot: another organization's deployment",
+            "POST",
+            format!("{DEPLOYMENTS}/{{other_dep}}/snapshots"),
+        )
+        .auth(Auth::Manager)
+        .expect(404, "deployments.deployment_not_found"),
+        row("snapshots: size 0", "GET", format!("{DEPLOYMENTS}/{{dep}}/snapshots?size=0"))
+            .auth(Auth::Viewer)
+            .expect(400, "validation.range")
+            .fields(&["size"]),
+        row("snapshots: bad cursor", "GET", format!("{DEPLOYMENTS}/{{dep}}/snapshots?cursor=!!!"))
+            .auth(Auth::Viewer)
+            .expect(400, "validation.cursor")
+            .fields(&["cursor"]),
+        row("snapshots: unknown parameter", "GET", format!("{DEPLOYMENTS}/{{dep}}/snapshots?state=SUCCESS"))
+            .auth(Auth::Viewer)
+            .expect(400, "validation.unknown_parameter")
+            .fields(&["state"]),
+        row("snapshot: unknown name", "GET", format!("{DEPLOYMENTS}/{{dep}}/snapshots/no-such-snapshot"))
+            .auth(Auth::Viewer)
+            .expect(404, "snapshots.snapshot_not_found"),
+        row("snapshot: deleting an unknown one", "DELETE", format!("{DEPLOYMENTS}/{{dep}}/snapshots/no-such-snapshot"))
+            .auth(Auth::Manager)
+            .expect(404, "snapshots.snapshot_not_found"),
+        row("snapshot: deployment_viewer deleting", "DELETE", format!("{DEPLOYMENTS}/{{dep}}/snapshots/no-such-snapshot"))
+            .auth(Auth::Viewer)
+            .expect(403, "auth.forbidden"),
         // ---- snapshot policies ----
         row("interval under 1 minute (30s)", "POST", POLICIES)
             .auth(Auth::Manager)

@@ -11,6 +11,7 @@ pub mod policy;
 pub mod repository;
 pub mod schedule;
 pub mod secret;
+pub mod snapshot;
 pub mod snapshot_name;
 pub mod timevalue;
 pub mod validation;

@@ -194,7 +194,7 @@ impl PolicySpec {
 
 /// Index names and patterns as Elasticsearch accepts them in a snapshot's
 /// `indices`: wildcards and `-` exclusions allowed, separators not.
-fn validate_index_pattern(i: &str) -> Result<(), String> {
+pub fn validate_index_pattern(i: &str) -> Result<(), String> {
     if i.is_empty() || i.len() > 255 {
         return Err("must be 1 to 255 characters".into());
     }

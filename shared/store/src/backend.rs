@@ -19,6 +19,13 @@ pub enum Kind {
     /// An index entry per unfinished plan, all in one partition, so that the
     /// sweep finds plans whose worker died with one query per page.
     ActivePlan,
+    /// A deployment's snapshots, newest first:
+    /// `{deployment}#{inverted start millis}#{name}`.
+    Snapshot,
+    /// Where a snapshot's record is, by name: `{deployment}#{name}`.
+    SnapshotName,
+    /// The run state of one policy attachment: `{deployment}#{policy}`.
+    PolicyRun,
 }
 
 impl Kind {
@@ -31,6 +38,9 @@ impl Kind {
             Kind::Plan => "PLAN",
             Kind::Idempotency => "IDEM",
             Kind::ActivePlan => "ACTIVE",
+            Kind::Snapshot => "SNAP",
+            Kind::SnapshotName => "SNAPNAME",
+            Kind::PolicyRun => "RUN",
         }
     }
 
@@ -41,6 +51,10 @@ impl Kind {
             Kind::Policy,
             Kind::Plan,
             Kind::Idempotency,
+            Kind::ActivePlan,
+            Kind::Snapshot,
+            Kind::SnapshotName,
+            Kind::PolicyRun,
         ]
         .into_iter()
         .find(|k| k.prefix() == p)

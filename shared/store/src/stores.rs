@@ -11,6 +11,7 @@ use floe_domain::deployment::Deployment;
 use floe_domain::plan::Plan;
 use floe_domain::policy::Policy;
 use floe_domain::repository::Repository;
+use floe_domain::snapshot::{PolicyRun, SnapshotRecord};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -788,5 +789,226 @@ fn plan_attrs(p: &Plan) -> Attrs {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string)),
         tags: Vec::new(),
+    }
+}
+
+/// Far enough in the future (year 2286) that every real start time inverts
+/// to a positive 13-digit number, so keys sort newest first as strings.
+const INVERT_MILLIS_FROM: i64 = 9_999_999_999_999;
+
+fn snapshot_key(deployment_id: &str, sort_millis: i64, name: &str) -> String {
+    let inverted = INVERT_MILLIS_FROM.saturating_sub(sort_millis.max(0)).max(0);
+    format!("{deployment_id}#{inverted:013}#{name}")
+}
+
+/// The body of a snapshot's by-name pointer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SnapshotPointer {
+    key: String,
+}
+
+fn snapshot_attrs(s: &SnapshotRecord) -> Attrs {
+    Attrs {
+        name: Some(s.name.clone()),
+        status: Some(s.state.as_str().to_string()),
+        tags: vec![match &s.policy_id {
+            Some(p) => format!("policy:{p}"),
+            None => "policy:".to_string(),
+        }],
+    }
+}
+
+impl Store {
+    // ---- snapshots ----
+
+    /// Records a new snapshot and its by-name pointer in one batch;
+    /// `AlreadyExists` if the deployment already has a snapshot of that name.
+    pub async fn create_snapshot(&self, s: &SnapshotRecord) -> Result<(), StoreError> {
+        let key = snapshot_key(&s.deployment_id, s.sort_millis, &s.name);
+        let pointer = encode(&SnapshotPointer { key: key.clone() })?;
+        let mut b = Batch::default();
+        b.push(
+            Write::Create(record(
+                RecordKey::new(
+                    &s.org,
+                    Kind::SnapshotName,
+                    &format!("{}#{}", s.deployment_id, s.name),
+                ),
+                pointer,
+                1,
+                Attrs::default(),
+            )),
+            Meaning::Own,
+        );
+        b.push(
+            Write::Create(record(
+                RecordKey::new(&s.org, Kind::Snapshot, &key),
+                encode(s)?,
+                1,
+                snapshot_attrs(s),
+            )),
+            Meaning::Own,
+        );
+        b.run(self.backend.as_ref()).await
+    }
+
+    /// Replaces the snapshot record whose version is `expected` (its state
+    /// moved on); returns the new version. The record keeps its place in the
+    /// list (`sort_millis` must not change).
+    pub async fn update_snapshot(
+        &self,
+        s: &SnapshotRecord,
+        expected: u64,
+    ) -> Result<u64, StoreError> {
+        let key = snapshot_key(&s.deployment_id, s.sort_millis, &s.name);
+        let mut b = Batch::default();
+        b.push(
+            Write::Update {
+                record: record(
+                    RecordKey::new(&s.org, Kind::Snapshot, &key),
+                    encode(s)?,
+                    expected + 1,
+                    snapshot_attrs(s),
+                ),
+                expected,
+            },
+            Meaning::Own,
+        );
+        b.run(self.backend.as_ref()).await?;
+        Ok(expected + 1)
+    }
+
+    pub async fn get_snapshot(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        name: &str,
+    ) -> Result<Option<Versioned<SnapshotRecord>>, StoreError> {
+        let pointer = self
+            .get::<SnapshotPointer>(RecordKey::new(
+                org,
+                Kind::SnapshotName,
+                &format!("{deployment_id}#{name}"),
+            ))
+            .await?;
+        match pointer {
+            // A pointer without its record is a half-finished delete seen
+            // from another backend's consistency model; both are written and
+            // removed together, so treat it as gone.
+            Some(p) => {
+                self.get(RecordKey::new(org, Kind::Snapshot, &p.value.key))
+                    .await
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// One page of a deployment's snapshots, newest first. With `policy_id`,
+    /// only that policy's (`Some("")` means only manual snapshots).
+    pub async fn list_snapshots(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        policy_id: Option<&str>,
+        page: &PageRequest,
+    ) -> Result<Page<Versioned<SnapshotRecord>>, StoreError> {
+        let filter = Filter {
+            tag: policy_id.map(|p| format!("policy:{p}")),
+            ..Filter::default()
+        };
+        self.list(
+            org,
+            Kind::Snapshot,
+            format!("{deployment_id}#"),
+            filter,
+            page,
+        )
+        .await
+    }
+
+    /// Removes the snapshot record and its pointer together.
+    pub async fn delete_snapshot(
+        &self,
+        previous: &Versioned<SnapshotRecord>,
+    ) -> Result<(), StoreError> {
+        let s = &previous.value;
+        let mut b = Batch::default();
+        b.push(
+            Write::Delete {
+                key: RecordKey::new(
+                    &s.org,
+                    Kind::Snapshot,
+                    &snapshot_key(&s.deployment_id, s.sort_millis, &s.name),
+                ),
+                expected: previous.version,
+                unreferenced: false,
+            },
+            Meaning::Own,
+        );
+        b.push(
+            Write::Delete {
+                key: RecordKey::new(
+                    &s.org,
+                    Kind::SnapshotName,
+                    &format!("{}#{}", s.deployment_id, s.name),
+                ),
+                expected: 1,
+                unreferenced: false,
+            },
+            Meaning::Own,
+        );
+        b.run(self.backend.as_ref()).await
+    }
+
+    // ---- policy attachment run state ----
+
+    pub async fn get_policy_run(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        policy_id: &str,
+    ) -> Result<Option<Versioned<PolicyRun>>, StoreError> {
+        self.get(RecordKey::new(
+            org,
+            Kind::PolicyRun,
+            &format!("{deployment_id}#{policy_id}"),
+        ))
+        .await
+    }
+
+    /// Creates the run state (`expected` None) or replaces the one at
+    /// `expected`; returns the new version.
+    pub async fn save_policy_run(
+        &self,
+        run: &PolicyRun,
+        expected: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let key = RecordKey::new(
+            &run.org,
+            Kind::PolicyRun,
+            &format!("{}#{}", run.deployment_id, run.policy_id),
+        );
+        let mut b = Batch::default();
+        let version = match expected {
+            None => {
+                b.push(
+                    Write::Create(record(key, encode(run)?, 1, Attrs::default())),
+                    Meaning::Own,
+                );
+                1
+            }
+            Some(expected) => {
+                b.push(
+                    Write::Update {
+                        record: record(key, encode(run)?, expected + 1, Attrs::default()),
+                        expected,
+                    },
+                    Meaning::Own,
+                );
+                expected + 1
+            }
+        };
+        b.run(self.backend.as_ref()).await?;
+        Ok(version)
     }
 }

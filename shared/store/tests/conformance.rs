@@ -11,6 +11,7 @@ use floe_domain::names::new_resource_id;
 use floe_domain::plan::{Plan, PlanKind};
 use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
 use floe_domain::repository::{FsSettings, Repository, RepositorySettings};
+use floe_domain::snapshot::{PolicyRun, SnapshotRecord, SnapshotShards, SnapshotState};
 use floe_store::backend::Backend;
 use floe_store::{Filter, Idempotency, Kind, PageRequest, Store, StoreError};
 use std::collections::BTreeMap;
@@ -529,6 +530,255 @@ async fn concurrent_updates_one_wins(store: Store) -> TestResult {
     Ok(())
 }
 
+fn snapshot(
+    org: &str,
+    deployment_id: &str,
+    name: &str,
+    start_secs: i64,
+    policy: Option<&str>,
+) -> SnapshotRecord {
+    let start = chrono::DateTime::from_timestamp(start_secs, 0).unwrap_or_default();
+    SnapshotRecord {
+        org: org.into(),
+        deployment_id: deployment_id.into(),
+        repository: "main".into(),
+        name: name.into(),
+        uuid: String::new(),
+        state: SnapshotState::InProgress,
+        start,
+        end: None,
+        duration_in_millis: None,
+        indices: vec!["logs-1".into()],
+        shards: SnapshotShards::default(),
+        size_in_bytes: None,
+        policy_id: policy.map(str::to_string),
+        failure: None,
+        sort_millis: start.timestamp_millis(),
+        updated: start,
+    }
+}
+
+async fn snapshots_newest_first_by_name_and_paged(store: Store) -> TestResult {
+    let org = org();
+    let dep = new_resource_id();
+    let other = new_resource_id();
+    // Inserted out of order; the list must come back newest first.
+    let starts = [
+        1_700_000_300,
+        1_700_000_100,
+        1_700_000_500,
+        1_700_000_200,
+        1_700_000_400,
+    ];
+    for (i, start) in starts.iter().enumerate() {
+        let policy = if i % 2 == 0 { Some("pol-a") } else { None };
+        store
+            .create_snapshot(&snapshot(
+                &org,
+                &dep,
+                &format!("snap-{start}"),
+                *start,
+                policy,
+            ))
+            .await?;
+    }
+    store
+        .create_snapshot(&snapshot(&org, &other, "snap-other", 1_800_000_000, None))
+        .await?;
+    // A name is unique per deployment.
+    assert_eq!(
+        store
+            .create_snapshot(&snapshot(
+                &org,
+                &dep,
+                "snap-1700000300",
+                1_600_000_000,
+                None
+            ))
+            .await,
+        Err(StoreError::AlreadyExists)
+    );
+
+    let mut names = Vec::new();
+    let mut page = PageRequest {
+        size: Some(2),
+        cursor: None,
+    };
+    loop {
+        let p = store.list_snapshots(&org, &dep, None, &page).await?;
+        assert!(p.items.len() <= 2);
+        names.extend(p.items.iter().map(|v| v.value.name.clone()));
+        match p.next_cursor {
+            Some(c) => page.cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(
+        names,
+        [
+            "snap-1700000500",
+            "snap-1700000400",
+            "snap-1700000300",
+            "snap-1700000200",
+            "snap-1700000100"
+        ]
+    );
+
+    let by_policy = store
+        .list_snapshots(
+            &org,
+            &dep,
+            Some("pol-a"),
+            &PageRequest {
+                size: Some(100),
+                cursor: None,
+            },
+        )
+        .await?;
+    let policy_names: Vec<_> = by_policy
+        .items
+        .iter()
+        .map(|v| v.value.name.as_str())
+        .collect();
+    assert_eq!(
+        policy_names,
+        ["snap-1700000500", "snap-1700000400", "snap-1700000300"]
+    );
+    let manual = store
+        .list_snapshots(
+            &org,
+            &dep,
+            Some(""),
+            &PageRequest {
+                size: Some(100),
+                cursor: None,
+            },
+        )
+        .await?;
+    assert_eq!(manual.items.len(), 2);
+
+    // By name, updated in place (a later start time does not move it).
+    let got = store
+        .get_snapshot(&org, &dep, "snap-1700000300")
+        .await?
+        .ok_or("snapshot by name")?;
+    let mut done = got.value.clone();
+    done.state = SnapshotState::Success;
+    done.uuid = "u-1".into();
+    done.start += chrono::TimeDelta::seconds(3);
+    done.size_in_bytes = Some(4096);
+    let v = store.update_snapshot(&done, got.version).await?;
+    assert_eq!(v, 2);
+    assert!(matches!(
+        store.update_snapshot(&done, got.version).await,
+        Err(StoreError::VersionMismatch { current: 2 })
+    ));
+    let again = store
+        .get_snapshot(&org, &dep, "snap-1700000300")
+        .await?
+        .ok_or("updated snapshot")?;
+    assert_eq!(again.value, done);
+    assert!(store.get_snapshot(&org, &dep, "nope").await?.is_none());
+    assert!(
+        store
+            .get_snapshot(&org, &other, "snap-1700000300")
+            .await?
+            .is_none()
+    );
+    assert!(
+        store
+            .get_snapshot(&crate::org(), &dep, "snap-1700000300")
+            .await?
+            .is_none()
+    );
+
+    // Deleting removes record and pointer: the name can be used again.
+    store.delete_snapshot(&again).await?;
+    assert!(
+        store
+            .get_snapshot(&org, &dep, "snap-1700000300")
+            .await?
+            .is_none()
+    );
+    assert_eq!(
+        store.delete_snapshot(&again).await,
+        Err(StoreError::NotFound)
+    );
+    store
+        .create_snapshot(&snapshot(
+            &org,
+            &dep,
+            "snap-1700000300",
+            1_700_000_900,
+            None,
+        ))
+        .await?;
+    let first = store
+        .list_snapshots(
+            &org,
+            &dep,
+            None,
+            &PageRequest {
+                size: Some(1),
+                cursor: None,
+            },
+        )
+        .await?;
+    assert_eq!(first.items[0].value.name, "snap-1700000300");
+
+    // A cursor of one deployment's list is refused on another's.
+    let cursor = first.next_cursor.ok_or("more pages")?;
+    assert_eq!(
+        store
+            .list_snapshots(
+                &org,
+                &other,
+                None,
+                &PageRequest {
+                    size: Some(1),
+                    cursor: Some(cursor)
+                }
+            )
+            .await,
+        Err(StoreError::BadCursor)
+    );
+    Ok(())
+}
+
+async fn policy_runs_round_trip(store: Store) -> TestResult {
+    let org = org();
+    let dep = new_resource_id();
+    assert!(store.get_policy_run(&org, &dep, "pol").await?.is_none());
+    let mut run = PolicyRun::new(&org, &dep, "pol", Utc::now());
+    run.last_skip_reason = Some("deployment is stopped".into());
+    assert_eq!(store.save_policy_run(&run, None).await?, 1);
+    assert_eq!(
+        store.save_policy_run(&run, None).await,
+        Err(StoreError::AlreadyExists)
+    );
+    run.consecutive_failures = 2;
+    assert_eq!(store.save_policy_run(&run, Some(1)).await?, 2);
+    assert!(matches!(
+        store.save_policy_run(&run, Some(1)).await,
+        Err(StoreError::VersionMismatch { current: 2 })
+    ));
+    let got = store
+        .get_policy_run(&org, &dep, "pol")
+        .await?
+        .ok_or("run")?;
+    assert_eq!((got.value, got.version), (run, 2));
+    Ok(())
+}
+
+async fn active_plans_are_listed(store: Store) -> TestResult {
+    let org = org();
+    let (d, p) = deployment(&org, "active", None, &[], &[]);
+    store.create_deployment(&d, &p, None).await?;
+    let page = store.list_active_plans(&PageRequest::default()).await?;
+    assert!(page.items.iter().any(|a| a.plan_id == p.id && a.org == org));
+    Ok(())
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -560,6 +810,9 @@ conformance!(
     lists_page_and_filter,
     idempotency_keys,
     concurrent_updates_one_wins,
+    snapshots_newest_first_by_name_and_paged,
+    policy_runs_round_trip,
+    active_plans_are_listed,
 );
 
 fn sqlite_store(dir: &tempfile::TempDir) -> Result<Store, Box<dyn std::error::Error>> {

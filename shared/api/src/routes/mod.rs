@@ -3,3 +3,4 @@ pub mod plans;
 pub mod platform;
 pub mod policies;
 pub mod repositories;
+pub mod snapshots;

@@ -1,0 +1,184 @@
+//! Snapshot records: what Floe knows about each snapshot it took (or was
+//! asked to take) of a deployment, and the run state of each policy
+//! attachment. The repository itself stays the truth about the files; these
+//! records make listing and retention one store query instead of a cluster
+//! round trip.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Elasticsearch's snapshot states, spelled as Elasticsearch spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SnapshotState {
+    InProgress,
+    Success,
+    /// Finished, but some shards were not stored.
+    Partial,
+    Failed,
+    /// Taken by a version the cluster cannot read.
+    Incompatible,
+}
+
+impl SnapshotState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotState::InProgress => "IN_PROGRESS",
+            SnapshotState::Success => "SUCCESS",
+            SnapshotState::Partial => "PARTIAL",
+            SnapshotState::Failed => "FAILED",
+            SnapshotState::Incompatible => "INCOMPATIBLE",
+        }
+    }
+
+    pub fn is_finished(self) -> bool {
+        self != SnapshotState::InProgress
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SnapshotShards {
+    pub total: u32,
+    pub successful: u32,
+    pub failed: u32,
+}
+
+/// One snapshot of one deployment, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    pub org: String,
+    pub deployment_id: String,
+    pub repository: String,
+    pub name: String,
+    /// Empty until the cluster has reported it (a snapshot accepted but not
+    /// yet seen).
+    #[serde(default)]
+    pub uuid: String,
+    pub state: SnapshotState,
+    pub start: DateTime<Utc>,
+    #[serde(default)]
+    pub end: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub duration_in_millis: Option<u64>,
+    #[serde(default)]
+    pub indices: Vec<String>,
+    #[serde(default)]
+    pub shards: SnapshotShards,
+    #[serde(default)]
+    pub size_in_bytes: Option<u64>,
+    /// The policy that took it; `None` for a manual snapshot.
+    #[serde(default)]
+    pub policy_id: Option<String>,
+    /// Elasticsearch's reason for a failed or partial snapshot.
+    #[serde(default)]
+    pub failure: Option<String>,
+    /// The start time in the record's storage key, fixed at creation so that
+    /// a later, more exact start time from the cluster never moves the record.
+    pub sort_millis: i64,
+    pub updated: DateTime<Utc>,
+}
+
+/// A snapshot as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SnapshotView {
+    #[schema(example = "nightly-2026.11.29")]
+    pub snapshot: String,
+    #[schema(example = "main-backups")]
+    pub repository: String,
+    #[schema(example = "dpGR0bHlS5eSn5xE1ZKYKg")]
+    pub uuid: String,
+    pub state: SnapshotState,
+    pub start_time: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_in_millis: Option<u64>,
+    pub indices: Vec<String>,
+    pub shards: SnapshotShards,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_in_bytes: Option<u64>,
+    /// The policy that took it; absent for a manual snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+impl SnapshotView {
+    pub fn new(r: &SnapshotRecord) -> SnapshotView {
+        SnapshotView {
+            snapshot: r.name.clone(),
+            repository: r.repository.clone(),
+            uuid: r.uuid.clone(),
+            state: r.state,
+            start_time: r.start,
+            end_time: r.end,
+            duration_in_millis: r.duration_in_millis,
+            indices: r.indices.clone(),
+            shards: r.shards,
+            size_in_bytes: r.size_in_bytes,
+            policy_id: r.policy_id.clone(),
+            failure: r.failure.clone(),
+        }
+    }
+}
+
+/// How the last scheduled run of a policy attachment ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    /// A snapshot was taken (or started) and recorded.
+    Snapshot,
+    /// Nothing was taken; `last_skip_reason` says why.
+    Skipped,
+    /// Taking the snapshot failed; `last_failure` says why.
+    Failed,
+}
+
+/// The run state of one policy attached to one deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyRun {
+    pub org: String,
+    pub deployment_id: String,
+    pub policy_id: String,
+    pub last_run: DateTime<Utc>,
+    pub last_outcome: RunOutcome,
+    #[serde(default)]
+    pub last_snapshot: Option<String>,
+    #[serde(default)]
+    pub last_success: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub last_skip_reason: Option<String>,
+    #[serde(default)]
+    pub last_failure: Option<String>,
+    /// Failures since the last success; reset by a successful snapshot.
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    #[serde(default)]
+    pub total_failures: u64,
+    #[serde(default)]
+    pub total_snapshots: u64,
+    #[serde(default)]
+    pub total_deleted: u64,
+}
+
+impl PolicyRun {
+    pub fn new(org: &str, deployment_id: &str, policy_id: &str, now: DateTime<Utc>) -> PolicyRun {
+        PolicyRun {
+            org: org.into(),
+            deployment_id: deployment_id.into(),
+            policy_id: policy_id.into(),
+            last_run: now,
+            last_outcome: RunOutcome::Skipped,
+            last_snapshot: None,
+            last_success: None,
+            last_skip_reason: None,
+            last_failure: None,
+            consecutive_failures: 0,
+            total_failures: 0,
+            total_snapshots: 0,
+            total_deleted: 0,
+        }
+    }
+}

@@ -1,0 +1,61 @@
+use floe_clusters::ClusterError;
+use floe_domain::deployment::DeploymentStatus;
+use floe_elastic::ElasticError;
+use floe_store::StoreError;
+
+/// Why a snapshot operation did not happen. The API maps each variant to
+/// one error code; the snapshotter function retries the transient ones.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("deployment {0} was not found")]
+    DeploymentNotFound(String),
+    #[error("deployment {id} is {}, not running", status.as_str())]
+    NotRunning {
+        id: String,
+        status: DeploymentStatus,
+    },
+    #[error("deployment {0} has no snapshot repository")]
+    NoRepository(String),
+    #[error("snapshot repository {0} was not found")]
+    RepositoryNotFound(String),
+    #[error("snapshot {0} was not found")]
+    SnapshotNotFound(String),
+    #[error("snapshot {0} already exists")]
+    SnapshotExists(String),
+    /// Elasticsearch's `concurrent_snapshot_execution_exception`, or a
+    /// snapshot seen running in the repository before starting one.
+    #[error("a snapshot is already running in repository {repository}")]
+    AlreadyRunning { repository: String },
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    #[error("cluster: {0}")]
+    Cluster(#[from] ClusterError),
+    #[error("elasticsearch: {0}")]
+    Elastic(#[from] ElasticError),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl SnapshotError {
+    /// Worth running again later without anyone changing anything.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SnapshotError::Cluster(e) => e.is_transient(),
+            SnapshotError::Elastic(e) => e.is_transient(),
+            SnapshotError::Store(e) => matches!(e, StoreError::Unavailable(_)),
+            SnapshotError::AlreadyRunning { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// An Elasticsearch error, with the repository-level ones given their own
+/// meaning.
+pub(crate) fn from_elastic(e: ElasticError, repository: &str) -> SnapshotError {
+    match e {
+        ElasticError::ConcurrentSnapshot(_) => SnapshotError::AlreadyRunning {
+            repository: repository.to_string(),
+        },
+        other => SnapshotError::Elastic(other),
+    }
+}

@@ -1,0 +1,164 @@
+//! A Floe repository as Elasticsearch registers it (`PUT _snapshot/{name}`).
+
+use floe_domain::repository::{Protocol, Repository, RepositorySettings};
+use floe_elastic::RepositoryRegistration;
+use serde_json::{Map, Value};
+
+/// The registration of `repo` on a cluster; `readonly` for every cluster but
+/// the one writer (a clone reading its source's snapshots).
+///
+/// Credentials never go here: the nodes hold them in their keystore under
+/// the S3 client `floe` (see `floe_nodeconfig::S3_CLIENT`), which the
+/// registration names. `endpoint`, `protocol`, `path_style_access` and
+/// `region` are S3 *client* settings in Elasticsearch, rendered into each
+/// node's `elasticsearch.yml` with the same values; they are repeated here
+/// because the simulated cluster has no per-node client configuration and
+/// reads them from the repository, while Elasticsearch ignores them.
+pub fn repository_registration(repo: &Repository, readonly: bool) -> RepositoryRegistration {
+    let mut settings = Map::new();
+    let mut put = |key: &str, value: Value| {
+        settings.insert(key.to_string(), value);
+    };
+    let (kind, snapshot_rate, restore_rate) = match &repo.settings {
+        RepositorySettings::S3(s) => {
+            put("client", Value::from(floe_nodeconfig::S3_CLIENT));
+            put("bucket", Value::from(s.bucket.clone()));
+            if let Some(base_path) = s.base_path.as_deref().filter(|b| !b.is_empty()) {
+                put("base_path", Value::from(base_path));
+            }
+            if let Some(endpoint) = &s.endpoint {
+                put("endpoint", Value::from(endpoint.clone()));
+            }
+            if let Some(protocol) = s.protocol {
+                put(
+                    "protocol",
+                    Value::from(match protocol {
+                        Protocol::Http => "http",
+                        Protocol::Https => "https",
+                    }),
+                );
+            }
+            if let Some(path_style) = s.path_style_access {
+                put("path_style_access", Value::from(path_style));
+            }
+            if let Some(region) = &s.region {
+                put("region", Value::from(region.clone()));
+            }
+            if let Some(sse) = s.server_side_encryption {
+                put("server_side_encryption", Value::from(sse));
+            }
+            if let Some(compress) = s.compress {
+                put("compress", Value::from(compress));
+            }
+            if let Some(chunk_size) = &s.chunk_size {
+                put("chunk_size", Value::from(chunk_size.clone()));
+            }
+            (
+                "s3",
+                s.max_snapshot_bytes_per_sec.clone(),
+                s.max_restore_bytes_per_sec.clone(),
+            )
+        }
+        RepositorySettings::Fs(f) => {
+            put("location", Value::from(f.location.clone()));
+            if let Some(compress) = f.compress {
+                put("compress", Value::from(compress));
+            }
+            (
+                "fs",
+                f.max_snapshot_bytes_per_sec.clone(),
+                f.max_restore_bytes_per_sec.clone(),
+            )
+        }
+    };
+    if let Some(rate) = snapshot_rate {
+        settings.insert("max_snapshot_bytes_per_sec".into(), Value::from(rate));
+    }
+    if let Some(rate) = restore_rate {
+        settings.insert("max_restore_bytes_per_sec".into(), Value::from(rate));
+    }
+    let registration = RepositoryRegistration::new(kind, settings);
+    if readonly {
+        registration.read_only()
+    } else {
+        registration
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use floe_domain::repository::{FsSettings, S3Settings};
+    use floe_domain::secret::Sealed;
+    use serde_json::json;
+
+    fn repo(settings: RepositorySettings) -> Repository {
+        Repository {
+            org: "acme".into(),
+            name: "main".into(),
+            settings,
+            created: chrono::Utc::now(),
+            updated: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn s3_carries_bucket_client_and_throttles_but_never_credentials() {
+        let r = repo(RepositorySettings::S3(S3Settings {
+            bucket: "backups".into(),
+            base_path: Some("prod/logs".into()),
+            region: Some("eu-west-1".into()),
+            endpoint: Some("flashblade.internal:443".into()),
+            protocol: Some(Protocol::Https),
+            path_style_access: Some(true),
+            access_key: Some("AKIAEXAMPLEKEY".into()),
+            secret_key: Some(Sealed::new("sealed-secret")),
+            session_token: Some(Sealed::new("sealed-token")),
+            server_side_encryption: Some(true),
+            compress: Some(true),
+            chunk_size: Some("1gb".into()),
+            max_snapshot_bytes_per_sec: Some("150mb".into()),
+            max_restore_bytes_per_sec: Some("0".into()),
+        }));
+        let reg = repository_registration(&r, false);
+        assert_eq!(reg.repository_type, "s3");
+        assert!(!reg.readonly);
+        assert_eq!(
+            Value::Object(reg.settings.clone()),
+            json!({
+                "client": "floe", "bucket": "backups", "base_path": "prod/logs",
+                "endpoint": "flashblade.internal:443", "protocol": "https",
+                "path_style_access": true, "region": "eu-west-1",
+                "server_side_encryption": true, "compress": true, "chunk_size": "1gb",
+                "max_snapshot_bytes_per_sec": "150mb", "max_restore_bytes_per_sec": "0"
+            })
+        );
+        let text = format!("{reg:?}");
+        for secret in [
+            "AKIAEXAMPLEKEY",
+            "sealed-secret",
+            "sealed-token",
+            "access_key",
+            "secret_key",
+        ] {
+            assert!(!text.contains(secret), "{secret} leaked into {text}");
+        }
+    }
+
+    #[test]
+    fn fs_and_read_only() {
+        let r = repo(RepositorySettings::Fs(FsSettings {
+            location: "main".into(),
+            compress: None,
+            max_snapshot_bytes_per_sec: None,
+            max_restore_bytes_per_sec: Some("40mb".into()),
+        }));
+        let reg = repository_registration(&r, true);
+        assert_eq!(reg.repository_type, "fs");
+        assert!(reg.readonly);
+        assert_eq!(
+            Value::Object(reg.settings),
+            json!({"location": "main", "max_restore_bytes_per_sec": "40mb"})
+        );
+    }
+}

@@ -1,0 +1,759 @@
+//! The snapshotter: takes a policy's scheduled snapshot (or a manual one)
+//! on the deployment's cluster, records it, and applies the policy's
+//! retention. The same code runs in the `floe-snapshotter` Lambda function
+//! and, in local mode, from the in-process scheduler.
+
+use crate::error::{SnapshotError, from_elastic};
+use crate::registration::repository_registration;
+use crate::retention::{RetentionRules, expired};
+use chrono::{DateTime, Utc};
+use floe_clusters::Clusters;
+use floe_domain::deployment::{Deployment, DeploymentStatus};
+use floe_domain::policy::{Policy, validate_index_pattern};
+use floe_domain::repository::Repository;
+use floe_domain::snapshot::{PolicyRun, RunOutcome, SnapshotRecord, SnapshotShards, SnapshotState};
+use floe_domain::snapshot_name::resolve_snapshot_name;
+use floe_elastic::{CreateSnapshot, ElasticClient, ElasticError, SnapshotInfo};
+use floe_store::{PageRequest, Store, StoreError, Versioned};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// At most this many indices in a manual snapshot, as in a policy.
+pub const MAX_INDICES: usize = 100;
+
+#[derive(Debug, Clone)]
+pub struct SnapshotterSettings {
+    /// How long one call waits for a snapshot to finish before leaving it
+    /// recorded `IN_PROGRESS` for a later refresh. A Lambda function runs at
+    /// most 15 minutes, so the default leaves room for retention after it.
+    pub wait: Duration,
+    /// How often a running snapshot is looked at while waiting.
+    pub poll: Duration,
+}
+
+impl Default for SnapshotterSettings {
+    fn default() -> SnapshotterSettings {
+        SnapshotterSettings {
+            wait: Duration::from_secs(10 * 60),
+            poll: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Cheap to clone: the store and the clusters are shared.
+#[derive(Clone)]
+pub struct Snapshotter {
+    store: Store,
+    clusters: Arc<dyn Clusters>,
+    settings: SnapshotterSettings,
+}
+
+/// What one scheduled run did; the Lambda function returns it as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary {
+    pub org: String,
+    pub deployment_id: String,
+    pub policy_id: String,
+    pub outcome: RunOutcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<SnapshotState>,
+    /// Why it skipped, or why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Snapshots retention deleted.
+    pub deleted: Vec<String>,
+    /// Snapshots retention wanted to delete but could not (tried again on
+    /// the next run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retention_errors: Vec<String>,
+}
+
+/// Random enough to keep a policy's names apart when its name pattern
+/// resolves to the same text twice (every run of `<nightly-{now/d}>` on one
+/// day), as SLM appends a random suffix.
+fn unique_suffix() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
+}
+
+fn record_state(info: &SnapshotInfo) -> SnapshotState {
+    match info.state {
+        Some(floe_elastic::SnapshotState::Success) => SnapshotState::Success,
+        Some(floe_elastic::SnapshotState::Failed) => SnapshotState::Failed,
+        Some(floe_elastic::SnapshotState::Partial) => SnapshotState::Partial,
+        Some(floe_elastic::SnapshotState::Incompatible) => SnapshotState::Incompatible,
+        Some(floe_elastic::SnapshotState::InProgress)
+        | Some(floe_elastic::SnapshotState::Unknown)
+        | None => SnapshotState::InProgress,
+    }
+}
+
+/// Elasticsearch's reason for a failed snapshot, or the first shard failure
+/// of a partial one.
+fn failure_reason(info: &SnapshotInfo) -> Option<String> {
+    if let Some(reason) = info.reason.as_deref().filter(|r| !r.is_empty()) {
+        return Some(reason.to_string());
+    }
+    let first = info.failures.first()?;
+    let shards = info.shards.map(|s| s.failed).unwrap_or(0);
+    Some(format!(
+        "{shards} shard(s) failed; first: [{}][{}] {}",
+        first.index.as_deref().unwrap_or("?"),
+        first.shard_id.map(|s| s.to_string()).unwrap_or_default(),
+        first.reason.as_deref().unwrap_or("no reason given")
+    ))
+}
+
+/// Copies what the cluster says about the snapshot into the record.
+fn apply_info(record: &mut SnapshotRecord, info: &SnapshotInfo, now: DateTime<Utc>) {
+    record.state = record_state(info);
+    if !info.uuid.is_empty() {
+        record.uuid = info.uuid.clone();
+    }
+    if let Some(start) = info.start_time() {
+        record.start = start;
+    }
+    record.end = info.end_time();
+    record.duration_in_millis = info
+        .duration_in_millis
+        .filter(|_| record.state.is_finished())
+        .and_then(|d| u64::try_from(d).ok());
+    if !info.indices.is_empty() {
+        record.indices = info.indices.clone();
+    }
+    if let Some(shards) = info.shards {
+        record.shards = SnapshotShards {
+            total: shards.total,
+            successful: shards.successful,
+            failed: shards.failed,
+        };
+    }
+    record.failure = match record.state {
+        SnapshotState::Failed | SnapshotState::Partial => failure_reason(info),
+        _ => None,
+    };
+    record.updated = now;
+}
+
+impl Snapshotter {
+    pub fn new(store: Store, clusters: Arc<dyn Clusters>) -> Snapshotter {
+        Snapshotter {
+            store,
+            clusters,
+            settings: SnapshotterSettings::default(),
+        }
+    }
+
+    pub fn with_settings(mut self, settings: SnapshotterSettings) -> Snapshotter {
+        self.settings = settings;
+        self
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    async fn deployment(&self, org: &str, id: &str) -> Result<Deployment, SnapshotError> {
+        self.store
+            .get_deployment(org, id)
+            .await?
+            .map(|v| v.value)
+            .ok_or_else(|| SnapshotError::DeploymentNotFound(id.to_string()))
+    }
+
+    async fn repository(&self, org: &str, name: &str) -> Result<Repository, SnapshotError> {
+        self.store
+            .get_repository(org, name)
+            .await?
+            .map(|v| v.value)
+            .ok_or_else(|| SnapshotError::RepositoryNotFound(name.to_string()))
+    }
+
+    fn require_running(d: &Deployment) -> Result<(), SnapshotError> {
+        if d.status == DeploymentStatus::Running {
+            Ok(())
+        } else {
+            Err(SnapshotError::NotRunning {
+                id: d.id.clone(),
+                status: d.status,
+            })
+        }
+    }
+
+    /// Registers the repository on the cluster (an idempotent PUT), after
+    /// checking that no snapshot of this cluster runs in it: Elasticsearch
+    /// refuses to change a repository in use, and one snapshot at a time per
+    /// repository keeps a slow repository from piling them up.
+    async fn ensure_repository(
+        &self,
+        client: &ElasticClient,
+        repo: &Repository,
+    ) -> Result<(), SnapshotError> {
+        let registration = repository_registration(repo, false);
+        match client.list_snapshots(&repo.name, false).await {
+            Ok(listed) => {
+                if listed
+                    .iter()
+                    .any(|s| s.state == Some(floe_elastic::SnapshotState::InProgress))
+                {
+                    return Err(SnapshotError::AlreadyRunning {
+                        repository: repo.name.clone(),
+                    });
+                }
+                // Already registered (and verified then): refresh settings
+                // such as throttles without touching every node again.
+                client
+                    .put_repository(&repo.name, &registration.without_verification())
+                    .await
+                    .map_err(|e| from_elastic(e, &repo.name))
+            }
+            Err(ElasticError::RepositoryMissing(_)) => client
+                .put_repository(&repo.name, &registration)
+                .await
+                .map_err(|e| from_elastic(e, &repo.name)),
+            Err(e) => Err(from_elastic(e, &repo.name)),
+        }
+    }
+
+    /// Starts the snapshot, records it `IN_PROGRESS`, and with `wait`
+    /// follows it until it ends or `settings.wait` runs out.
+    #[allow(clippy::too_many_arguments)]
+    async fn take(
+        &self,
+        deployment: &Deployment,
+        client: &ElasticClient,
+        repo: &Repository,
+        name: String,
+        request: CreateSnapshot,
+        policy_id: Option<&str>,
+        wait: bool,
+    ) -> Result<Versioned<SnapshotRecord>, SnapshotError> {
+        self.ensure_repository(client, repo).await?;
+        // Started without waiting: the client's timeout would cut a long
+        // wait short and lose the answer; polling is bounded by our own.
+        client
+            .create_snapshot(&repo.name, &name, &request, false)
+            .await
+            .map_err(|e| match e {
+                ElasticError::InvalidSnapshotName(f) => SnapshotError::Invalid {
+                    field: "name".into(),
+                    message: f.reason,
+                },
+                other => from_elastic(other, &repo.name),
+            })?;
+        let now = Utc::now();
+        let record = SnapshotRecord {
+            org: deployment.org.clone(),
+            deployment_id: deployment.id.clone(),
+            repository: repo.name.clone(),
+            name,
+            uuid: String::new(),
+            state: SnapshotState::InProgress,
+            start: now,
+            end: None,
+            duration_in_millis: None,
+            indices: request.indices.clone(),
+            shards: SnapshotShards::default(),
+            size_in_bytes: None,
+            policy_id: policy_id.map(str::to_string),
+            failure: None,
+            sort_millis: now.timestamp_millis(),
+            updated: now,
+        };
+        self.store.create_snapshot(&record).await?;
+        let stored = Versioned {
+            value: record,
+            version: 1,
+            refs: 0,
+        };
+        let deadline = Instant::now()
+            + if wait {
+                self.settings.wait
+            } else {
+                Duration::ZERO
+            };
+        self.follow(client, stored, deadline).await
+    }
+
+    /// Looks at a running snapshot until it ends or `deadline` passes, and
+    /// writes what changed. A finished record is returned as it is.
+    async fn follow(
+        &self,
+        client: &ElasticClient,
+        mut stored: Versioned<SnapshotRecord>,
+        deadline: Instant,
+    ) -> Result<Versioned<SnapshotRecord>, SnapshotError> {
+        if stored.value.state.is_finished() {
+            return Ok(stored);
+        }
+        let (repo, name) = (stored.value.repository.clone(), stored.value.name.clone());
+        let mut missing_before = false;
+        loop {
+            match client.get_snapshot(&repo, &name).await {
+                Ok(info) => {
+                    let mut next = stored.value.clone();
+                    apply_info(&mut next, &info, Utc::now());
+                    if next.state.is_finished() {
+                        next.size_in_bytes = client
+                            .snapshot_status(&repo, &name)
+                            .await
+                            .ok()
+                            .and_then(|s| u64::try_from(s.stats.total.size_in_bytes).ok());
+                    }
+                    if next.state.is_finished() || next.uuid != stored.value.uuid {
+                        stored.version = self.store.update_snapshot(&next, stored.version).await?;
+                        stored.value = next;
+                    }
+                    if stored.value.state.is_finished() {
+                        return Ok(stored);
+                    }
+                }
+                // A snapshot that just finished can drop out of the running
+                // set a moment before the repository lists it: only a
+                // second miss means it is gone.
+                Err(ElasticError::SnapshotMissing(_)) if !missing_before => {
+                    missing_before = true;
+                    tokio::time::sleep(self.settings.poll).await;
+                    continue;
+                }
+                Err(ElasticError::SnapshotMissing(_)) => {
+                    // Deleted (aborted) on the cluster behind Floe's back.
+                    let mut next = stored.value.clone();
+                    next.state = SnapshotState::Failed;
+                    next.failure = Some("the snapshot is no longer in the repository".into());
+                    next.updated = Utc::now();
+                    stored.version = self.store.update_snapshot(&next, stored.version).await?;
+                    stored.value = next;
+                    return Ok(stored);
+                }
+                // A busy cluster: keep the record and look again.
+                Err(e) if e.is_transient() => {
+                    tracing::debug!(snapshot = %name, error = %e, "snapshot not readable yet");
+                }
+                Err(e) => return Err(from_elastic(e, &repo)),
+            }
+            if Instant::now() >= deadline {
+                return Ok(stored);
+            }
+            tokio::time::sleep(self.settings.poll).await;
+        }
+    }
+
+    /// The snapshot's record, brought up to date from the cluster when it
+    /// was still running (and the cluster can be reached).
+    pub async fn get(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        name: &str,
+    ) -> Result<Versioned<SnapshotRecord>, SnapshotError> {
+        let deployment = self.deployment(org, deployment_id).await?;
+        let stored = self
+            .store
+            .get_snapshot(org, deployment_id, name)
+            .await?
+            .ok_or_else(|| SnapshotError::SnapshotNotFound(name.to_string()))?;
+        Ok(self.refresh(&deployment, stored).await)
+    }
+
+    /// Brings an `IN_PROGRESS` record up to date with one look at the
+    /// cluster. A cluster that cannot be asked leaves the record as it is:
+    /// listing must not fail because a cluster is busy.
+    pub async fn refresh(
+        &self,
+        deployment: &Deployment,
+        stored: Versioned<SnapshotRecord>,
+    ) -> Versioned<SnapshotRecord> {
+        if stored.value.state.is_finished() || deployment.status != DeploymentStatus::Running {
+            return stored;
+        }
+        let client = match self.clusters.client(deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(deployment = %deployment.id, error = %e, "cannot refresh a running snapshot");
+                return stored;
+            }
+        };
+        let fallback = stored.clone();
+        match self.follow(&client, stored, Instant::now()).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(deployment = %deployment.id, snapshot = %fallback.value.name, error = %e, "cannot refresh a running snapshot");
+                fallback
+            }
+        }
+    }
+
+    /// A manual snapshot into the deployment's repository. `name` may be
+    /// date math; without one Floe picks `manual-{time}-{suffix}`. With
+    /// `wait`, returns once it ended (or `settings.wait` ran out).
+    pub async fn take_manual(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        name: Option<&str>,
+        indices: Option<Vec<String>>,
+        wait: bool,
+    ) -> Result<Versioned<SnapshotRecord>, SnapshotError> {
+        let now = Utc::now();
+        let name = match name {
+            Some(n) => resolve_snapshot_name(n, now).map_err(|message| SnapshotError::Invalid {
+                field: "name".into(),
+                message,
+            })?,
+            None => format!(
+                "manual-{}-{}",
+                now.format("%Y.%m.%d-%H.%M.%S"),
+                unique_suffix()
+            ),
+        };
+        let indices = indices.unwrap_or_default();
+        if indices.len() > MAX_INDICES {
+            return Err(SnapshotError::Invalid {
+                field: "indices".into(),
+                message: format!("at most {MAX_INDICES} index patterns"),
+            });
+        }
+        for (i, index) in indices.iter().enumerate() {
+            validate_index_pattern(index).map_err(|message| SnapshotError::Invalid {
+                field: format!("indices[{i}]"),
+                message,
+            })?;
+        }
+        let deployment = self.deployment(org, deployment_id).await?;
+        let repo_name = deployment
+            .spec
+            .repository()
+            .ok_or_else(|| SnapshotError::NoRepository(deployment_id.to_string()))?
+            .to_string();
+        Self::require_running(&deployment)?;
+        if self
+            .store
+            .get_snapshot(org, deployment_id, &name)
+            .await?
+            .is_some()
+        {
+            return Err(SnapshotError::SnapshotExists(name));
+        }
+        let repo = self.repository(org, &repo_name).await?;
+        let client = self.clusters.client(&deployment, &[]).await?;
+        let request = CreateSnapshot {
+            indices,
+            ..CreateSnapshot::default()
+        };
+        let taken = self
+            .take(&deployment, &client, &repo, name, request, None, wait)
+            .await?;
+        tracing::info!(deployment = deployment_id, snapshot = %taken.value.name, state = taken.value.state.as_str(), "manual snapshot");
+        Ok(taken)
+    }
+
+    /// Deletes the snapshot from the repository (one already gone is
+    /// fine), then its record.
+    pub async fn delete(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        name: &str,
+    ) -> Result<(), SnapshotError> {
+        let deployment = self.deployment(org, deployment_id).await?;
+        let stored = self
+            .store
+            .get_snapshot(org, deployment_id, name)
+            .await?
+            .ok_or_else(|| SnapshotError::SnapshotNotFound(name.to_string()))?;
+        Self::require_running(&deployment)?;
+        let client = self.clusters.client(&deployment, &[]).await?;
+        self.delete_on_cluster(&client, org, &stored.value).await?;
+        match self.store.delete_snapshot(&stored).await {
+            Ok(()) | Err(StoreError::NotFound) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn delete_on_cluster(
+        &self,
+        client: &ElasticClient,
+        org: &str,
+        s: &SnapshotRecord,
+    ) -> Result<(), SnapshotError> {
+        match client.delete_snapshot(&s.repository, &s.name).await {
+            Ok(()) | Err(ElasticError::SnapshotMissing(_)) => Ok(()),
+            // The repository was unregistered (a restarted cluster): put it
+            // back and try once more.
+            Err(ElasticError::RepositoryMissing(_)) => {
+                let repo = self.repository(org, &s.repository).await?;
+                client
+                    .put_repository(&repo.name, &repository_registration(&repo, false))
+                    .await
+                    .map_err(|e| from_elastic(e, &repo.name))?;
+                match client.delete_snapshot(&s.repository, &s.name).await {
+                    Ok(()) | Err(ElasticError::SnapshotMissing(_)) => Ok(()),
+                    Err(e) => Err(from_elastic(e, &s.repository)),
+                }
+            }
+            Err(e) => Err(from_elastic(e, &s.repository)),
+        }
+    }
+
+    /// One firing of a policy attachment's schedule: snapshot, record,
+    /// retention. Skips and failures are recorded in the attachment's run
+    /// state and answered `Ok`; `Err` means "try again later" (storage or
+    /// cluster unavailable), for the scheduler's retry policy.
+    pub async fn run_scheduled(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        policy_id: &str,
+    ) -> Result<RunSummary, SnapshotError> {
+        let now = Utc::now();
+        let mut summary = RunSummary {
+            org: org.into(),
+            deployment_id: deployment_id.into(),
+            policy_id: policy_id.into(),
+            outcome: RunOutcome::Skipped,
+            snapshot: None,
+            state: None,
+            reason: None,
+            deleted: Vec::new(),
+            retention_errors: Vec::new(),
+        };
+        let Some(deployment) = self
+            .store
+            .get_deployment(org, deployment_id)
+            .await?
+            .map(|v| v.value)
+        else {
+            // A schedule outliving its deployment: nothing to record it on.
+            summary.reason = Some("the deployment no longer exists".into());
+            return Ok(summary);
+        };
+        let policy = self
+            .store
+            .get_policy(org, policy_id)
+            .await?
+            .map(|v| v.value);
+        let skip = match &policy {
+            None => Some("the policy no longer exists".to_string()),
+            Some(_) if !deployment.spec.policies().iter().any(|p| p == policy_id) => {
+                Some("the policy is not attached to the deployment".to_string())
+            }
+            Some(p) if !p.spec.enabled => Some("the policy is disabled".to_string()),
+            Some(_) if deployment.status != DeploymentStatus::Running => Some(format!(
+                "the deployment is {}, not running",
+                deployment.status.as_str()
+            )),
+            Some(_) => None,
+        };
+        let (Some(policy), None) = (policy, skip.clone()) else {
+            summary.reason = skip;
+            self.record_run(&summary, now).await?;
+            return Ok(summary);
+        };
+
+        let result = self.snapshot_for_policy(&deployment, &policy, now).await;
+        match result {
+            Ok(taken) => {
+                let state = taken.value.state;
+                summary.snapshot = Some(taken.value.name.clone());
+                summary.state = Some(state);
+                if matches!(state, SnapshotState::Failed | SnapshotState::Partial) {
+                    summary.outcome = RunOutcome::Failed;
+                    summary.reason =
+                        Some(
+                            taken.value.failure.clone().unwrap_or_else(|| {
+                                format!("the snapshot ended {}", state.as_str())
+                            }),
+                        );
+                } else {
+                    summary.outcome = RunOutcome::Snapshot;
+                }
+            }
+            Err(SnapshotError::AlreadyRunning { repository }) => {
+                summary.reason = Some(format!(
+                    "a snapshot is already running in repository {repository}"
+                ));
+            }
+            Err(e) => {
+                summary.outcome = RunOutcome::Failed;
+                summary.reason = Some(e.to_string());
+                self.record_run(&summary, now).await?;
+                tracing::warn!(deployment = deployment_id, policy = policy_id, error = %e, "scheduled snapshot failed");
+                return if e.is_transient() {
+                    Err(e)
+                } else {
+                    Ok(summary)
+                };
+            }
+        }
+
+        if let Some(retention) = &policy.spec.retention {
+            match self.apply_retention(&deployment, &policy, retention).await {
+                Ok((deleted, errors)) => {
+                    summary.deleted = deleted;
+                    summary.retention_errors = errors;
+                }
+                Err(e) => summary.retention_errors.push(e.to_string()),
+            }
+        }
+        self.record_run(&summary, now).await?;
+        tracing::info!(
+            deployment = deployment_id,
+            policy = policy_id,
+            outcome = ?summary.outcome,
+            snapshot = summary.snapshot.as_deref().unwrap_or("-"),
+            deleted = summary.deleted.len(),
+            "scheduled snapshot run"
+        );
+        Ok(summary)
+    }
+
+    async fn snapshot_for_policy(
+        &self,
+        deployment: &Deployment,
+        policy: &Policy,
+        now: DateTime<Utc>,
+    ) -> Result<Versioned<SnapshotRecord>, SnapshotError> {
+        let base = resolve_snapshot_name(&policy.spec.snapshot_name, now).map_err(|message| {
+            SnapshotError::Invalid {
+                field: "snapshot_name".into(),
+                message,
+            }
+        })?;
+        let name = format!("{base}-{}", unique_suffix());
+        let repo = self
+            .repository(&deployment.org, &policy.spec.repository)
+            .await?;
+        let client = self.clusters.client(deployment, &[]).await?;
+        let request = CreateSnapshot {
+            indices: policy.spec.indices.clone(),
+            include_global_state: Some(policy.spec.include_global_state),
+            ..CreateSnapshot::default()
+        };
+        self.take(
+            deployment,
+            &client,
+            &repo,
+            name,
+            request,
+            Some(&policy.id),
+            true,
+        )
+        .await
+    }
+
+    /// Deletes the policy's snapshots its retention no longer keeps: on the
+    /// cluster first, then the record, so a failure half-way leaves a record
+    /// that the next run deletes again. Returns what was deleted and what
+    /// could not be.
+    async fn apply_retention(
+        &self,
+        deployment: &Deployment,
+        policy: &Policy,
+        retention: &floe_domain::policy::Retention,
+    ) -> Result<(Vec<String>, Vec<String>), SnapshotError> {
+        let rules =
+            RetentionRules::from_policy(retention).map_err(|message| SnapshotError::Invalid {
+                field: "retention.expire_after".into(),
+                message,
+            })?;
+        if rules.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let client = self.clusters.client(deployment, &[]).await?;
+        let mut all = Vec::new();
+        let mut page = PageRequest {
+            size: Some(floe_store::stores::MAX_PAGE_SIZE),
+            cursor: None,
+        };
+        loop {
+            let listed = self
+                .store
+                .list_snapshots(&deployment.org, &deployment.id, Some(&policy.id), &page)
+                .await?;
+            for stored in listed.items {
+                // Older runs left running are settled first, so they count.
+                let stored = match self.follow(&client, stored.clone(), Instant::now()).await {
+                    Ok(v) => v,
+                    Err(_) => stored,
+                };
+                all.push(stored);
+            }
+            match listed.next_cursor {
+                Some(c) => page.cursor = Some(c),
+                None => break,
+            }
+        }
+        let records: Vec<SnapshotRecord> = all.iter().map(|v| v.value.clone()).collect();
+        let doomed = expired(&records, &rules, Utc::now());
+        let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+        for name in doomed {
+            let Some(stored) = all.iter().find(|v| v.value.name == name) else {
+                continue;
+            };
+            if let Err(e) = self
+                .delete_on_cluster(&client, &deployment.org, &stored.value)
+                .await
+            {
+                errors.push(format!("{name}: {e}"));
+                continue;
+            }
+            match self.store.delete_snapshot(stored).await {
+                Ok(()) | Err(StoreError::NotFound) => deleted.push(name),
+                Err(e) => errors.push(format!("{name}: {e}")),
+            }
+        }
+        Ok((deleted, errors))
+    }
+
+    /// Writes the run into the attachment's run state, retrying a lost race
+    /// with another run of the same attachment.
+    async fn record_run(&self, s: &RunSummary, now: DateTime<Utc>) -> Result<(), SnapshotError> {
+        for _ in 0..5 {
+            let previous = self
+                .store
+                .get_policy_run(&s.org, &s.deployment_id, &s.policy_id)
+                .await?;
+            let mut run = previous
+                .as_ref()
+                .map(|v| v.value.clone())
+                .unwrap_or_else(|| PolicyRun::new(&s.org, &s.deployment_id, &s.policy_id, now));
+            run.last_run = now;
+            run.last_outcome = s.outcome;
+            run.total_deleted += s.deleted.len() as u64;
+            match s.outcome {
+                RunOutcome::Skipped => run.last_skip_reason = s.reason.clone(),
+                RunOutcome::Failed => {
+                    run.last_failure = s.reason.clone();
+                    run.consecutive_failures = run.consecutive_failures.saturating_add(1);
+                    run.total_failures += 1;
+                    if s.snapshot.is_some() {
+                        run.last_snapshot = s.snapshot.clone();
+                        run.total_snapshots += 1;
+                    }
+                }
+                RunOutcome::Snapshot => {
+                    run.last_snapshot = s.snapshot.clone();
+                    run.total_snapshots += 1;
+                    if s.state == Some(SnapshotState::Success) {
+                        run.last_success = Some(now);
+                        run.consecutive_failures = 0;
+                    }
+                }
+            }
+            match self
+                .store
+                .save_policy_run(&run, previous.map(|v| v.version))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(StoreError::VersionMismatch { .. } | StoreError::AlreadyExists) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(StoreError::VersionMismatch { current: 0 }.into())
+    }
+}
