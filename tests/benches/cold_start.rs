@@ -18,7 +18,7 @@
 //! of the first answer is larger than DynamoDB's would be; the init figures
 //! do not include it. FLOE_COLD_START_RUNS (default 20) sets the runs.
 
-use floe_tests::lambda_emulator::{Function, MotoSqs, http_api_event};
+use floe_tests::lambda_emulator::{Function, Moto, http_api_event};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -53,6 +53,7 @@ struct Setup {
     endpoint: String,
     table: String,
     queue_url: String,
+    key_arn: String,
 }
 
 async fn run() -> Result<(), Error> {
@@ -167,13 +168,15 @@ fn api(binary: &Path, s: &Setup) -> (Function, serde_json::Value) {
     )
 }
 
-/// As infra/template.yaml configures it, with an HS256 secret instead of a
-/// JWKS URL (which would be a call off this machine).
+/// As infra/template.yaml configures it (table, queue, KMS key), with an
+/// HS256 secret instead of a JWKS URL (which would be a call off this
+/// machine).
 fn api_function(binary: &Path, s: &Setup) -> Function {
     Function::at(binary, "floe-api")
         .memory_mb(512)
         .env("FLOE_STORE", format!("dynamodb://{}", s.table))
         .env("FLOE_QUEUE_URL", &s.queue_url)
+        .env("FLOE_KMS_KEY_ID", &s.key_arn)
         .env("FLOE_JWT_SECRET", JWT_SECRET)
         .env("AWS_ENDPOINT_URL", &s.endpoint)
 }
@@ -199,11 +202,14 @@ async fn prepare(dir: &Path, endpoint: &str) -> Result<Setup, Error> {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let name = format!("floe-cold-{}-{nanos}", std::process::id());
-    let queue_url = MotoSqs::new(endpoint).create_queue(&name).await?;
+    let moto = Moto::new(endpoint);
+    let queue_url = moto.create_queue(&name).await?;
+    let key_arn = moto.create_kms_key().await?;
     let setup = Setup {
         endpoint: endpoint.to_string(),
         table: name,
         queue_url,
+        key_arn,
     };
     let (function, event) = api(&dir.join("floe-api"), &setup);
     let mut creator = function.env("FLOE_CREATE_TABLE", "true").start().await?;

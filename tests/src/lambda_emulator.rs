@@ -172,11 +172,12 @@ impl Function {
 
         // Lambda sends both streams to the function's log.
         let output = Arc::new(Mutex::new(Vec::new()));
+        let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {
-            collect_lines(out, output.clone());
+            readers.push(collect_lines(out, output.clone()));
         }
         if let Some(err) = child.stderr.take() {
-            collect_lines(err, output.clone());
+            readers.push(collect_lines(err, output.clone()));
         }
         let (kill, killed) = oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -198,6 +199,7 @@ impl Function {
             events: event_tx,
             reports,
             output,
+            readers,
             server,
             _kill: kill,
             spawned_at,
@@ -262,13 +264,16 @@ fn chrono_free_date() -> String {
     format!("{year:04}/{month:02}/{day:02}")
 }
 
-fn collect_lines(stream: impl AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<Vec<String>>>) {
+fn collect_lines(
+    stream: impl AsyncRead + Unpin + Send + 'static,
+    into: Arc<Mutex<Vec<String>>>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut lines = BufReader::new(stream).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             crate::lock(&into).push(line);
         }
-    });
+    })
 }
 
 /// A started function.
@@ -278,6 +283,8 @@ pub struct Running {
     events: UnboundedSender<Pending>,
     reports: UnboundedReceiver<Report>,
     output: Arc<Mutex<Vec<String>>>,
+    /// The tasks copying the process's output, done at its end of file.
+    readers: Vec<tokio::task::JoinHandle<()>>,
     server: tokio::task::JoinHandle<()>,
     /// Dropping it kills the process.
     _kill: oneshot::Sender<()>,
@@ -359,6 +366,10 @@ impl Running {
                 Report::InitError(error) => break Outcome::InitError(error),
                 Report::Exited(status) => {
                     self.exited = Some(status);
+                    // Its last words (why it stopped) may still be in the pipes.
+                    for reader in self.readers.drain(..) {
+                        let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+                    }
                     break Outcome::Exited(status);
                 }
                 Report::Protocol(problem) => break Outcome::ProtocolViolation(problem),
@@ -816,37 +827,43 @@ pub fn sqs_event(queue_name: &str, records: &[SqsRecord]) -> Value {
     json!({ "Records": records })
 }
 
-/// SQS on moto (tests and benchmarks set up queues with it), through the
-/// JSON protocol the SDK speaks.
-pub struct MotoSqs {
+/// SQS and KMS on moto (tests and benchmarks set up a function's queue and
+/// key with it), through the JSON protocols the SDK speaks.
+pub struct Moto {
     endpoint: String,
     http: reqwest::Client,
 }
 
-impl MotoSqs {
-    pub fn new(endpoint: &str) -> MotoSqs {
+impl Moto {
+    pub fn new(endpoint: &str) -> Moto {
         let http = reqwest::Client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(30))
             .build()
             .unwrap_or_else(|e| panic!("cannot build the HTTP client: {e}"));
-        MotoSqs {
+        Moto {
             endpoint: endpoint.to_string(),
             http,
         }
     }
 
     async fn call(&self, action: &str, body: Value) -> Result<Value, Box<dyn std::error::Error>> {
+        let (service, version) = match action.split_once('.') {
+            Some(("TrentService", _)) => ("kms", "1.1"),
+            _ => ("sqs", "1.0"),
+        };
         let res = self
             .http
             .post(&self.endpoint)
-            .header("x-amz-target", format!("AmazonSQS.{action}"))
-            .header("content-type", "application/x-amz-json-1.0")
-            // moto reads the region from the signature's scope.
+            .header("x-amz-target", action)
+            .header("content-type", format!("application/x-amz-json-{version}"))
+            // moto reads the service and region from the signature's scope.
             .header(
                 "authorization",
-                "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/sqs/aws4_request, \
-                 SignedHeaders=host, Signature=0",
+                format!(
+                    "AWS4-HMAC-SHA256 Credential=test/20260101/{REGION}/{service}/aws4_request, \
+                     SignedHeaders=host, Signature=0"
+                ),
             )
             .body(body.to_string())
             .send()
@@ -860,11 +877,27 @@ impl MotoSqs {
     }
 
     pub async fn create_queue(&self, name: &str) -> Result<String, Box<dyn std::error::Error>> {
-        let v = self.call("CreateQueue", json!({"QueueName": name})).await?;
+        let v = self
+            .call("AmazonSQS.CreateQueue", json!({"QueueName": name}))
+            .await?;
         v["QueueUrl"]
             .as_str()
             .map(str::to_string)
             .ok_or_else(|| format!("CreateQueue gave no QueueUrl: {v}").into())
+    }
+
+    /// A symmetric KMS key, as the stack's CredentialsKey; returns its ARN.
+    pub async fn create_kms_key(&self) -> Result<String, Box<dyn std::error::Error>> {
+        let v = self
+            .call(
+                "TrentService.CreateKey",
+                json!({"Description": "floe credentials (emulator)"}),
+            )
+            .await?;
+        v["KeyMetadata"]["Arn"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("CreateKey gave no ARN: {v}").into())
     }
 
     /// The messages visible now, waiting up to a few seconds for the first.
@@ -874,7 +907,7 @@ impl MotoSqs {
     ) -> Result<Vec<SqsRecord>, Box<dyn std::error::Error>> {
         let v = self
             .call(
-                "ReceiveMessage",
+                "AmazonSQS.ReceiveMessage",
                 json!({"QueueUrl": queue_url, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 5}),
             )
             .await?;

@@ -11,9 +11,7 @@
 //! template's environment, `start()`, and `invoke()` with its trigger's event.
 
 use floe_auth::Role;
-use floe_tests::lambda_emulator::{
-    Function, MotoSqs as Sqs, Running, SqsRecord, http_api_event, sqs_event,
-};
+use floe_tests::lambda_emulator::{Function, Moto, Running, SqsRecord, http_api_event, sqs_event};
 use floe_tests::{AUDIENCE, DEPLOYMENTS, ISSUER, TestResult, assert_ece_error, deployment};
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -67,7 +65,7 @@ fn aws_endpoint() -> String {
 
 /// The api function as infra/template.yaml configures it, but with an HS256
 /// secret instead of the issuer's JWKS, and the AWS endpoint at moto.
-fn api_on_aws(endpoint: &str, table: &str, queue_url: &str) -> Function {
+fn api_on_aws(endpoint: &str, table: &str, queue_url: &str, key_arn: &str) -> Function {
     Function::built("floe-api")
         .memory_mb(512)
         .timeout(Duration::from_secs(20))
@@ -75,6 +73,7 @@ fn api_on_aws(endpoint: &str, table: &str, queue_url: &str) -> Function {
         // The stack creates the table; here the first function to start does.
         .env("FLOE_CREATE_TABLE", "true")
         .env("FLOE_QUEUE_URL", queue_url)
+        .env("FLOE_KMS_KEY_ID", key_arn)
         .env("FLOE_JWT_SECRET", JWT_SECRET)
         .env("FLOE_ALLOW_PRIVATE_ENDPOINTS", "false")
         .env("AWS_ENDPOINT_URL", endpoint)
@@ -157,12 +156,15 @@ async fn api_answers_gateway_requests_on_sqlite() -> TestResult {
 #[tokio::test]
 async fn api_and_worker_run_a_plan_through_sqs_on_dynamodb() -> TestResult {
     let endpoint = aws_endpoint();
-    let sqs = Sqs::new(&endpoint);
+    let sqs = Moto::new(&endpoint);
     let queue_name = unique("floe-work");
     let queue_url = sqs.create_queue(&queue_name).await?;
     let table = unique("floe-lambda");
 
-    let mut api = api_on_aws(&endpoint, &table, &queue_url).start().await?;
+    let key_arn = sqs.create_kms_key().await?;
+    let mut api = api_on_aws(&endpoint, &table, &queue_url, &key_arn)
+        .start()
+        .await?;
     let manager = token(ORG, Role::DeploymentManager);
     let auth = bearer(&manager);
     let body = deployment("lambda-logs", None, &[]).to_string();
@@ -248,7 +250,7 @@ async fn api_and_worker_run_a_plan_through_sqs_on_dynamodb() -> TestResult {
 #[tokio::test]
 async fn worker_reports_exactly_the_failed_records() -> TestResult {
     let endpoint = aws_endpoint();
-    let sqs = Sqs::new(&endpoint);
+    let sqs = Moto::new(&endpoint);
     let queue_name = unique("floe-work");
     let queue_url = sqs.create_queue(&queue_name).await?;
     let mut worker = worker_on_aws(&endpoint, &unique("floe-missing"), &queue_url)
@@ -286,7 +288,7 @@ async fn worker_reports_exactly_the_failed_records() -> TestResult {
 #[tokio::test]
 async fn worker_refuses_an_unknown_event_and_keeps_serving() -> TestResult {
     let endpoint = aws_endpoint();
-    let sqs = Sqs::new(&endpoint);
+    let sqs = Moto::new(&endpoint);
     let queue_url = sqs.create_queue(&unique("floe-work")).await?;
     let mut worker = worker_on_aws(&endpoint, &unique("floe-missing"), &queue_url)
         .start()
