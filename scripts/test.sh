@@ -48,6 +48,33 @@ cargo build --workspace --quiet
 echo "== cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+# The functions as Lambda runs them: `bootstrap` in a zip per function, where
+# infra/template.yaml's CodeUri points. Built with the lambda-ci profile
+# (Cargo.toml says why); the deploy guide's `--release` differs only in
+# optimisation. Lambda runs arm64 (Graviton); cross-building needs rustup's
+# aarch64 standard library, which a machine without a download of it cannot
+# have: then the zips are built for this host's architecture instead, loudly.
+echo "== cargo lambda build (the functions' bootstrap zips)"
+lambda_started=$(date +%s)
+lambda_target=aarch64-unknown-linux-gnu
+if ! rustup target list --installed 2>/dev/null | grep -qx "$lambda_target"; then
+  timeout 300 rustup target add "$lambda_target" || true
+fi
+if rustup target list --installed 2>/dev/null | grep -qx "$lambda_target"; then
+  lambda_arch=aarch64
+  lambda_flag=--arm64
+else
+  lambda_arch=$(uname -m)
+  lambda_flag=--x86-64
+  echo "!! rustup target $lambda_target is not installable here: building the zips for $lambda_arch;"
+  echo "!! they prove the packaging, but infra/template.yaml deploys arm64 zips"
+fi
+rm -rf target/lambda
+cargo lambda build --quiet --profile lambda-ci "$lambda_flag" --output-format zip \
+  --lambda-dir target/lambda -p floe-api-function -p floe-worker-function
+"$venv/bin/python" scripts/check_lambda_zips.py infra/template.yaml "$lambda_arch"
+echo "   lambda build and checks took $(( $(date +%s) - lambda_started )) s"
+
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"

@@ -14,6 +14,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub mod lambda_emulator;
+
 pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// Issuer and audience the binary uses when nothing configures them.
@@ -172,16 +174,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// `target/<profile>/floe-api`, next to the test executable's `deps` folder.
 pub fn binary() -> PathBuf {
+    built_binary("floe-api")
+}
+
+/// `target/<profile>/<name>`: a workspace binary built with the same profile
+/// and target directory as the running test (or benchmark) executable.
+/// Panics when it is missing or older than its sources.
+pub fn built_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe()
         .unwrap_or_else(|e| panic!("cannot find the test executable's own path: {e}"));
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .unwrap_or_else(|| panic!("unexpected test executable location {}", exe.display()));
-    let bin = profile_dir.join("floe-api");
+    let bin = profile_dir.join(name);
     if !bin.is_file() {
         panic!(
-            "the floe-api binary is missing at {}: the black-box tests run the real binary, \
+            "the {name} binary is missing at {}: the black-box tests run the real binary, \
              which `cargo test` does not build. Run `cargo build --workspace` first \
              (with the same CARGO_TARGET_DIR), or run scripts/test.sh",
             bin.display()

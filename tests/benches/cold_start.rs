@@ -1,0 +1,253 @@
+//! Cold start of each function under the Lambda runtime emulator, next to a
+//! minimal lambda_http function (`hello-lambda`) built the same way: for each
+//! binary, RUNS fresh processes, each timed from spawn to its first poll of
+//! the runtime API (init) and to its first answer; plus the stripped size.
+//!
+//! Not a test, and not part of scripts/test.sh. Run it with
+//! `scripts/cold-start.sh` (release build, moto started for you), or by hand:
+//!
+//! ```sh
+//! cargo build --release -p floe-api-function -p floe-worker-function -p floe-hello-lambda
+//! FLOE_COLD_START_DIR=$CARGO_TARGET_DIR/release FLOE_TEST_AWS_ENDPOINT=http://127.0.0.1:PORT \
+//!   cargo bench --profile dev -p floe-tests --bench cold_start
+//! ```
+//!
+//! The api and worker run as on AWS, against DynamoDB and SQS on moto: the
+//! api answers `GET /api/v1/deployments` (one DynamoDB Query), the worker the
+//! sweep event (one Query). Moto is a Python server on loopback, so its share
+//! of the first answer is larger than DynamoDB's would be; the init figures
+//! do not include it. FLOE_COLD_START_RUNS (default 20) sets the runs.
+
+use floe_tests::lambda_emulator::{Function, Moto, http_api_event};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const JWT_SECRET: &str = "cold-start-benchmark-secret-0123456789";
+
+type Error = Box<dyn std::error::Error>;
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start tokio: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cold_start: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Setup {
+    endpoint: String,
+    table: String,
+    queue_url: String,
+    key_arn: String,
+}
+
+async fn run() -> Result<(), Error> {
+    // `cargo bench` passes `--bench`; anything else is a filter on the names.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let dir = std::env::var("FLOE_COLD_START_DIR")
+        .map(PathBuf::from)
+        .map_err(|_| {
+            "FLOE_COLD_START_DIR is not set: point it at the folder of the binaries to \
+             measure (e.g. target/release after `cargo build --release -p floe-api-function \
+             -p floe-worker-function -p floe-hello-lambda`), or run scripts/cold-start.sh"
+        })?;
+    let runs: usize = std::env::var("FLOE_COLD_START_RUNS")
+        .ok()
+        .map(|v| v.parse())
+        .transpose()
+        .map_err(|_| "FLOE_COLD_START_RUNS must be a number")?
+        .unwrap_or(20)
+        .max(1);
+    let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT")
+        .map_err(|_| "FLOE_TEST_AWS_ENDPOINT is not set: start moto on 127.0.0.1 first")?;
+    if !(endpoint.starts_with("http://127.0.0.1:") || endpoint.starts_with("http://localhost:")) {
+        return Err(format!("FLOE_TEST_AWS_ENDPOINT={endpoint} is not on loopback").into());
+    }
+    let setup = prepare(&dir, &endpoint).await?;
+
+    println!(
+        "cold start under the runtime emulator, {runs} runs each, binaries in {}",
+        dir.display()
+    );
+    println!(
+        "{:<14} {:>10}   {:>26}   {:>26}",
+        "function", "stripped", "init ms (min/p50/p95)", "first answer ms (min/p50/p95)"
+    );
+    for (name, make) in candidates() {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        let binary = dir.join(name);
+        if !binary.is_file() {
+            return Err(format!("{} is missing: build it first", binary.display()).into());
+        }
+        let mut init = Vec::with_capacity(runs);
+        let mut answer = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let (function, event) = make(&binary, &setup);
+            let mut running = function.start().await?;
+            let invocation = running.invoke(&event).await?;
+            let Some(answered) = invocation.answered_at() else {
+                return Err(format!("{name} gave no answer: {}", invocation.describe()).into());
+            };
+            if let floe_tests::lambda_emulator::Outcome::Error { .. } = invocation.outcome {
+                return Err(format!("{name} answered an error: {}", invocation.describe()).into());
+            }
+            let spawned = running.spawned_at();
+            answer.push(answered.duration_since(spawned));
+            if let Some(polled) = running.first_poll_at() {
+                init.push(polled.duration_since(spawned));
+            }
+        }
+        println!(
+            "{:<14} {:>10}   {:>26}   {:>26}",
+            name,
+            stripped_size(&binary),
+            summary(&mut init),
+            summary(&mut answer)
+        );
+    }
+    Ok(())
+}
+
+type Make = fn(&Path, &Setup) -> (Function, serde_json::Value);
+
+fn candidates() -> [(&'static str, Make); 3] {
+    [
+        ("hello-lambda", hello as Make),
+        ("floe-api", api as Make),
+        ("floe-worker", worker as Make),
+    ]
+}
+
+fn hello(binary: &Path, _: &Setup) -> (Function, serde_json::Value) {
+    (
+        Function::at(binary, "hello-lambda"),
+        http_api_event("GET", "/hello", &[], None),
+    )
+}
+
+fn api(binary: &Path, s: &Setup) -> (Function, serde_json::Value) {
+    let token = floe_auth::issue_hs256(
+        JWT_SECRET.as_bytes(),
+        floe_tests::ISSUER,
+        floe_tests::AUDIENCE,
+        "bench",
+        "acme",
+        &[floe_auth::Role::DeploymentViewer],
+        Duration::from_secs(3600),
+    )
+    .unwrap_or_default();
+    let auth = format!("Bearer {token}");
+    (
+        api_function(binary, s),
+        http_api_event(
+            "GET",
+            floe_tests::DEPLOYMENTS,
+            &[("authorization", &auth)],
+            None,
+        ),
+    )
+}
+
+/// As infra/template.yaml configures it (table, queue, KMS key), with an
+/// HS256 secret instead of a JWKS URL (which would be a call off this
+/// machine).
+fn api_function(binary: &Path, s: &Setup) -> Function {
+    Function::at(binary, "floe-api")
+        .memory_mb(512)
+        .env("FLOE_STORE", format!("dynamodb://{}", s.table))
+        .env("FLOE_QUEUE_URL", &s.queue_url)
+        .env("FLOE_KMS_KEY_ID", &s.key_arn)
+        .env("FLOE_JWT_SECRET", JWT_SECRET)
+        .env("AWS_ENDPOINT_URL", &s.endpoint)
+}
+
+fn worker(binary: &Path, s: &Setup) -> (Function, serde_json::Value) {
+    (
+        Function::at(binary, "floe-worker")
+            .memory_mb(512)
+            .timeout(Duration::from_secs(120))
+            .env("FLOE_STORE", format!("dynamodb://{}", s.table))
+            .env("FLOE_QUEUE_URL", &s.queue_url)
+            .env("FLOE_COMPUTE", "simulated")
+            .env("AWS_ENDPOINT_URL", &s.endpoint),
+        json!({"sweep": true}),
+    )
+}
+
+/// A table and a queue on moto, created before the runs so that no run
+/// pays for setup that production does in the stack.
+async fn prepare(dir: &Path, endpoint: &str) -> Result<Setup, Error> {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let name = format!("floe-cold-{}-{nanos}", std::process::id());
+    let moto = Moto::new(endpoint);
+    let queue_url = moto.create_queue(&name).await?;
+    let key_arn = moto.create_kms_key().await?;
+    let setup = Setup {
+        endpoint: endpoint.to_string(),
+        table: name,
+        queue_url,
+        key_arn,
+    };
+    let (function, event) = api(&dir.join("floe-api"), &setup);
+    let mut creator = function.env("FLOE_CREATE_TABLE", "true").start().await?;
+    let first = creator.invoke(&event).await?;
+    if first.answered_at().is_none() {
+        return Err(format!("cannot create the table: {}", first.describe()).into());
+    }
+    Ok(setup)
+}
+
+fn summary(values: &mut [Duration]) -> String {
+    if values.is_empty() {
+        return "-".into();
+    }
+    values.sort();
+    let at = |p: usize| {
+        // Nearest rank.
+        let rank = (p * values.len()).div_ceil(100).max(1);
+        values[rank - 1].as_secs_f64() * 1000.0
+    };
+    format!("{:.1} / {:.1} / {:.1}", at(0), at(50), at(95))
+}
+
+/// The size of `binary` once stripped of symbols (what a release build
+/// ships, and what the zip holds), measured on a stripped copy.
+fn stripped_size(binary: &Path) -> String {
+    let copy = std::env::temp_dir().join(format!("floe-cold-strip-{}", std::process::id()));
+    let size = std::fs::copy(binary, &copy)
+        .ok()
+        .and_then(|_| {
+            std::process::Command::new("strip")
+                .arg(&copy)
+                .status()
+                .ok()
+                .filter(|s| s.success())
+        })
+        .and_then(|_| std::fs::metadata(&copy).ok())
+        .map(|m| format!("{:.1} MB", m.len() as f64 / 1_000_000.0));
+    let _ = std::fs::remove_file(&copy);
+    size.unwrap_or_else(|| "strip?".into())
+}

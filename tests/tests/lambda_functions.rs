@@ -1,0 +1,339 @@
+//! Each function's real binary, started under the Lambda runtime emulator
+//! (floe_tests::lambda_emulator) with the environment Lambda gives it, and
+//! answering the events its triggers send: API Gateway requests for `api`,
+//! SQS batches and the sweep schedule for `worker`.
+//!
+//! The store is SQLite for the api's local case and DynamoDB on moto
+//! (`FLOE_TEST_AWS_ENDPOINT`, which scripts/test.sh sets) otherwise; the
+//! work queue is SQS on the same moto. Nothing here reaches beyond loopback.
+//!
+//! A new function gets one more test: `Function::built("<binary>")`, its
+//! template's environment, `start()`, and `invoke()` with its trigger's event.
+
+use floe_auth::Role;
+use floe_tests::lambda_emulator::{Function, Moto, Running, SqsRecord, http_api_event, sqs_event};
+use floe_tests::{AUDIENCE, DEPLOYMENTS, ISSUER, TestResult, assert_ece_error, deployment};
+use serde_json::{Value, json};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const ORG: &str = "acme";
+/// The api's HS256 secret in these tests (production verifies RS256 tokens
+/// against the issuer's JWKS instead).
+const JWT_SECRET: &str = "lambda-emulator-test-secret-0123456789";
+
+fn token(org: &str, role: Role) -> String {
+    floe_auth::issue_hs256(
+        JWT_SECRET.as_bytes(),
+        ISSUER,
+        AUDIENCE,
+        "lambda-test",
+        org,
+        &[role],
+        Duration::from_secs(600),
+    )
+    .unwrap_or_else(|e| panic!("cannot issue a token: {e}"))
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// The moto endpoint scripts/test.sh started. Panics when it is not set: a
+/// skipped backend would look like a passing one.
+fn aws_endpoint() -> String {
+    let Ok(endpoint) = std::env::var("FLOE_TEST_AWS_ENDPOINT") else {
+        panic!(
+            "FLOE_TEST_AWS_ENDPOINT is not set, so the functions cannot run on DynamoDB and SQS. \
+             Run scripts/test.sh, which starts moto on 127.0.0.1 and sets it \
+             (or start moto yourself and export FLOE_TEST_AWS_ENDPOINT=http://127.0.0.1:PORT)"
+        );
+    };
+    assert!(
+        endpoint.starts_with("http://127.0.0.1:") || endpoint.starts_with("http://localhost:"),
+        "FLOE_TEST_AWS_ENDPOINT={endpoint}: the tests only talk to a local endpoint"
+    );
+    endpoint
+}
+
+/// The api function as infra/template.yaml configures it, but with an HS256
+/// secret instead of the issuer's JWKS, and the AWS endpoint at moto.
+fn api_on_aws(endpoint: &str, table: &str, queue_url: &str, key_arn: &str) -> Function {
+    Function::built("floe-api")
+        .memory_mb(512)
+        .timeout(Duration::from_secs(20))
+        .env("FLOE_STORE", format!("dynamodb://{table}"))
+        // The stack creates the table; here the first function to start does.
+        .env("FLOE_CREATE_TABLE", "true")
+        .env("FLOE_QUEUE_URL", queue_url)
+        .env("FLOE_KMS_KEY_ID", key_arn)
+        .env("FLOE_JWT_SECRET", JWT_SECRET)
+        .env("FLOE_ALLOW_PRIVATE_ENDPOINTS", "false")
+        .env("AWS_ENDPOINT_URL", endpoint)
+}
+
+/// The worker as the template configures it, on simulated compute (no EC2
+/// in these tests) and the AWS endpoint at moto.
+fn worker_on_aws(endpoint: &str, table: &str, queue_url: &str) -> Function {
+    Function::built("floe-worker")
+        .memory_mb(512)
+        .timeout(Duration::from_secs(120))
+        .env("FLOE_STORE", format!("dynamodb://{table}"))
+        .env("FLOE_QUEUE_URL", queue_url)
+        .env("FLOE_COMPUTE", "simulated")
+        .env("FLOE_SIM_BOOT_DELAY_MS", "0")
+        .env("FLOE_PARAMETER_PREFIX", "/floe")
+        .env("AWS_ENDPOINT_URL", endpoint)
+}
+
+async fn get(
+    api: &mut Running,
+    path: &str,
+    token: Option<&str>,
+) -> floe_tests::lambda_emulator::HttpAnswer {
+    let auth = token.map(bearer);
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    let event = http_api_event("GET", path, &headers, None);
+    api.invoke(&event)
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+        .http()
+}
+
+#[tokio::test]
+async fn api_answers_gateway_requests_on_sqlite() -> TestResult {
+    let data = tempfile::Builder::new().prefix("floe-lambda-").tempdir()?;
+    let mut api = Function::built("floe-api")
+        .env(
+            "FLOE_STORE",
+            format!("sqlite://{}", data.path().join("floe.db").display()),
+        )
+        .env("FLOE_DATA_DIR", data.path().display().to_string())
+        .env("FLOE_JWT_SECRET", JWT_SECRET)
+        .start()
+        .await?;
+
+    let viewer = token(ORG, Role::DeploymentViewer);
+    let list = get(&mut api, DEPLOYMENTS, Some(&viewer)).await;
+    list.expect_status(200);
+    assert!(
+        list.header("content-type")
+            .is_some_and(|c| c.starts_with("application/json")),
+        "{}",
+        list.describe()
+    );
+    let body = list.json();
+    assert_eq!(body["deployments"], json!([]), "{}", list.describe());
+
+    let anonymous = get(&mut api, DEPLOYMENTS, None).await;
+    anonymous.expect_status(401);
+    let reply = floe_tests::Reply {
+        method: "GET".into(),
+        path: DEPLOYMENTS.into(),
+        status: anonymous.status,
+        headers: anonymous.headers.clone(),
+        body: anonymous.body.clone(),
+    };
+    assert_ece_error(&reply);
+
+    // Public, and the same process answers one event after another.
+    let health = get(&mut api, "/api/v1/health", None).await;
+    health.expect_status(200);
+    assert!(api.first_poll_at().is_some());
+    Ok(())
+}
+
+/// The whole path of a plan on AWS: the api records a deployment and sends
+/// its plan job to SQS; the job, delivered as the event source mapping
+/// would, runs in the worker; the api then shows the plan under way.
+#[tokio::test]
+async fn api_and_worker_run_a_plan_through_sqs_on_dynamodb() -> TestResult {
+    let endpoint = aws_endpoint();
+    let sqs = Moto::new(&endpoint);
+    let queue_name = unique("floe-work");
+    let queue_url = sqs.create_queue(&queue_name).await?;
+    let table = unique("floe-lambda");
+
+    let key_arn = sqs.create_kms_key().await?;
+    let mut api = api_on_aws(&endpoint, &table, &queue_url, &key_arn)
+        .start()
+        .await?;
+    let manager = token(ORG, Role::DeploymentManager);
+    let auth = bearer(&manager);
+    let body = deployment("lambda-logs", None, &[]).to_string();
+    let created = api
+        .invoke(&http_api_event(
+            "POST",
+            DEPLOYMENTS,
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            Some(&body),
+        ))
+        .await?
+        .http();
+    created.expect_status(201);
+    let id = created.json()["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!id.is_empty(), "{}", created.describe());
+
+    let listed = get(&mut api, DEPLOYMENTS, Some(&manager)).await;
+    listed.expect_status(200);
+    let ids: Vec<Value> = listed.json()["deployments"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|d| d["id"].clone())
+        .collect();
+    assert_eq!(ids, vec![json!(id)], "{}", listed.describe());
+
+    let messages = sqs.receive(&queue_url).await?;
+    assert_eq!(
+        messages.len(),
+        1,
+        "one plan job per new deployment: {messages:?}"
+    );
+    let job: Value = serde_json::from_str(&messages[0].body)?;
+    assert_eq!(job["deployment_id"], json!(id), "{job}");
+
+    let mut worker = worker_on_aws(&endpoint, &table, &queue_url).start().await?;
+    let ran = worker.invoke(&sqs_event(&queue_name, &messages)).await?;
+    assert_eq!(
+        ran.response_json(),
+        json!({"batchItemFailures": []}),
+        "{}",
+        ran.describe()
+    );
+
+    let plans = get(
+        &mut api,
+        &format!("{DEPLOYMENTS}/{id}/plans"),
+        Some(&manager),
+    )
+    .await;
+    plans.expect_status(200);
+    let plan = plans.json();
+    let current = if plan["current"].is_object() {
+        &plan["current"]
+    } else {
+        &plan["pending"]
+    };
+    let steps = current["steps"].as_array().cloned().unwrap_or_default();
+    assert!(!steps.is_empty(), "{}", plans.describe());
+    assert!(
+        steps[0]["attempts"].as_u64().is_some_and(|a| a >= 1),
+        "the worker ran no step of the plan: {}",
+        plans.describe()
+    );
+
+    // The one-minute schedule's event: nothing is stuck, nothing re-queued.
+    let swept = worker.invoke(&json!({"sweep": true})).await?;
+    let requeued = swept.response_json()["requeued"].as_u64();
+    assert!(requeued.is_some(), "{}", swept.describe());
+    Ok(())
+}
+
+/// A record the worker could not run is reported by its message id, and only
+/// it: SQS deletes the others. Here the table does not exist, so every job
+/// fails; a body that is no job is dropped, never retried.
+#[tokio::test]
+async fn worker_reports_exactly_the_failed_records() -> TestResult {
+    let endpoint = aws_endpoint();
+    let sqs = Moto::new(&endpoint);
+    let queue_name = unique("floe-work");
+    let queue_url = sqs.create_queue(&queue_name).await?;
+    let mut worker = worker_on_aws(&endpoint, &unique("floe-missing"), &queue_url)
+        .start()
+        .await?;
+
+    let job = |plan: &str| {
+        SqsRecord::new(
+            json!({"org": ORG, "deployment_id": "d-0000000000000000", "plan_id": plan}).to_string(),
+        )
+    };
+    let first = job("p-1");
+    let garbage = SqsRecord::new("not a plan job");
+    let second = job("p-2");
+    let answer = worker
+        .invoke(&sqs_event(
+            &queue_name,
+            &[first.clone(), garbage, second.clone()],
+        ))
+        .await?;
+    assert_eq!(
+        answer.response_json(),
+        json!({"batchItemFailures": [
+            {"itemIdentifier": first.message_id},
+            {"itemIdentifier": second.message_id}
+        ]}),
+        "{}",
+        answer.describe()
+    );
+    Ok(())
+}
+
+/// An event from an integration the worker does not serve is an invocation
+/// error with a stable type, and the process stays up for the next event.
+#[tokio::test]
+async fn worker_refuses_an_unknown_event_and_keeps_serving() -> TestResult {
+    let endpoint = aws_endpoint();
+    let sqs = Moto::new(&endpoint);
+    let queue_url = sqs.create_queue(&unique("floe-work")).await?;
+    let mut worker = worker_on_aws(&endpoint, &unique("floe-missing"), &queue_url)
+        .start()
+        .await?;
+
+    let refused = worker
+        .invoke(&json!({"detail-type": "Scheduled Event"}))
+        .await?;
+    let (kind, message) = refused.error();
+    assert_eq!(
+        kind,
+        "floe.worker.unrecognised_event",
+        "{}",
+        refused.describe()
+    );
+    assert!(message.contains("detail-type"), "{}", refused.describe());
+
+    let answered = worker.invoke(&sqs_event("floe-work", &[])).await?;
+    assert_eq!(answered.response_json(), json!({"batchItemFailures": []}));
+    Ok(())
+}
+
+/// A configuration mistake stops the function at its start, naming the
+/// variable, instead of failing every event.
+#[tokio::test]
+async fn worker_without_its_queue_fails_at_start() -> TestResult {
+    let mut worker = Function::built("floe-worker")
+        .env("FLOE_STORE", "dynamodb://floe")
+        .env("FLOE_COMPUTE", "simulated")
+        .start()
+        .await?;
+    let answer = worker.invoke(&json!({"sweep": true})).await?;
+    assert!(
+        matches!(
+            answer.outcome,
+            floe_tests::lambda_emulator::Outcome::Exited(_)
+                | floe_tests::lambda_emulator::Outcome::InitError(_)
+        ),
+        "{}",
+        answer.describe()
+    );
+    assert!(
+        answer.output.contains("FLOE_QUEUE_URL"),
+        "{}",
+        answer.describe()
+    );
+    Ok(())
+}
