@@ -1,9 +1,10 @@
 //! A deployment's whole life in local mode, through the real binary: create
-//! → running with every step visible, resize 3 → 5 → 3 (grow and shrink,
-//! the documents kept), shutdown, delete. Simulated compute boots nodes after
+//! → running with every step visible and its `fs` repository registered,
+//! resize 3 → 5 → 3 (grow and shrink), a manual snapshot, shutdown with its
+//! final snapshot, delete. Simulated compute boots nodes after
 //! a short delay, and each deployment gets a simulated Elasticsearch cluster.
 
-use floe_tests::{Call, DEPLOYMENTS, Server, TestResult};
+use floe_tests::{Call, DEPLOYMENTS, REPOSITORIES, Server, TestResult};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -20,7 +21,8 @@ fn body(count: u32) -> Value {
             "count": count,
             "zone_count": 3,
             "storage": {"size_gb": 200}
-        }]
+        }],
+        "snapshot": {"repository": "local-backups"}
     })
 }
 
@@ -76,6 +78,15 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
         ("FLOE_PLAN_POLL_MS", "20"),
     ]);
     let token = s.token(ORG, &["platform_admin"]);
+    // An `fs` repository: a folder under the data folder's repositories/.
+    let repo = s
+        .call(
+            Call::put(format!("{REPOSITORIES}/local-backups"))
+                .bearer(&token)
+                .json(&json!({"type": "fs", "settings": {"location": "orders-backups"}})),
+        )
+        .await;
+    assert!([200, 201].contains(&repo.status), "{}", repo.describe());
 
     let created = s
         .call(Call::post(DEPLOYMENTS).bearer(&token).json(&body(3)))
@@ -90,7 +101,13 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
     assert_eq!(plan["status"], json!("succeeded"));
     assert_eq!(
         steps,
-        ["template:hot", "launch:hot", "wait-running", "wait-joined"]
+        [
+            "template:hot",
+            "launch:hot",
+            "wait-running",
+            "wait-joined",
+            "register-repository"
+        ]
     );
 
     let mut version = d["resource_version"].as_u64().ok_or("version")?;
@@ -139,12 +156,41 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
         assert!(launched.contains("nodes of hot"), "{launched}");
     }
 
+    let manual = s
+        .call(
+            Call::post(format!("{path}/snapshots?wait_for_completion=true"))
+                .bearer(&token)
+                .json(&json!({"name": "before-shutdown"})),
+        )
+        .await;
+    let manual = manual.expect_status(200).json();
+    assert_eq!(manual["state"], json!("SUCCESS"), "{manual}");
+
     let shutdown = s
         .call(Call::post(format!("{path}/_shutdown")).bearer(&token))
         .await;
     shutdown.expect_status(202);
     let d = settled(&s, &token, &path).await?;
     assert_eq!(d["status"], json!("stopped"), "{d}");
+    let (plan, steps) = last_plan(&s, &token, &path).await?;
+    assert_eq!(plan["kind"], json!("shutdown"));
+    assert_eq!(steps, ["final-snapshot", "terminate", "wait-terminated"]);
+    // Both snapshots are listed, newest first, and their files are in the
+    // repository's folder.
+    let listed = s
+        .call(Call::get(format!("{path}/snapshots")).bearer(&token))
+        .await;
+    let listed = listed.expect_status(200).json();
+    let names: Vec<&str> = listed["snapshots"]
+        .as_array()
+        .map(|l| l.iter().filter_map(|x| x["snapshot"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names.len(), 2, "{listed}");
+    assert!(names[0].starts_with("shutdown-"), "{listed}");
+    assert_eq!(names[1], "before-shutdown");
+    let folder = s.data_dir().join("repositories").join("orders-backups");
+    let files = std::fs::read_dir(&folder)?.count();
+    assert!(files > 0, "nothing in {}", folder.display());
 
     let deleted = s.call(Call::delete(path.clone()).bearer(&token)).await;
     assert!(

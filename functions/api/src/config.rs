@@ -261,7 +261,11 @@ pub fn local_worker(store: Store) -> Result<LocalAdapters, ConfigError> {
         poll: Duration::from_millis(poll_ms()?),
         ..StepSettings::default()
     };
-    let steps = Arc::new(DeploymentSteps::new(compute, clusters.clone(), settings));
+    let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
+    let steps = Arc::new(
+        DeploymentSteps::new(compute, clusters.clone(), settings)
+            .with_snapshots(snapshotter.clone()),
+    );
     let (queue, mut jobs) = LocalQueue::new();
     let queue: Arc<dyn WorkQueue> = Arc::new(queue);
     let scheduler = Arc::new(LocalScheduler::new(Arc::new(SystemClock)));
@@ -296,6 +300,25 @@ pub fn local_worker(store: Store) -> Result<LocalAdapters, ConfigError> {
             }
         }
     });
+    // The in-process scheduler fires the snapshotter as EventBridge
+    // Scheduler invokes the snapshotter function in production.
+    let fire: Arc<dyn floe_schedules::Fire> = Arc::new(
+        move |job: floe_schedules::SnapshotJob| -> futures_util::future::BoxFuture<'static, ()> {
+            let snapshotter = snapshotter.clone();
+            Box::pin(async move {
+                match snapshotter
+                    .run_scheduled(&job.org, &job.deployment_id, &job.policy_id)
+                    .await
+                {
+                    Ok(summary) => tracing::info!(?summary, "scheduled snapshot"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, deployment = %job.deployment_id, policy = %job.policy_id, "scheduled snapshot failed")
+                    }
+                }
+            })
+        },
+    );
+    scheduler.clone().spawn(fire, Duration::from_secs(1));
     Ok(LocalAdapters {
         queue,
         clusters,

@@ -6,12 +6,12 @@
 use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
 use floe_clusters::{Clusters, NodeAddresses};
 use floe_compute::Compute;
-use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig};
-use floe_schedules::{ReconcileOnFinish, Scheduler};
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
 use floe_plans::{DeploymentSteps, Engine, EngineConfig, StepSettings, Steps, WorkQueue};
 use floe_queue_sqs::SqsQueue;
+use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig};
+use floe_schedules::{ReconcileOnFinish, Scheduler};
 use floe_store::Store;
 use floe_store::dynamo::DynamoBackend;
 use std::sync::Arc;
@@ -268,14 +268,14 @@ impl Adapters {
                 (compute, clusters)
             }
         };
+        let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
         Ok(Adapters {
             store,
             queue,
-            steps: Arc::new(DeploymentSteps::new(
-                compute,
-                clusters,
-                config.step_settings(),
-            )),
+            steps: Arc::new(
+                DeploymentSteps::new(compute, clusters, config.step_settings())
+                    .with_snapshots(snapshotter),
+            ),
             engine: EngineConfig::default(),
             scheduler: match &config.scheduler {
                 Some(c) => Some(Arc::new(AwsScheduler::from_env(c.clone()).await)),

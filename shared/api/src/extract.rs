@@ -346,6 +346,19 @@ pub fn check_version(expected: Option<u64>, current: u64) -> Result<(), ApiError
 }
 
 /// Refuses query parameters a route does not know, so a typo is not silently ignored.
+/// A `true`/`false` query parameter; absent is false.
+pub fn bool_param(query: &BTreeMap<String, String>, name: &str) -> Result<bool, ApiError> {
+    match query.get(name).map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(ApiError::invalid_field(
+            "validation.boolean",
+            name,
+            "must be true or false",
+        )),
+    }
+}
+
 pub fn only_params(query: &BTreeMap<String, String>, allowed: &[&str]) -> Result<(), ApiError> {
     for k in query.keys() {
         if !allowed.contains(&k.as_str()) {

@@ -61,6 +61,10 @@ pub struct DeploymentSteps {
     compute: Arc<dyn Compute>,
     clusters: Arc<dyn Clusters>,
     settings: StepSettings,
+    /// Repositories to register and final snapshots to take; without it a
+    /// deployment with a repository cannot be planned (tests of compute
+    /// alone leave it out).
+    snapshots: Option<floe_snapshots::Snapshotter>,
 }
 
 impl DeploymentSteps {
@@ -73,7 +77,15 @@ impl DeploymentSteps {
             compute,
             clusters,
             settings,
+            snapshots: None,
         }
+    }
+
+    /// Registers repositories (create, update) and takes the final snapshot
+    /// of a shutdown through this snapshotter and its store.
+    pub fn with_snapshots(mut self, snapshots: floe_snapshots::Snapshotter) -> DeploymentSteps {
+        self.snapshots = Some(snapshots);
+        self
     }
 }
 
@@ -767,6 +779,96 @@ impl DeploymentSteps {
         Outcome::Done(json!({"deleted": names}))
     }
 
+    /// Registers the deployment's repository on its cluster (the only
+    /// writer), with the repository's throttles.
+    async fn register_repository(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let spec = match target(ctx.plan) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let Some(name) = spec.repository() else {
+            return Outcome::Done(Value::Null);
+        };
+        let Some(snapshots) = &self.snapshots else {
+            return fail(
+                "not_configured",
+                "this worker has no store to read repositories from",
+            );
+        };
+        let repo = match snapshots.store().get_repository(&ctx.plan.org, name).await {
+            Ok(Some(r)) => r.value,
+            Ok(None) => {
+                return fail(
+                    "repository_missing",
+                    format!("snapshot repository {name} no longer exists"),
+                );
+            }
+            Err(e) => return Outcome::Retry(format!("store: {e}")),
+        };
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
+        };
+        let registration = floe_snapshots::repository_registration(&repo, false);
+        match client.put_repository(name, &registration).await {
+            Ok(()) => {
+                ctx.log(format!(
+                    "repository {name} registered ({})",
+                    registration.repository_type
+                ));
+                Outcome::Done(json!({"repository": name}))
+            }
+            Err(e) if e.is_transient() => Outcome::Retry(format!("registering {name}: {e}")),
+            Err(e) => fail(
+                "repository_registration_failed",
+                format!("registering {name}: {e}"),
+            ),
+        }
+    }
+
+    /// The last snapshot before the nodes go, unless the shutdown said
+    /// `skip_snapshot`, or there is no repository to take it into.
+    async fn final_snapshot(&self, ctx: &StepContext<'_>) -> Outcome {
+        if ctx.deployment.spec.repository().is_none() {
+            ctx.log("no snapshot repository: no final snapshot");
+            return Outcome::Done(Value::Null);
+        }
+        let Some(snapshots) = &self.snapshots else {
+            return fail("not_configured", "this worker cannot take snapshots");
+        };
+        if let Some(done) = ctx.output("final-snapshot") {
+            return Outcome::Done(done.clone());
+        }
+        let name = format!("shutdown-{}", ctx.plan.id.get(..12).unwrap_or(&ctx.plan.id));
+        match snapshots
+            .take_final(&ctx.plan.org, &ctx.plan.deployment_id, &name)
+            .await
+        {
+            Ok(taken) => {
+                let state = taken.value.state.as_str();
+                ctx.log(format!("snapshot {name}: {state}"));
+                if state == "SUCCESS" || state == "PARTIAL" {
+                    Outcome::Done(json!({"snapshot": name, "state": state}))
+                } else if state == "IN_PROGRESS" {
+                    Outcome::Wait {
+                        after: self.settings.poll,
+                        note: format!("snapshot {name} still in progress"),
+                    }
+                } else {
+                    fail(
+                        "final_snapshot_failed",
+                        format!(
+                            "the final snapshot {name} ended {state}; shut down with skip_snapshot=true to go ahead without it"
+                        ),
+                    )
+                }
+            }
+            Err(e) if e.is_transient() => Outcome::Retry(format!("final snapshot: {e}")),
+            Err(e) => fail("final_snapshot_failed", format!("final snapshot: {e}")),
+        }
+    }
+
     fn update_layout(
         &self,
         plan: &Plan,
@@ -785,6 +887,9 @@ impl DeploymentSteps {
             steps.push("wait-running".into());
         }
         steps.push("wait-joined".into());
+        if target.repository().is_some() && target.repository() != deployment.spec.repository() {
+            steps.push("register-repository".into());
+        }
         if !shape.retiring.is_empty() {
             for s in [
                 "drain",
@@ -814,11 +919,22 @@ impl Steps for DeploymentSteps {
                 }
                 steps.push("wait-running".into());
                 steps.push("wait-joined".into());
+                if spec.repository().is_some() {
+                    steps.push("register-repository".into());
+                }
                 Ok(steps)
             }
-            PlanKind::Shutdown | PlanKind::Delete => {
-                Ok(vec!["terminate".into(), "wait-terminated".into()])
+            PlanKind::Shutdown => {
+                let skip = plan.params.get("skip_snapshot").and_then(Value::as_bool) == Some(true);
+                let mut steps = Vec::new();
+                if !skip && deployment.spec.repository().is_some() {
+                    steps.push("final-snapshot".into());
+                }
+                steps.push("terminate".into());
+                steps.push("wait-terminated".into());
+                Ok(steps)
             }
+            PlanKind::Delete => Ok(vec!["terminate".into(), "wait-terminated".into()]),
             PlanKind::Update => self.update_layout(plan, deployment),
         }
     }
@@ -830,6 +946,8 @@ impl Steps for DeploymentSteps {
             _ => match step_id {
                 "wait-running" => self.wait_running(ctx).await,
                 "begin" => Outcome::Done(Value::Null),
+                "register-repository" => self.register_repository(ctx).await,
+                "final-snapshot" => self.final_snapshot(ctx).await,
                 "wait-joined" => self.wait_joined(ctx).await,
                 "drain" => self.drain(ctx).await,
                 "wait-drained" => self.wait_drained(ctx).await,

@@ -367,7 +367,13 @@ impl Snapshotter {
         deployment: &Deployment,
         stored: Versioned<SnapshotRecord>,
     ) -> Versioned<SnapshotRecord> {
-        if stored.value.state.is_finished() || deployment.status != DeploymentStatus::Running {
+        // A stopping deployment's nodes still run (its final snapshot).
+        if stored.value.state.is_finished()
+            || !matches!(
+                deployment.status,
+                DeploymentStatus::Running | DeploymentStatus::Stopping
+            )
+        {
             return stored;
         }
         let client = match self.clusters.client(deployment, &[]).await {
@@ -424,31 +430,75 @@ impl Snapshotter {
             })?;
         }
         let deployment = self.deployment(org, deployment_id).await?;
+        Self::require_running(&deployment)?;
+        let taken = self.take_named(&deployment, name, indices, wait).await?;
+        tracing::info!(deployment = deployment_id, snapshot = %taken.value.name, state = taken.value.state.as_str(), "manual snapshot");
+        Ok(taken)
+    }
+
+    /// The shutdown plan's last snapshot, taken while the deployment is
+    /// already `stopping` (its nodes still run), waiting for the end. A
+    /// record of that name from an earlier attempt is refreshed, not
+    /// taken again.
+    pub async fn take_final(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        name: &str,
+    ) -> Result<Versioned<SnapshotRecord>, SnapshotError> {
+        let deployment = self.deployment(org, deployment_id).await?;
+        if !matches!(
+            deployment.status,
+            DeploymentStatus::Running | DeploymentStatus::Stopping
+        ) {
+            return Err(SnapshotError::NotRunning {
+                id: deployment.id.clone(),
+                status: deployment.status,
+            });
+        }
+        if let Some(earlier) = self.store.get_snapshot(org, deployment_id, name).await? {
+            return Ok(self.refresh(&deployment, earlier).await);
+        }
+        let taken = self
+            .take_named(&deployment, name.to_string(), Vec::new(), true)
+            .await?;
+        tracing::info!(
+            deployment = deployment_id,
+            snapshot = name,
+            state = taken.value.state.as_str(),
+            "final snapshot"
+        );
+        Ok(taken)
+    }
+
+    async fn take_named(
+        &self,
+        deployment: &Deployment,
+        name: String,
+        indices: Vec<String>,
+        wait: bool,
+    ) -> Result<Versioned<SnapshotRecord>, SnapshotError> {
         let repo_name = deployment
             .spec
             .repository()
-            .ok_or_else(|| SnapshotError::NoRepository(deployment_id.to_string()))?
+            .ok_or_else(|| SnapshotError::NoRepository(deployment.id.clone()))?
             .to_string();
-        Self::require_running(&deployment)?;
         if self
             .store
-            .get_snapshot(org, deployment_id, &name)
+            .get_snapshot(&deployment.org, &deployment.id, &name)
             .await?
             .is_some()
         {
             return Err(SnapshotError::SnapshotExists(name));
         }
-        let repo = self.repository(org, &repo_name).await?;
-        let client = self.clusters.client(&deployment, &[]).await?;
+        let repo = self.repository(&deployment.org, &repo_name).await?;
+        let client = self.clusters.client(deployment, &[]).await?;
         let request = CreateSnapshot {
             indices,
             ..CreateSnapshot::default()
         };
-        let taken = self
-            .take(&deployment, &client, &repo, name, request, None, wait)
-            .await?;
-        tracing::info!(deployment = deployment_id, snapshot = %taken.value.name, state = taken.value.state.as_str(), "manual snapshot");
-        Ok(taken)
+        self.take(deployment, &client, &repo, name, request, None, wait)
+            .await
     }
 
     /// Deletes the snapshot from the repository (one already gone is

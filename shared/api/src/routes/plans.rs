@@ -220,7 +220,10 @@ async fn cancel_pending_plan(
     path = "/api/v1/deployments/{id}/_shutdown",
     operation_id = "shutdown-deployment",
     tag = "deployments",
-    params(("id" = String, Path, description = "Deployment id.")),
+    params(
+        ("id" = String, Path, description = "Deployment id."),
+        ("skip_snapshot" = Option<bool>, Query, description = "Terminate without the final snapshot the plan otherwise takes into the deployment's repository."),
+    ),
     responses(
         (status = 202, description = "A shutdown plan is pending; the deployment is stopping.", body = DeploymentView,
          example = json!(crate::examples::deployment_view())),
@@ -235,8 +238,11 @@ async fn shutdown_deployment(
     State(state): State<AppState>,
     caller: Caller,
     PathParam(id): PathParam,
+    Query(query): Query<BTreeMap<String, String>>,
 ) -> Result<Response, ApiError> {
     caller.require_deployment_manager()?;
+    only_params(&query, &["skip_snapshot"])?;
+    let skip_snapshot = crate::extract::bool_param(&query, "skip_snapshot")?;
     let previous = load(&state, &caller, &id).await?;
     if let Some(pending) = &previous.value.pending_plan {
         return Err(plan_in_progress(&pending.plan_id, pending.kind));
@@ -252,7 +258,7 @@ async fn shutdown_deployment(
         &caller.org,
         &id,
         PlanKind::Shutdown,
-        serde_json::Value::Null,
+        serde_json::json!({"skip_snapshot": skip_snapshot}),
         "deployments.shutdown",
         &caller.principal.subject,
         now,

@@ -237,17 +237,7 @@ async fn take_snapshot(
 ) -> Result<Response, ApiError> {
     caller.require_deployment_manager()?;
     only_params(&query, &["wait_for_completion"])?;
-    let wait = match query.get("wait_for_completion").map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(_) => {
-            return Err(ApiError::invalid_field(
-                "validation.boolean",
-                "wait_for_completion",
-                "must be true or false",
-            ));
-        }
-    };
+    let wait = crate::extract::bool_param(&query, "wait_for_completion")?;
     let request: SnapshotRequest = if body.iter().all(u8::is_ascii_whitespace) {
         SnapshotRequest::default()
     } else {
