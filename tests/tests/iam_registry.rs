@@ -115,6 +115,15 @@ fn eventbridge_scheduler_registry_matches_its_calls() {
 }
 
 #[test]
+fn ssm_parameters_registry_matches_its_calls() {
+    check(
+        "shared/parameters-ssm/src/lib.rs",
+        called_operations(&source("shared/parameters-ssm/src/lib.rs")),
+        registered("ssm", floe_parameters_ssm::OPERATIONS),
+    );
+}
+
+#[test]
 fn the_scanner_finds_calls_split_over_lines() {
     let src = "let x = self\n    .client\n    .transact_write_items()\n    .send();\nlet y = client.clone();\n#[cfg(test)]\nmod tests { fn f() { client.delete_table(); } }";
     assert_eq!(

@@ -6,7 +6,12 @@
 //! Every operation is idempotent, because a plan step may run again after a
 //! crash: launches carry a client token, deletes of what is gone succeed.
 
+pub mod parameters;
+#[cfg(feature = "conformance")]
+pub mod parameters_conformance;
 pub mod simulated;
+
+pub use parameters::{NodeParameters, SecretOrPlain, SimulatedParameters};
 
 use async_trait::async_trait;
 use floe_domain::catalog::Arch;

@@ -1,0 +1,476 @@
+//! The node parameters port: bootstrap data a plan stores for the nodes it
+//! launches, which they read at boot. SSM Parameter Store implements it in
+//! production (`floe-parameters-ssm`, the only crate that links
+//! `aws-sdk-ssm`); [`SimulatedParameters`] implements it for local mode and
+//! tests.
+//!
+//! A deployment's parameters live under one path,
+//! `{prefix}/{deployment_id}` ([`deployment_path`]), so that they can be
+//! written one by one and removed all at once when the deployment goes. The
+//! names under it are those the boot script of `floe-nodeconfig` reads.
+//!
+//! Every operation is idempotent, like the compute port's: `put` overwrites,
+//! deleting what is gone succeeds.
+
+use crate::ComputeError;
+use crate::simulated::Fault;
+use async_trait::async_trait;
+use floe_domain::secret::SecretString;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// The comma-separated instance ids of a new cluster's first
+/// master-eligible nodes (a `String`); see [`initial_master_nodes`].
+pub const INITIAL_MASTER_NODES: &str = "initial_master_nodes";
+/// The snapshot repository's credentials (`SecureString`s), piped by the
+/// boot script into the keystore. The session token only exists for
+/// temporary credentials.
+pub const REPOSITORY_ACCESS_KEY: &str = "repository/access_key";
+pub const REPOSITORY_SECRET_KEY: &str = "repository/secret_key";
+pub const REPOSITORY_SESSION_TOKEN: &str = "repository/session_token";
+
+/// Parameter Store's limits for standard parameters, checked before any call
+/// so that the simulated and the real store refuse the same requests.
+pub const MAX_VALUE_BYTES: usize = 4096;
+pub const MAX_NAME_CHARS: usize = 1011;
+pub const MAX_LEVELS: usize = 15;
+
+/// The failure type of a name, path or value Parameter Store would refuse.
+pub const INVALID_PARAMETER: &str = "invalid_parameter";
+
+/// A parameter's value. Which variant decides how it is stored: a secret is
+/// encrypted at rest (SSM `SecureString`), a plain value is not (`String`).
+/// `Debug` never shows a secret (it is a [`SecretString`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretOrPlain {
+    Plain(String),
+    Secret(SecretString),
+}
+
+impl SecretOrPlain {
+    pub fn plain(value: impl Into<String>) -> SecretOrPlain {
+        SecretOrPlain::Plain(value.into())
+    }
+
+    pub fn secret(value: impl Into<String>) -> SecretOrPlain {
+        SecretOrPlain::Secret(SecretString::new(value))
+    }
+
+    pub fn is_secret(&self) -> bool {
+        matches!(self, SecretOrPlain::Secret(_))
+    }
+
+    /// The value as stored; for a secret, the plaintext. Named like
+    /// [`SecretString::expose`] so that every use is easy to find.
+    pub fn expose(&self) -> &str {
+        match self {
+            SecretOrPlain::Plain(v) => v,
+            SecretOrPlain::Secret(s) => s.expose(),
+        }
+    }
+}
+
+#[async_trait]
+pub trait NodeParameters: Send + Sync + 'static {
+    /// Stores `value` under `name`, replacing whatever value (or type) the
+    /// parameter had.
+    async fn put(&self, name: &str, value: &SecretOrPlain) -> Result<(), ComputeError>;
+    /// The parameter's value, decrypted if it is a secret; `None` if there is
+    /// no such parameter.
+    async fn get(&self, name: &str) -> Result<Option<SecretOrPlain>, ComputeError>;
+    /// Deletes the parameter; succeeds if it is already gone.
+    async fn delete(&self, name: &str) -> Result<(), ComputeError>;
+    /// Deletes every parameter below `path` (at any depth; not a parameter
+    /// named `path` itself, nor `{path}x/...`) and returns how many it
+    /// deleted. After a failure some may be gone: calling again finishes.
+    async fn delete_under(&self, path: &str) -> Result<usize, ComputeError>;
+}
+
+/// The path of a deployment's parameters: the boot script's
+/// `parameter_prefix`.
+pub fn deployment_path(prefix: &str, deployment_id: &str) -> String {
+    format!("{}/{deployment_id}", prefix.trim_end_matches('/'))
+}
+
+/// The full name of parameter `name` (such as [`INITIAL_MASTER_NODES`])
+/// under a deployment's path.
+pub fn parameter_name(deployment_path: &str, name: &str) -> String {
+    format!("{}/{name}", deployment_path.trim_end_matches('/'))
+}
+
+/// The value of [`INITIAL_MASTER_NODES`]. The boot script refuses anything
+/// but `i-...` ids joined by commas (and then fails the node's boot), so the
+/// same rule is applied here, where the plan can still report it.
+pub fn initial_master_nodes<S: AsRef<str>>(ids: &[S]) -> Result<SecretOrPlain, ComputeError> {
+    if ids.is_empty() {
+        return Err(invalid("initial master nodes: no instance id".into()));
+    }
+    for id in ids {
+        let id = id.as_ref();
+        let valid = id.strip_prefix("i-").is_some_and(|rest| {
+            !rest.is_empty() && rest.chars().all(|c| c.is_ascii_alphanumeric())
+        });
+        if !valid {
+            return Err(invalid(format!(
+                "initial master nodes: {id:?} is not an instance id"
+            )));
+        }
+    }
+    let joined: Vec<&str> = ids.iter().map(AsRef::as_ref).collect();
+    Ok(SecretOrPlain::Plain(joined.join(",")))
+}
+
+fn invalid(message: String) -> ComputeError {
+    ComputeError::Permanent {
+        failure_type: INVALID_PARAMETER.to_owned(),
+        message,
+    }
+}
+
+/// Refuses a name Parameter Store would refuse: characters other than
+/// `a-zA-Z0-9_.-/`, a hierarchy not starting with `/`, an empty level, more
+/// than [`MAX_LEVELS`] levels, a name starting with `aws` or `ssm` (reserved,
+/// in any case), more than [`MAX_NAME_CHARS`] characters.
+pub fn check_name(name: &str) -> Result<(), ComputeError> {
+    check_hierarchy("parameter name", name)?;
+    if name.ends_with('/') {
+        return Err(invalid(format!("parameter name {name:?} ends with '/'")));
+    }
+    Ok(())
+}
+
+/// Refuses a path [`NodeParameters::delete_under`] cannot take: as
+/// [`check_name`], and it must start with `/` (a trailing `/` is fine).
+pub fn check_path(path: &str) -> Result<(), ComputeError> {
+    if !path.starts_with('/') {
+        return Err(invalid(format!(
+            "parameter path {path:?} does not start with '/'"
+        )));
+    }
+    if path == "/" {
+        return Ok(());
+    }
+    check_hierarchy("parameter path", path.trim_end_matches('/'))
+}
+
+fn check_hierarchy(what: &str, name: &str) -> Result<(), ComputeError> {
+    if name.is_empty() {
+        return Err(invalid(format!("{what} is empty")));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(invalid(format!(
+            "{what} is longer than {MAX_NAME_CHARS} characters"
+        )));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/')))
+    {
+        return Err(invalid(format!("{what} {name:?} contains {c:?}")));
+    }
+    let relative = match name.strip_prefix('/') {
+        Some(rest) => rest,
+        None if name.contains('/') => {
+            return Err(invalid(format!(
+                "{what} {name:?} is a hierarchy that does not start with '/'"
+            )));
+        }
+        None => name,
+    };
+    let levels: Vec<&str> = relative.split('/').collect();
+    if levels.iter().any(|l| l.is_empty()) {
+        return Err(invalid(format!("{what} {name:?} has an empty level")));
+    }
+    if levels.len() > MAX_LEVELS {
+        return Err(invalid(format!(
+            "{what} {name:?} has more than {MAX_LEVELS} levels"
+        )));
+    }
+    let lowered = relative.to_ascii_lowercase();
+    if lowered.starts_with("aws") || lowered.starts_with("ssm") {
+        return Err(invalid(format!(
+            "{what} {name:?} starts with the reserved \"aws\" or \"ssm\""
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a value Parameter Store would refuse: empty, or larger than a
+/// standard parameter holds. The message never contains the value.
+pub fn check_value(name: &str, value: &SecretOrPlain) -> Result<(), ComputeError> {
+    let len = value.expose().len();
+    if len == 0 {
+        return Err(invalid(format!("the value of {name} is empty")));
+    }
+    if len > MAX_VALUE_BYTES {
+        return Err(invalid(format!(
+            "the value of {name} has {len} bytes, more than {MAX_VALUE_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
+/// The operations of [`NodeParameters`], as [`Fault::FailCall`] and
+/// [`SimulatedParameters::calls`] name them.
+pub const OPERATIONS: [&str; 4] = [OP_PUT, OP_GET, OP_DELETE, OP_DELETE_UNDER];
+const OP_PUT: &str = "put";
+const OP_GET: &str = "get";
+const OP_DELETE: &str = "delete";
+const OP_DELETE_UNDER: &str = "delete_under";
+
+/// An in-memory parameter store for local mode and tests. It checks names and
+/// values as Parameter Store does, and fails the calls chosen by
+/// [`Fault::FailCall`] (with an operation of [`OPERATIONS`]) without effect;
+/// [`Fault::NoCapacityInZone`] means nothing here.
+#[derive(Debug, Default)]
+pub struct SimulatedParameters {
+    faults: Vec<Fault>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    calls: HashMap<&'static str, u32>,
+    parameters: BTreeMap<String, SecretOrPlain>,
+}
+
+impl SimulatedParameters {
+    pub fn new(faults: Vec<Fault>) -> SimulatedParameters {
+        SimulatedParameters {
+            faults,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Every parameter stored now, by name.
+    pub fn written(&self) -> BTreeMap<String, SecretOrPlain> {
+        self.lock().parameters.clone()
+    }
+
+    /// How many times `operation` was called, failed calls included; 0 for a
+    /// name that is not an operation.
+    pub fn calls(&self, operation: &str) -> u32 {
+        self.lock().calls.get(operation).copied().unwrap_or(0)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update is a single map operation, so the state behind a
+        // poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn enter(&self, state: &mut State, operation: &'static str) -> Result<(), ComputeError> {
+        let n = state.calls.entry(operation).or_insert(0);
+        *n = n.saturating_add(1);
+        let n = *n;
+        let injected = self.faults.iter().find_map(|fault| match fault {
+            Fault::FailCall {
+                operation: op,
+                nth,
+                times,
+                error,
+            } if op == operation && n >= *nth && n - nth < *times => Some(error),
+            _ => None,
+        });
+        match injected {
+            Some(error) => {
+                tracing::info!(operation, call = n, %error, "simulated parameters: injected fault");
+                Err(error.clone())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl NodeParameters for SimulatedParameters {
+    async fn put(&self, name: &str, value: &SecretOrPlain) -> Result<(), ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_PUT)?;
+        check_name(name)?;
+        check_value(name, value)?;
+        state.parameters.insert(name.to_owned(), value.clone());
+        Ok(())
+    }
+
+    async fn get(&self, name: &str) -> Result<Option<SecretOrPlain>, ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_GET)?;
+        check_name(name)?;
+        Ok(state.parameters.get(name).cloned())
+    }
+
+    async fn delete(&self, name: &str) -> Result<(), ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_DELETE)?;
+        check_name(name)?;
+        state.parameters.remove(name);
+        Ok(())
+    }
+
+    async fn delete_under(&self, path: &str) -> Result<usize, ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_DELETE_UNDER)?;
+        check_path(path)?;
+        let below = format!("{}/", path.trim_end_matches('/'));
+        let before = state.parameters.len();
+        state.parameters.retain(|name, _| !name.starts_with(&below));
+        Ok(before - state.parameters.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure_type(result: Result<impl std::fmt::Debug, ComputeError>) -> String {
+        match result {
+            Err(ComputeError::Permanent { failure_type, .. }) => failure_type,
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_secret_is_never_debug_printed() {
+        let secret = SecretOrPlain::secret("wJalrXUtnFEMI-K7MDENG");
+        let shown = format!("{secret:?} {:?}", Some(&secret));
+        assert!(!shown.contains("wJalr"), "{shown}");
+        assert!(secret.is_secret());
+        assert_eq!(secret.expose(), "wJalrXUtnFEMI-K7MDENG");
+        let plain = SecretOrPlain::plain("i-1,i-2");
+        assert!(format!("{plain:?}").contains("i-1,i-2"));
+        assert!(!plain.is_secret());
+    }
+
+    #[test]
+    fn names_join_the_prefix_as_the_boot_script_does() {
+        let path = deployment_path("/floe/", "dep-1");
+        assert_eq!(path, "/floe/dep-1");
+        assert_eq!(
+            parameter_name(&path, REPOSITORY_SECRET_KEY),
+            "/floe/dep-1/repository/secret_key"
+        );
+        assert_eq!(
+            parameter_name("/floe/dep-1/", INITIAL_MASTER_NODES),
+            "/floe/dep-1/initial_master_nodes"
+        );
+    }
+
+    #[test]
+    fn initial_master_nodes_are_instance_ids_joined_by_commas() -> Result<(), ComputeError> {
+        let value = initial_master_nodes(&["i-0abc", "i-1DEF", "i-2"])?;
+        assert_eq!(value, SecretOrPlain::plain("i-0abc,i-1DEF,i-2"));
+        let bads: [&[&str]; 5] = [&[], &["i-"], &["node-1"], &["i-1", "i-2,i-3"], &["i-a b"]];
+        for bad in bads {
+            assert_eq!(
+                failure_type(initial_master_nodes(bad)),
+                INVALID_PARAMETER,
+                "{bad:?}"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn names_and_paths_follow_parameter_store_rules() {
+        for ok in [
+            "/floe/dep-1/initial_master_nodes",
+            "/floe/dep-1/repository/access_key",
+            "plain_name",
+            "a.b-c_d",
+            "/x/awsome",
+        ] {
+            assert_eq!(check_name(ok), Ok(()), "{ok}");
+        }
+        let deep = format!("/{}", vec!["l"; MAX_LEVELS + 1].join("/"));
+        let deepest = format!("/{}", vec!["l"; MAX_LEVELS].join("/"));
+        assert_eq!(check_name(&deepest), Ok(()));
+        let long = format!("/{}", "x".repeat(MAX_NAME_CHARS));
+        for bad in [
+            "",
+            "floe/dep-1",
+            "/floe//x",
+            "/floe/x/",
+            "/floe/a b",
+            "/floe/é",
+            "/aws/x",
+            "/SSM/x",
+            "awsx",
+            deep.as_str(),
+            long.as_str(),
+        ] {
+            assert_eq!(failure_type(check_name(bad)), INVALID_PARAMETER, "{bad:?}");
+        }
+        for ok in ["/", "/floe", "/floe/", "/floe/dep-1"] {
+            assert_eq!(check_path(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "floe", "floe/dep-1", "//", "/aws"] {
+            assert_eq!(failure_type(check_path(bad)), INVALID_PARAMETER, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn values_must_fit_a_standard_parameter_and_errors_hide_them() {
+        let largest = SecretOrPlain::secret("s".repeat(MAX_VALUE_BYTES));
+        assert_eq!(check_value("/p", &largest), Ok(()));
+        let too_large = SecretOrPlain::secret("s".repeat(MAX_VALUE_BYTES + 1));
+        let err = check_value("/p", &too_large).err();
+        assert!(
+            matches!(&err, Some(ComputeError::Permanent { message, .. }) if !message.contains("sss")),
+            "{err:?}"
+        );
+        assert_eq!(
+            failure_type(check_value("/p", &SecretOrPlain::plain(""))),
+            INVALID_PARAMETER
+        );
+    }
+
+    #[tokio::test]
+    async fn the_simulation_keeps_what_was_written() -> Result<(), ComputeError> {
+        let sim = SimulatedParameters::default();
+        sim.put("/f/d/a", &SecretOrPlain::plain("1")).await?;
+        sim.put("/f/d/b/c", &SecretOrPlain::secret("2")).await?;
+        sim.put("/f/d/a", &SecretOrPlain::plain("3")).await?;
+        let written = sim.written();
+        assert_eq!(written.len(), 2);
+        assert_eq!(written.get("/f/d/a"), Some(&SecretOrPlain::plain("3")));
+        assert_eq!(written.get("/f/d/b/c"), Some(&SecretOrPlain::secret("2")));
+        assert_eq!(sim.calls("put"), 3);
+        assert_eq!(sim.delete_under("/f/d").await?, 2);
+        assert!(sim.written().is_empty());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn injected_faults_fail_the_chosen_calls_without_effect() -> Result<(), ComputeError> {
+        let throttled = ComputeError::Transient {
+            code: "ThrottlingException".into(),
+            message: "slow down".into(),
+        };
+        let faults = OPERATIONS
+            .iter()
+            .map(|op| Fault::FailCall {
+                operation: op.to_string(),
+                nth: 2,
+                times: 1,
+                error: throttled.clone(),
+            })
+            .collect();
+        let sim = SimulatedParameters::new(faults);
+        let v = SecretOrPlain::plain("v");
+        sim.put("/f/a", &v).await?;
+        assert_eq!(sim.put("/f/b", &v).await, Err(throttled.clone()));
+        assert_eq!(sim.get("/f/a").await?, Some(v.clone()));
+        assert_eq!(sim.get("/f/a").await, Err(throttled.clone()));
+        sim.delete("/f/missing").await?;
+        assert_eq!(sim.delete("/f/a").await, Err(throttled.clone()));
+        assert_eq!(sim.delete_under("/g").await?, 0);
+        assert_eq!(sim.delete_under("/f").await, Err(throttled.clone()));
+        assert_eq!(sim.written().keys().collect::<Vec<_>>(), ["/f/a"]);
+        for op in OPERATIONS {
+            assert_eq!(sim.calls(op), 2, "{op}");
+        }
+        assert_eq!(sim.delete_under("/f").await?, 1);
+        Ok(())
+    }
+}
