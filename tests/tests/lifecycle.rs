@@ -104,6 +104,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
         [
             "template:hot",
             "launch:hot",
+            "bootstrap-masters",
             "wait-running",
             "wait-joined",
             "register-repository"

@@ -264,7 +264,8 @@ pub fn local_worker(store: Store) -> Result<LocalAdapters, ConfigError> {
     let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
     let steps = Arc::new(
         DeploymentSteps::new(compute, clusters.clone(), settings)
-            .with_snapshots(snapshotter.clone()),
+            .with_snapshots(snapshotter.clone())
+            .with_parameters(Arc::new(floe_compute::SimulatedParameters::new(Vec::new()))),
     );
     let (queue, mut jobs) = LocalQueue::new();
     let queue: Arc<dyn WorkQueue> = Arc::new(queue);

@@ -8,6 +8,7 @@ use floe_clusters::{Clusters, NodeAddresses};
 use floe_compute::Compute;
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
+use floe_parameters_ssm::{SsmParameters, SsmParametersConfig};
 use floe_plans::{DeploymentSteps, Engine, EngineConfig, StepSettings, Steps, WorkQueue};
 use floe_queue_sqs::SqsQueue;
 use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig};
@@ -245,7 +246,11 @@ impl Adapters {
         ));
         let queue: Arc<dyn WorkQueue> =
             Arc::new(SqsQueue::from_env(config.queue_url.clone()).await);
-        let (compute, clusters): (Arc<dyn Compute>, Arc<dyn Clusters>) = match &config.compute {
+        let (compute, clusters, parameters): (
+            Arc<dyn Compute>,
+            Arc<dyn Clusters>,
+            Arc<dyn floe_compute::NodeParameters>,
+        ) = match &config.compute {
             ComputeChoice::Ec2(ec2) => {
                 let compute: Arc<dyn Compute> = Arc::new(Ec2Compute::from_env(ec2.clone()).await);
                 let clusters = Arc::new(NodeAddresses::new(
@@ -255,7 +260,10 @@ impl Adapters {
                     None,
                     Duration::from_secs(20),
                 ));
-                (compute, clusters)
+                let parameters = Arc::new(
+                    SsmParameters::from_env(SsmParametersConfig { kms_key_id: None }).await,
+                );
+                (compute, clusters, parameters)
             }
             ComputeChoice::Simulated => {
                 let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
@@ -265,7 +273,8 @@ impl Adapters {
                     compute.clone(),
                     SimulatedClustersConfig::default(),
                 ));
-                (compute, clusters)
+                let parameters = Arc::new(floe_compute::SimulatedParameters::new(Vec::new()));
+                (compute, clusters, parameters)
             }
         };
         let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
@@ -274,7 +283,8 @@ impl Adapters {
             queue,
             steps: Arc::new(
                 DeploymentSteps::new(compute, clusters, config.step_settings())
-                    .with_snapshots(snapshotter),
+                    .with_snapshots(snapshotter)
+                    .with_parameters(parameters),
             ),
             engine: EngineConfig::default(),
             scheduler: match &config.scheduler {

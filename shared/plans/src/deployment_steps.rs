@@ -19,12 +19,13 @@
 use crate::engine::{Outcome, StepContext, Steps, fail};
 use async_trait::async_trait;
 use floe_clusters::{ClusterError, Clusters};
+use floe_compute::NodeParameters;
 use floe_compute::{
     Compute, ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT,
     TAG_NODE_GROUP, TAG_ORG, TAG_PLAN, Volume,
 };
 use floe_domain::catalog;
-use floe_domain::deployment::{Deployment, DeploymentSpec, NodeGroup};
+use floe_domain::deployment::{Deployment, DeploymentSpec, NodeGroup, NodeRole};
 use floe_domain::plan::{Plan, PlanKind, StepError, StepStatus};
 use floe_elastic::ElasticError;
 use serde_json::{Value, json};
@@ -65,6 +66,8 @@ pub struct DeploymentSteps {
     /// deployment with a repository cannot be planned (tests of compute
     /// alone leave it out).
     snapshots: Option<floe_snapshots::Snapshotter>,
+    /// Where nodes read their bootstrap data (the first masters).
+    parameters: Option<Arc<dyn NodeParameters>>,
 }
 
 impl DeploymentSteps {
@@ -78,7 +81,19 @@ impl DeploymentSteps {
             clusters,
             settings,
             snapshots: None,
+            parameters: None,
         }
+    }
+
+    /// Writes the first masters for new clusters, and removes a deleted
+    /// deployment's bootstrap parameters.
+    pub fn with_parameters(mut self, parameters: Arc<dyn NodeParameters>) -> DeploymentSteps {
+        self.parameters = Some(parameters);
+        self
+    }
+
+    fn parameter_path(&self, deployment_id: &str) -> String {
+        floe_compute::parameters::deployment_path(&self.settings.parameter_prefix, deployment_id)
     }
 
     /// Registers repositories (create, update) and takes the final snapshot
@@ -779,6 +794,69 @@ impl DeploymentSteps {
         Outcome::Done(json!({"deleted": names}))
     }
 
+    /// The master-eligible instances this plan launched bootstrap the new
+    /// cluster: their ids go where their boot script reads
+    /// `cluster.initial_master_nodes`. Written right after the launches,
+    /// long before a node has booted far enough to read it.
+    async fn bootstrap_masters(&self, ctx: &StepContext<'_>) -> Outcome {
+        let Some(parameters) = &self.parameters else {
+            return fail(
+                "not_configured",
+                "this worker has no parameter store for the nodes",
+            );
+        };
+        let spec = match target(ctx.plan) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let mut ids: Vec<String> = Vec::new();
+        for g in spec
+            .node_groups
+            .iter()
+            .filter(|g| g.roles.contains(&NodeRole::Master))
+        {
+            if let Some(launched) = ctx.output(&format!("launch:{}", g.id))
+                && let Some(list) = launched["instance_ids"].as_array()
+            {
+                ids.extend(list.iter().filter_map(Value::as_str).map(String::from));
+            }
+        }
+        let value = match floe_compute::parameters::initial_master_nodes(&ids) {
+            Ok(v) => v,
+            Err(e) => return outcome_of(e),
+        };
+        let name = floe_compute::parameters::parameter_name(
+            &self.parameter_path(&ctx.plan.deployment_id),
+            floe_compute::parameters::INITIAL_MASTER_NODES,
+        );
+        match parameters.put(&name, &value).await {
+            Ok(()) => {
+                ctx.log(format!("{} initial masters in {name}", ids.len()));
+                Outcome::Done(json!({"parameter": name, "masters": ids}))
+            }
+            Err(e) => outcome_of(e),
+        }
+    }
+
+    /// Every bootstrap parameter of the deployment (a failed create, a delete).
+    async fn forget_parameters(&self, ctx: &StepContext<'_>) -> Outcome {
+        let Some(parameters) = &self.parameters else {
+            return Outcome::Done(Value::Null);
+        };
+        match parameters
+            .delete_under(&self.parameter_path(&ctx.plan.deployment_id))
+            .await
+        {
+            Ok(n) => {
+                if n > 0 {
+                    ctx.log(format!("{n} bootstrap parameters deleted"));
+                }
+                Outcome::Done(Value::Null)
+            }
+            Err(e) => outcome_of(e),
+        }
+    }
+
     /// Registers the deployment's repository on its cluster (the only
     /// writer), with the repository's throttles.
     async fn register_repository(&self, ctx: &StepContext<'_>) -> Outcome {
@@ -917,6 +995,14 @@ impl Steps for DeploymentSteps {
                     steps.push(format!("template:{}", g.id));
                     steps.push(format!("launch:{}", g.id));
                 }
+                if self.parameters.is_some()
+                    && spec
+                        .node_groups
+                        .iter()
+                        .any(|g| g.roles.contains(&NodeRole::Master))
+                {
+                    steps.push("bootstrap-masters".into());
+                }
                 steps.push("wait-running".into());
                 steps.push("wait-joined".into());
                 if spec.repository().is_some() {
@@ -934,7 +1020,11 @@ impl Steps for DeploymentSteps {
                 steps.push("wait-terminated".into());
                 Ok(steps)
             }
-            PlanKind::Delete => Ok(vec!["terminate".into(), "wait-terminated".into()]),
+            PlanKind::Delete => Ok(vec![
+                "terminate".into(),
+                "wait-terminated".into(),
+                "forget-parameters".into(),
+            ]),
             PlanKind::Update => self.update_layout(plan, deployment),
         }
     }
@@ -947,6 +1037,8 @@ impl Steps for DeploymentSteps {
                 "wait-running" => self.wait_running(ctx).await,
                 "begin" => Outcome::Done(Value::Null),
                 "register-repository" => self.register_repository(ctx).await,
+                "bootstrap-masters" => self.bootstrap_masters(ctx).await,
+                "forget-parameters" => self.forget_parameters(ctx).await,
                 "final-snapshot" => self.final_snapshot(ctx).await,
                 "wait-joined" => self.wait_joined(ctx).await,
                 "drain" => self.drain(ctx).await,
@@ -986,6 +1078,9 @@ impl Steps for DeploymentSteps {
         }
         if step_id == "begin" {
             return self.clear_exclusion(ctx).await;
+        }
+        if step_id == "bootstrap-masters" {
+            return self.forget_parameters(ctx).await;
         }
         if ctx.plan.kind == PlanKind::Update
             && let Some(("launch", group)) = step_id.split_once(':')

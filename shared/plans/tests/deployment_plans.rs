@@ -5,7 +5,7 @@
 
 use chrono::Utc;
 use floe_compute::simulated::{Fault, SimulatedCompute, SimulatedConfig};
-use floe_compute::{Compute, ComputeError, InstanceState};
+use floe_compute::{Compute, ComputeError, InstanceState, SimulatedParameters};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepStatus};
 use floe_plans::engine::Steps;
@@ -121,14 +121,29 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
         boot_delay: Duration::from_millis(20),
         ..SimulatedConfig::default()
     }));
-    let steps = Arc::new(Twice(DeploymentSteps::new(
-        compute.clone(),
-        sim_clusters(&compute),
-        settings(),
-    )));
+    let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
+    let steps = Arc::new(Twice(
+        DeploymentSteps::new(compute.clone(), sim_clusters(&compute), settings())
+            .with_parameters(parameters.clone()),
+    ));
     let (run, status) = drive(steps, PlanKind::Create, None).await?;
     assert_eq!(status, PlanStatus::Succeeded);
     let instances = compute.instances(&run.job.deployment_id).await?;
+    // The three masters, and only they, bootstrap the cluster.
+    let mut masters: Vec<String> = instances
+        .iter()
+        .filter(|i| i.tags.get("floe:node-group").map(String::as_str) == Some("masters"))
+        .map(|i| i.id.clone())
+        .collect();
+    masters.sort();
+    let written = parameters.written();
+    let name = format!("/floe/{}/initial_master_nodes", run.job.deployment_id);
+    let mut listed: Vec<String> = written
+        .get(&name)
+        .map(|v| v.expose().split(',').map(String::from).collect())
+        .unwrap_or_default();
+    listed.sort();
+    assert_eq!(listed, masters, "{:?}", written.keys().collect::<Vec<_>>());
     assert_eq!(
         instances.len(),
         7,
@@ -184,7 +199,8 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         probe_compute.clone(),
         sim_clusters(&probe_compute),
         settings(),
-    );
+    )
+    .with_parameters(Arc::new(SimulatedParameters::new(Vec::new())));
     let now = Utc::now();
     let layout_plan = Plan::new(
         "acme",
@@ -212,6 +228,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
             "launch:masters",
             "template:hot",
             "launch:hot",
+            "bootstrap-masters",
             "wait-running",
             "wait-joined"
         ]
@@ -219,8 +236,10 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
 
     for at in &layout {
         let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+        let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
         let steps = Arc::new(FailAfter {
-            inner: DeploymentSteps::new(compute.clone(), sim_clusters(&compute), settings()),
+            inner: DeploymentSteps::new(compute.clone(), sim_clusters(&compute), settings())
+                .with_parameters(parameters.clone()),
             at: at.clone(),
         });
         let (run, status) = drive(steps, PlanKind::Create, None).await?;
@@ -234,6 +253,11 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
             compute.templates().is_empty(),
             "failure after {at} left templates {:?}",
             compute.templates()
+        );
+        assert!(
+            parameters.written().is_empty(),
+            "failure after {at} left parameters {:?}",
+            parameters.written().keys().collect::<Vec<_>>()
         );
         let plan = run
             .store

@@ -14,10 +14,12 @@ use aws_sdk_ec2::Client;
 use aws_sdk_ec2::types::{ArchitectureValues, Filter, Instance, InstanceStateName};
 use base64::Engine as _;
 use chrono::Utc;
+use floe_compute::NodeParameters as _;
 use floe_compute::{TAG_DEPLOYMENT, TAG_NODE_GROUP, TAG_ORG, TAG_PLAN};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepStatus};
+use floe_parameters_ssm::{SsmParameters, SsmParametersConfig};
 use floe_plans::engine::Steps;
 use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
 use floe_store::Store;
@@ -37,6 +39,21 @@ fn endpoint() -> Result<String, Box<dyn Error>> {
     Ok(std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
         "FLOE_TEST_AWS_ENDPOINT is not set: run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
     })?)
+}
+
+fn ssm_at(endpoint: &str) -> SsmParameters {
+    let config = aws_sdk_ssm::config::Builder::new()
+        .behavior_version(aws_sdk_ssm::config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_sdk_ssm::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_ssm::config::Credentials::new(
+            "test", "test", None, None, "moto",
+        ))
+        .build();
+    SsmParameters::new(
+        aws_sdk_ssm::Client::from_conf(config),
+        SsmParametersConfig { kms_key_id: None },
+    )
 }
 
 fn client_at(endpoint: &str) -> Result<Client, Box<dyn Error>> {
@@ -83,6 +100,8 @@ async fn image_of(client: &Client, arch: &str) -> Result<String, Box<dyn Error>>
 struct Fixture {
     client: Client,
     config: Ec2Config,
+    /// The nodes' bootstrap parameters, in moto's SSM.
+    parameters: Arc<SsmParameters>,
 }
 
 impl Fixture {
@@ -138,7 +157,11 @@ impl Fixture {
             ),
             key_name: None,
         };
-        Ok(Fixture { client, config })
+        Ok(Fixture {
+            client,
+            config,
+            parameters: Arc::new(ssm_at(&endpoint()?)),
+        })
     }
 
     fn steps(&self) -> DeploymentSteps {
@@ -152,6 +175,7 @@ impl Fixture {
                 floe_clusters::simulated::SimulatedClustersConfig::default(),
             ));
             DeploymentSteps::new(compute, clusters, settings())
+                .with_parameters(self.parameters.clone())
         }
     }
 
@@ -324,6 +348,15 @@ async fn create_and_check(instance_type: &str, image: fn(&Ec2Config) -> &str) ->
     let id = &run.job.deployment_id;
     assert_eq!(status, PlanStatus::Succeeded, "{instance_type}");
     assert_eq!(deployment_of(&run).await?.status, DeploymentStatus::Running);
+    // The three master-eligible nodes bootstrap the cluster; their boot
+    // script reads this parameter.
+    let masters = fx
+        .parameters
+        .get(&format!("/floe/{id}/initial_master_nodes"))
+        .await?
+        .ok_or("no initial_master_nodes parameter in SSM")?;
+    let mut masters: Vec<String> = masters.expose().split(',').map(String::from).collect();
+    masters.sort();
 
     let instances = fx.tagged(id).await?;
     let running: Vec<&Instance> = instances
@@ -338,6 +371,15 @@ async fn create_and_check(instance_type: &str, image: fn(&Ec2Config) -> &str) ->
             .iter()
             .map(|i| (i.instance_id(), i.state().and_then(|s| s.name())))
             .collect::<Vec<_>>()
+    );
+    let mut ids: Vec<String> = running
+        .iter()
+        .filter_map(|i| i.instance_id().map(str::to_owned))
+        .collect();
+    ids.sort();
+    assert_eq!(
+        masters, ids,
+        "the masters parameter names the running nodes"
     );
     for instance in &running {
         let what = instance.instance_id().unwrap_or("?");
@@ -464,7 +506,13 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
     };
     assert_eq!(
         layout,
-        ["template:hot", "launch:hot", "wait-running", "wait-joined"]
+        [
+            "template:hot",
+            "launch:hot",
+            "bootstrap-masters",
+            "wait-running",
+            "wait-joined"
+        ]
     );
 
     for at in &layout {
@@ -492,6 +540,14 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
         assert!(
             templates.is_empty(),
             "failure after {at} left templates {templates:?}"
+        );
+        let masters = fx
+            .parameters
+            .get(&format!("/floe/{id}/initial_master_nodes"))
+            .await?;
+        assert!(
+            masters.is_none(),
+            "failure after {at} left the masters parameter"
         );
         let plan = run
             .store
