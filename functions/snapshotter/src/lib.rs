@@ -11,6 +11,19 @@
 
 pub mod config;
 
+/// The AWS actions this function's role needs. It calls no SDK itself: the
+/// store's DynamoDB adapter reads and writes records (`GetItem`, `Query`,
+/// and the item actions inside `TransactWriteItems`), and the EC2 adapter
+/// only lists a deployment's instances to find a node's address.
+pub const IAM_ACTIONS: &[&str] = &[
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "ec2:DescribeInstances",
+];
+
 use floe_domain::names::{is_resource_id, validate_org};
 use floe_snapshots::{RunSummary, SnapshotError, Snapshotter};
 use serde::Deserialize;
