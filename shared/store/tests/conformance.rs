@@ -665,7 +665,7 @@ async fn snapshots_newest_first_by_name_and_paged(store: Store) -> TestResult {
     let mut done = got.value.clone();
     done.state = SnapshotState::Success;
     done.uuid = "u-1".into();
-    done.start = done.start + chrono::TimeDelta::seconds(3);
+    done.start += chrono::TimeDelta::seconds(3);
     done.size_in_bytes = Some(4096);
     let v = store.update_snapshot(&done, got.version).await?;
     assert_eq!(v, 2);
