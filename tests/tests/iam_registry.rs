@@ -105,6 +105,29 @@ fn ec2_compute_registry_matches_its_calls() {
     );
 }
 
+/// The snapshotter function reaches AWS only through the store and EC2
+/// adapters; its registry names what those adapters call for it.
+#[test]
+fn snapshotter_function_calls_aws_only_through_its_adapters() {
+    for file in ["lib.rs", "main.rs", "config.rs"] {
+        let path = format!("functions/snapshotter/src/{file}");
+        let called = called_operations(&source(&path));
+        assert!(called.is_empty(), "{path} calls the SDK itself: {called:?}");
+    }
+    let registry: BTreeSet<&str> = floe_snapshotter::IAM_ACTIONS.iter().copied().collect();
+    for op in floe_store::dynamo::OPERATIONS {
+        if *op != "dynamodb:TransactWriteItems" {
+            assert!(registry.contains(op), "snapshotter registry lacks {op}");
+        }
+    }
+    let ec2: Vec<&str> = registry
+        .iter()
+        .filter_map(|a| a.strip_prefix("ec2:"))
+        .collect();
+    assert_eq!(ec2, ["DescribeInstances"]);
+    assert!(floe_compute_ec2::EC2_OPERATIONS.contains(&"DescribeInstances"));
+}
+
 #[test]
 fn eventbridge_scheduler_registry_matches_its_calls() {
     check(
