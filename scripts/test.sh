@@ -71,7 +71,7 @@ else
 fi
 rm -rf target/lambda
 cargo lambda build --quiet --profile lambda-ci "$lambda_flag" --output-format zip \
-  --lambda-dir target/lambda -p floe-api-function -p floe-worker-function
+  --lambda-dir target/lambda -p floe-api-function -p floe-worker-function -p floe-snapshotter-function
 "$venv/bin/python" scripts/check_lambda_zips.py infra/template.yaml "$lambda_arch"
 echo "   lambda build and checks took $(( $(date +%s) - lambda_started )) s"
 

@@ -337,3 +337,35 @@ async fn worker_without_its_queue_fails_at_start() -> TestResult {
     );
     Ok(())
 }
+
+/// The snapshotter answers EventBridge Scheduler's payload: a malformed one
+/// is refused for good (no retry can fix it), and a job whose records
+/// cannot be read is an invocation error, so the scheduler's retry policy
+/// tries again.
+#[tokio::test]
+async fn snapshotter_answers_scheduler_payloads() -> TestResult {
+    let endpoint = aws_endpoint();
+    let mut snapshotter = Function::built("floe-snapshotter")
+        .env(
+            "FLOE_STORE",
+            format!("dynamodb://{}", unique("floe-missing")),
+        )
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .start()
+        .await?;
+
+    let refused = snapshotter.invoke(&json!({"org": "acme"})).await?;
+    assert_eq!(
+        refused.response_json()["outcome"],
+        json!("rejected"),
+        "{}",
+        refused.describe()
+    );
+
+    let job = json!({"org": "acme", "deployment_id": "0123456789abcdef0123456789abcdef", "policy_id": "0123456789abcdef0123456789abcdef"});
+    let failed = snapshotter.invoke(&job).await?;
+    let (kind, message) = failed.error();
+    assert!(!kind.is_empty(), "{}", failed.describe());
+    assert!(!message.is_empty(), "{}", failed.describe());
+    Ok(())
+}

@@ -63,8 +63,23 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
                 floe_clusters::IAM_ACTIONS,
                 "floe_clusters::IAM_ACTIONS",
             );
+            add_scheduler(&mut actions);
+        }
+        "SnapshotterFunction" => {
+            actions.extend(store);
+            add(
+                &mut actions,
+                floe_clusters::IAM_ACTIONS,
+                "floe_clusters::IAM_ACTIONS",
+            );
         }
         "WorkerFunction" => {
+            add_scheduler(&mut actions);
+            add(
+                &mut actions,
+                floe_parameters_ssm::OPERATIONS,
+                "floe_parameters_ssm::OPERATIONS",
+            );
             actions.extend(store);
             add(
                 &mut actions,
@@ -81,6 +96,21 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
         _ => return None,
     }
     Some(actions)
+}
+
+/// The snapshot schedules the api and the worker reconcile: the adapter's
+/// calls, and handing each schedule the role it runs with.
+fn add_scheduler(into: &mut BTreeMap<String, String>) {
+    add(
+        into,
+        floe_scheduler_aws::OPERATIONS,
+        "floe_scheduler_aws::OPERATIONS",
+    );
+    add(
+        into,
+        &[floe_scheduler_aws::PASS_ROLE_ACTION],
+        "floe_scheduler_aws::PASS_ROLE_ACTION",
+    );
 }
 
 fn add(into: &mut BTreeMap<String, String>, actions: &[impl AsRef<str>], from: &str) {
@@ -603,7 +633,8 @@ fn only_describe_actions_apply_to_every_resource() {
             // EC2's Describe actions take no resource-level permissions:
             // "*" is the only Resource IAM accepts for them.
             for action in grant.actions() {
-                if !action.starts_with("ec2:Describe") {
+                // ListSchedules has no resource type either.
+                if !action.starts_with("ec2:Describe") && action != "scheduler:ListSchedules" {
                     problems.push(format!(
                         "{}: {action} on Resource \"*\"; name the resource",
                         grant.origin
@@ -616,7 +647,7 @@ fn only_describe_actions_apply_to_every_resource() {
 }
 
 #[test]
-fn pass_role_names_the_node_role_and_only_ec2() {
+fn pass_role_names_one_role_and_the_one_service_it_is_for() {
     let t = template();
     let mut found = 0;
     let mut problems = Vec::new();
@@ -653,9 +684,17 @@ fn pass_role_names_the_node_role_and_only_ec2() {
                 .into_iter()
                 .filter_map(Value::as_str)
                 .collect();
-            if services != ["ec2.amazonaws.com"] {
+            // The node role goes to EC2 only, the scheduler's role to
+            // EventBridge Scheduler only.
+            let passed: BTreeSet<String> = resources.iter().flat_map(|r| referenced(r)).collect();
+            let wanted = if passed.contains("SchedulerRole") {
+                "scheduler.amazonaws.com"
+            } else {
+                "ec2.amazonaws.com"
+            };
+            if services != [wanted] || (passed.contains("SchedulerRole") && passed.len() > 1) {
                 problems.push(format!(
-                    "{}: iam:PassRole needs Condition StringEquals iam:PassedToService: ec2.amazonaws.com, has {services:?}",
+                    "{}: iam:PassRole of {passed:?} needs Condition StringEquals iam:PassedToService: {wanted} (one role per statement), has {services:?}",
                     grant.origin
                 ));
             }
@@ -813,7 +852,7 @@ fn the_worker_queue_mapping_reports_batch_item_failures() {
 }
 
 #[test]
-fn the_scheduler_role_invokes_exactly_the_scheduled_functions() {
+fn the_scheduler_role_invokes_exactly_the_scheduled_functions_and_dead_letters() {
     let t = template();
     let scheduled: BTreeSet<String> = of_type(&t, &["AWS::Scheduler::Schedule"])
         .into_iter()
@@ -821,6 +860,18 @@ fn the_scheduler_role_invokes_exactly_the_scheduled_functions() {
         .flat_map(referenced)
         .collect();
     assert!(!scheduled.is_empty(), "no schedule targets a function");
+    // The functions create snapshot schedules at run time: their target and
+    // dead-letter queue come from the functions' settings.
+    let setting = |name: &str| -> BTreeSet<String> {
+        of_type(&t, &["AWS::Serverless::Function"])
+            .into_iter()
+            .filter_map(|(_, f)| f.pointer(&format!("/Properties/Environment/Variables/{name}")))
+            .flat_map(referenced)
+            .collect()
+    };
+    let runtime_targets = setting("FLOE_SNAPSHOTTER_ARN");
+    let dead_letters = setting("FLOE_SCHEDULE_DLQ_ARN");
+    let scheduled: BTreeSet<String> = scheduled.union(&runtime_targets).cloned().collect();
     let mut problems = Vec::new();
     let roles: Vec<&str> = of_type(&t, &["AWS::IAM::Role"])
         .into_iter()
@@ -834,6 +885,20 @@ fn the_scheduler_role_invokes_exactly_the_scheduled_functions() {
     for role in roles {
         let mut invoked = BTreeSet::new();
         for grant in grants(&t, role) {
+            if grant.actions() == ["sqs:SendMessage"] {
+                let to: BTreeSet<String> = grant
+                    .resources()
+                    .iter()
+                    .flat_map(|r| referenced(r))
+                    .collect();
+                if to.is_empty() || !to.is_subset(&dead_letters) {
+                    problems.push(format!(
+                        "{}: the scheduler sends only to the schedules' dead-letter queue {dead_letters:?}, not {to:?}",
+                        grant.origin
+                    ));
+                }
+                continue;
+            }
             if grant.actions() != ["lambda:InvokeFunction"] {
                 problems.push(format!(
                     "{}: the scheduler only invokes functions, not {:?}",
