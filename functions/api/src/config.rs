@@ -349,21 +349,11 @@ pub async fn lambda_clusters() -> Result<Arc<dyn Clusters>, ConfigError> {
         key_name: None,
     })
     .await;
-    let https = match var("FLOE_ES_SCHEME").as_deref() {
-        None | Some("https") => true,
-        Some("http") => false,
-        Some(_) => return Err(invalid("FLOE_ES_SCHEME", "must be http or https")),
-    };
-    let port = match var("FLOE_ES_PORT") {
-        None => 9200,
-        Some(p) => p
-            .parse()
-            .map_err(|_| invalid("FLOE_ES_PORT", "must be a port number"))?,
-    };
+    let http = floe_clusters::NodeHttp::from_lookup(var).map_err(|(n, m)| invalid(n, m))?;
     Ok(Arc::new(NodeAddresses::new(
         Arc::new(compute),
-        https,
-        port,
+        http.https,
+        http.port,
         None,
         Duration::from_secs(20),
     )))

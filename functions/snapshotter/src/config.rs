@@ -69,18 +69,10 @@ impl SnapshotterConfig {
                 )
             })?
             .to_string();
-        let es_https = match var("FLOE_ES_SCHEME").as_deref() {
-            None | Some("https") => true,
-            Some("http") => false,
-            Some(_) => return Err(invalid("FLOE_ES_SCHEME", "must be http or https")),
-        };
-        let es_port = match var("FLOE_ES_PORT") {
-            None => 9200,
-            Some(p) => match p.parse::<u16>() {
-                Ok(port) if port > 0 => port,
-                _ => return Err(invalid("FLOE_ES_PORT", "must be a port number")),
-            },
-        };
+        let floe_clusters::NodeHttp {
+            https: es_https,
+            port: es_port,
+        } = floe_clusters::NodeHttp::from_lookup(var).map_err(|(n, m)| invalid(n, m))?;
         let wait = match var("FLOE_SNAPSHOT_WAIT_SECS") {
             None => DEFAULT_WAIT,
             Some(s) => match s.parse::<u64>().map(Duration::from_secs) {

@@ -101,17 +101,10 @@ impl WorkerConfig {
             Some("simulated") => ComputeChoice::Simulated,
             Some(_) => return Err(invalid("FLOE_COMPUTE", "must be ec2 or simulated")),
         };
-        let es_https = match var("FLOE_ES_SCHEME").as_deref() {
-            None | Some("https") => true,
-            Some("http") => false,
-            Some(_) => return Err(invalid("FLOE_ES_SCHEME", "must be http or https")),
-        };
-        let es_port = match var("FLOE_ES_PORT") {
-            None => 9200,
-            Some(p) => p
-                .parse()
-                .map_err(|_| invalid("FLOE_ES_PORT", "must be a port number"))?,
-        };
+        let floe_clusters::NodeHttp {
+            https: es_https,
+            port: es_port,
+        } = floe_clusters::NodeHttp::from_lookup(var).map_err(|(n, m)| invalid(n, m))?;
         let scheduler = floe_scheduler_aws::config_from_env(var)
             .map_err(|m| invalid("FLOE_SCHEDULE_GROUP", m))?;
         Ok(WorkerConfig {

@@ -4,7 +4,7 @@
 use crate::error::ApiError;
 use crate::server::{ApiResult, Reply, Req};
 use crate::state::{ClusterState, Doc, Index, Sim, flatten_settings};
-use crate::util::{check_index_name, new_doc_id, parse_bool, resolve_expression, split_names};
+use crate::util::{check_index_name, new_doc_id, resolve_expression, split_names};
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -415,9 +415,6 @@ pub fn cat(sim: &Sim, req: &Req, pattern: Option<&str>) -> ApiResult {
             "dataset.size": scaled(primary, unit)?,
         }));
     }
-    if req.param("format").is_some_and(|f| f == "json") {
-        return Ok(Reply::ok(Value::Array(rows)));
-    }
     const COLUMNS: [&str; 10] = [
         "health",
         "status",
@@ -430,22 +427,5 @@ pub fn cat(sim: &Sim, req: &Req, pattern: Option<&str>) -> ApiResult {
         "store.size",
         "pri.store.size",
     ];
-    let mut text = String::new();
-    if parse_bool("v", req.param("v"), false)? {
-        text.push_str(&COLUMNS.join(" "));
-        text.push('\n');
-    }
-    for row in &rows {
-        let line: Vec<&str> = COLUMNS
-            .iter()
-            .map(|c| row.get(*c).and_then(Value::as_str).unwrap_or(""))
-            .collect();
-        text.push_str(&line.join(" "));
-        text.push('\n');
-    }
-    Ok(Reply {
-        status: StatusCode::OK,
-        body: Value::Null,
-        text: Some(text),
-    })
+    crate::nodes::text_or_json(req, &COLUMNS, rows)
 }

@@ -11,7 +11,9 @@ use crate::util::parse_bool;
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
-fn text_or_json(req: &Req, columns: &[&str], rows: Vec<Value>) -> ApiResult {
+/// A `_cat` answer: the rows as JSON with `format=json`, else text with
+/// the given columns (and a header line with `v`).
+pub fn text_or_json(req: &Req, columns: &[&str], rows: Vec<Value>) -> ApiResult {
     if req.param("format").is_some_and(|f| f == "json") {
         return Ok(Reply::ok(Value::Array(rows)));
     }
