@@ -723,3 +723,79 @@ async fn s3_snapshots_land_under_base_path_and_a_second_cluster_sees_them() -> T
     other.shutdown().await?;
     Ok(())
 }
+
+/// Local mode with a controllable clock: the in-process scheduler holds the
+/// policy's one schedule (reconciled from the records), fires it every 30
+/// minutes of the clock's time, each firing takes a snapshot through the
+/// snapshotter, and retention keeps the newest three.
+#[tokio::test]
+async fn a_30_minute_policy_fires_on_time_in_local_mode_and_retention_trims() -> TestResult {
+    use floe_schedules::{Clock, LocalScheduler, ManualClock};
+
+    let w = world(SimFaults::default())?;
+    let repo = fs_repository("main");
+    let p = policy(
+        "main",
+        Some(Retention {
+            expire_after: None,
+            min_count: None,
+            max_count: Some(3),
+        }),
+    );
+    let d = deployment(&w, &repo, &p).await?;
+
+    let start = chrono::DateTime::parse_from_rfc3339("2026-11-30T02:00:00Z")?.with_timezone(&Utc);
+    let clock = Arc::new(ManualClock::new(start));
+    let scheduler = LocalScheduler::new(clock.clone());
+    let summary = floe_schedules::reconcile_deployment(&w.store, &scheduler, ORG, &d.id).await?;
+    assert_eq!(summary.created, 1, "{summary:?}");
+
+    // Every firing due by the clock's now, with the time it was due; each
+    // takes the snapshot, as local mode's firing loop does.
+    let mut fired = Vec::new();
+    let mut run_due = async |until| -> TestResult {
+        for firing in scheduler.due_firings(until) {
+            fired.push(firing.at);
+            let job = firing.job;
+            w.snapshotter
+                .run_scheduled(&job.org, &job.deployment_id, &job.policy_id)
+                .await?;
+        }
+        Ok(())
+    };
+    // A rate schedule fires when it is created, then every 30 minutes.
+    run_due(clock.now()).await?;
+    clock.advance(Duration::from_secs(29 * 60));
+    run_due(clock.now()).await?;
+    clock.advance(Duration::from_secs(91 * 60));
+    run_due(clock.now()).await?;
+    let expected: Vec<chrono::DateTime<Utc>> = (0..5)
+        .map(|i| start + chrono::Duration::minutes(30 * i))
+        .collect();
+    assert_eq!(
+        fired, expected,
+        "02:00 (created), 02:30, 03:00, 03:30, 04:00"
+    );
+    let next: Vec<chrono::DateTime<Utc>> = scheduler
+        .schedules()
+        .iter()
+        .filter_map(|s| scheduler.next_firing(&s.name))
+        .collect();
+    assert_eq!(next, vec![start + chrono::Duration::minutes(150)]);
+
+    // Five snapshots were taken; retention kept the newest three.
+    let run = w
+        .store
+        .get_policy_run(ORG, &d.id, &p.id)
+        .await?
+        .ok_or("run state")?
+        .value;
+    assert_eq!((run.total_snapshots, run.total_deleted), (5, 2), "{run:?}");
+    assert_eq!(stored_names(&w, &d).await?.len(), 3);
+    assert_eq!(
+        es(&w, &d).await?.list_snapshots("main", false).await?.len(),
+        3,
+        "retention deleted on the cluster too"
+    );
+    Ok(())
+}
