@@ -129,6 +129,10 @@ pub struct NodeAddresses {
     port: u16,
     auth: Option<Auth>,
     timeout: Duration,
+    /// One client per node address: a plan polls the same cluster every few
+    /// seconds, and building a client loads the TLS roots and drops the
+    /// connection pool each time.
+    clients: std::sync::Mutex<std::collections::HashMap<String, ElasticClient>>,
 }
 
 impl NodeAddresses {
@@ -145,6 +149,7 @@ impl NodeAddresses {
             port,
             auth,
             timeout,
+            clients: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
 }
@@ -165,7 +170,16 @@ impl Clusters for NodeAddresses {
                 deployment_id: deployment.id.clone(),
             })?;
         let url = format!("{}://{}:{}", self.scheme, node.private_ip, self.port);
-        Ok(ElasticClient::new(&url, self.auth.clone(), self.timeout)?)
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = clients.get(&url) {
+            return Ok(client.clone());
+        }
+        let client = ElasticClient::new(&url, self.auth.clone(), self.timeout)?;
+        clients.insert(url, client.clone());
+        Ok(client)
     }
 
     async fn forget(&self, _deployment_id: &str) {}

@@ -29,7 +29,8 @@ pub struct SimulatedClustersConfig {
 pub struct SimulatedClusters {
     compute: Arc<dyn Compute>,
     config: SimulatedClustersConfig,
-    clusters: Mutex<HashMap<String, RunningCluster>>,
+    /// Each deployment's simulated cluster and the one client kept for it.
+    clusters: Mutex<HashMap<String, (RunningCluster, ElasticClient)>>,
     timeout: Duration,
 }
 
@@ -50,7 +51,7 @@ impl SimulatedClusters {
             .lock()
             .await
             .get(deployment_id)
-            .map(|c| c.url().to_string())
+            .map(|(c, _)| c.url().to_string())
     }
 
     /// The simulated cluster's node names (tests check joins and leaves).
@@ -59,14 +60,14 @@ impl SimulatedClusters {
             .lock()
             .await
             .get(deployment_id)
-            .map(RunningCluster::node_names)
+            .map(|(c, _)| c.node_names())
             .unwrap_or_default()
     }
 
     /// Changes the faults of a deployment's running simulated cluster.
     pub async fn set_faults(&self, deployment_id: &str, faults: SimFaults) -> bool {
         match self.clusters.lock().await.get(deployment_id) {
-            Some(c) => {
+            Some((c, _)) => {
                 c.set_faults(faults);
                 true
             }
@@ -104,18 +105,19 @@ impl Clusters for SimulatedClusters {
                 .await
                 .map_err(|e| ClusterError::Simulator(e.to_string()))?;
             tracing::info!(deployment = %deployment.id, url = cluster.url(), "simulated cluster for the deployment");
-            clusters.insert(deployment.id.clone(), cluster);
+            let client = ElasticClient::new(cluster.url(), None, self.timeout)?;
+            clusters.insert(deployment.id.clone(), (cluster, client));
         }
-        let Some(cluster) = clusters.get(&deployment.id) else {
+        let Some((cluster, client)) = clusters.get(&deployment.id) else {
             return Err(ClusterError::Simulator("the cluster went away".into()));
         };
         cluster.set_nodes(&names);
-        Ok(ElasticClient::new(cluster.url(), None, self.timeout)?)
+        Ok(client.clone())
     }
 
     async fn forget(&self, deployment_id: &str) {
         let cluster = self.clusters.lock().await.remove(deployment_id);
-        if let Some(cluster) = cluster
+        if let Some((cluster, _)) = cluster
             && let Err(e) = cluster.shutdown().await
         {
             tracing::warn!(deployment = deployment_id, error = %e, "simulated cluster did not stop cleanly");
