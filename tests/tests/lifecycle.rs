@@ -102,6 +102,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
     assert_eq!(
         steps,
         [
+            "repository-credentials",
             "template:hot",
             "launch:hot",
             "bootstrap-masters",
@@ -141,6 +142,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
             steps,
             [
                 "begin",
+                "repository-credentials",
                 "template:hot",
                 "launch:hot",
                 "wait-running",
@@ -153,7 +155,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
                 "forget-templates"
             ]
         );
-        let launched = plan["steps"][2]["info_log"].to_string();
+        let launched = plan["steps"][3]["info_log"].to_string();
         assert!(launched.contains("nodes of hot"), "{launched}");
     }
 

@@ -205,10 +205,11 @@ pub async fn state(
     clusters: Arc<dyn Clusters>,
     scheduler: Arc<dyn Scheduler>,
     store: Store,
+    cipher: Arc<dyn Cipher>,
 ) -> Result<AppState, ConfigError> {
     Ok(AppState {
         store,
-        cipher: cipher().await?,
+        cipher,
         verifier: Arc::new(verifier().await?),
         endpoint_policy: endpoint_policy()?,
         queue,
@@ -243,7 +244,7 @@ pub struct LocalAdapters {
     pub scheduler: Arc<LocalScheduler>,
 }
 
-pub fn local_worker(store: Store) -> Result<LocalAdapters, ConfigError> {
+pub fn local_worker(store: Store, cipher: Arc<dyn Cipher>) -> Result<LocalAdapters, ConfigError> {
     let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
         SimulatedConfig::from_env().map_err(|m| invalid("FLOE_SIM_*", m))?,
     ));
@@ -265,7 +266,8 @@ pub fn local_worker(store: Store) -> Result<LocalAdapters, ConfigError> {
     let steps = Arc::new(
         DeploymentSteps::new(compute, clusters.clone(), settings)
             .with_snapshots(snapshotter.clone())
-            .with_parameters(Arc::new(floe_compute::SimulatedParameters::new(Vec::new()))),
+            .with_parameters(Arc::new(floe_compute::SimulatedParameters::new(Vec::new())))
+            .with_cipher(cipher),
     );
     let (queue, mut jobs) = LocalQueue::new();
     let queue: Arc<dyn WorkQueue> = Arc::new(queue);

@@ -45,11 +45,18 @@ async fn serve() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let cipher = match config::cipher().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("floe-api: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let on_lambda = std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some();
     let adapters = if on_lambda {
         lambda_adapters().await
     } else {
-        config::local_worker(store.clone()).map(|local| {
+        config::local_worker(store.clone(), cipher.clone()).map(|local| {
             let scheduler: Arc<dyn floe_schedules::Scheduler> = local.scheduler;
             (local.queue, local.clusters, scheduler)
         })
@@ -61,7 +68,7 @@ async fn serve() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let state = match config::state(queue, clusters, scheduler, store).await {
+    let state = match config::state(queue, clusters, scheduler, store, cipher).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "configuration error");

@@ -13,6 +13,7 @@ use floe_plans::{DeploymentSteps, Engine, EngineConfig, StepSettings, Steps, Wor
 use floe_queue_sqs::SqsQueue;
 use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig};
 use floe_schedules::{ReconcileOnFinish, Scheduler};
+use floe_secrets::KmsCipher;
 use floe_store::Store;
 use floe_store::dynamo::DynamoBackend;
 use std::sync::Arc;
@@ -59,6 +60,10 @@ pub struct WorkerConfig {
     pub es_port: u16,
     /// EventBridge Scheduler settings (`FLOE_SCHEDULE_GROUP` and friends).
     pub scheduler: Option<AwsSchedulerConfig>,
+    /// The KMS key the api seals repository keys with (`FLOE_KMS_KEY_ID`);
+    /// without it a plan for a deployment whose repository holds keys fails
+    /// at its `repository-credentials` step, naming the variable.
+    pub kms_key_id: Option<String>,
 }
 
 impl WorkerConfig {
@@ -109,6 +114,7 @@ impl WorkerConfig {
             .map_err(|m| invalid("FLOE_SCHEDULE_GROUP", m))?;
         Ok(WorkerConfig {
             scheduler,
+            kms_key_id: var("FLOE_KMS_KEY_ID"),
             table,
             queue_url,
             compute,
@@ -271,14 +277,16 @@ impl Adapters {
             }
         };
         let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
+        let mut steps = DeploymentSteps::new(compute, clusters, config.step_settings())
+            .with_snapshots(snapshotter)
+            .with_parameters(parameters);
+        if let Some(key_id) = &config.kms_key_id {
+            steps = steps.with_cipher(Arc::new(KmsCipher::from_env(key_id.clone()).await));
+        }
         Ok(Adapters {
             store,
             queue,
-            steps: Arc::new(
-                DeploymentSteps::new(compute, clusters, config.step_settings())
-                    .with_snapshots(snapshotter)
-                    .with_parameters(parameters),
-            ),
+            steps: Arc::new(steps),
             engine: EngineConfig::default(),
             scheduler: match &config.scheduler {
                 Some(c) => Some(Arc::new(AwsScheduler::from_env(c.clone()).await)),

@@ -69,6 +69,7 @@ fn collected() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(routes::repositories::router())
         .merge(routes::deployments::router())
         .merge(routes::plans::router())
+        .merge(routes::restore::router())
         .merge(routes::snapshots::router())
         .merge(routes::policies::router())
         .split_for_parts()

@@ -3,6 +3,7 @@
 use crate::catalog::{self, Arch};
 use crate::names::validate_name;
 use crate::plan::PlanRef;
+use crate::restore::RestoreSnapshot;
 use crate::validation::{Invalid, Problems};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -90,6 +91,11 @@ pub struct DeploymentSpec {
     pub snapshot: Option<SnapshotAttachment>,
     #[serde(default)]
     pub metadata: Metadata,
+    /// Create only: the new deployment starts as a copy of another one's
+    /// snapshot (a clone). Not kept on the deployment; its create plan
+    /// records the snapshot it restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_snapshot: Option<RestoreSnapshot>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema, Validate)]
@@ -331,6 +337,10 @@ impl DeploymentSpec {
                     );
                 }
             }
+        }
+
+        if let Some(r) = &self.restore_snapshot {
+            r.check(&mut p);
         }
 
         if self.metadata.tags.len() > MAX_TAGS {

@@ -9,6 +9,7 @@ pub mod names;
 pub mod plan;
 pub mod policy;
 pub mod repository;
+pub mod restore;
 pub mod schedule;
 pub mod secret;
 pub mod snapshot;

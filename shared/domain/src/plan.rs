@@ -12,6 +12,8 @@ pub enum PlanKind {
     Update,
     Shutdown,
     Delete,
+    /// A snapshot restored into a running deployment.
+    Restore,
 }
 
 impl PlanKind {
@@ -21,6 +23,7 @@ impl PlanKind {
             PlanKind::Update => "update",
             PlanKind::Shutdown => "shutdown",
             PlanKind::Delete => "delete",
+            PlanKind::Restore => "restore",
         }
     }
 }

@@ -41,9 +41,23 @@ pub struct ShardRecovery {
     pub files_total: u64,
     pub files_reused: u64,
     pub files_recovered: u64,
+    /// For a `SNAPSHOT` recovery, the repository and snapshot it reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_repository: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_snapshot: Option<String>,
+    /// When the recovery started (epoch milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_millis: Option<i64>,
 }
 
 impl ShardRecovery {
+    /// Whether this shard is being (or was) recovered from `repository:snapshot`.
+    pub fn reads(&self, repository: &str, snapshot: &str) -> bool {
+        self.source_repository.as_deref() == Some(repository)
+            && self.source_snapshot.as_deref() == Some(snapshot)
+    }
+
     pub fn is_done(&self) -> bool {
         self.stage.eq_ignore_ascii_case(DONE)
     }
@@ -128,6 +142,20 @@ struct ShardBody {
     primary: bool,
     #[serde(default)]
     index: IndexBody,
+    #[serde(default)]
+    source: SourceBody,
+    #[serde(default)]
+    start_time_in_millis: Option<i64>,
+}
+
+/// Only a snapshot source names a repository and snapshot; a peer source
+/// names a node instead.
+#[derive(Debug, Default, Deserialize)]
+struct SourceBody {
+    #[serde(default)]
+    repository: Option<String>,
+    #[serde(default)]
+    snapshot: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -172,6 +200,9 @@ impl ShardBody {
             files_total: self.index.files.total,
             files_reused: self.index.files.reused,
             files_recovered: self.index.files.recovered,
+            source_repository: self.source.repository,
+            source_snapshot: self.source.snapshot,
+            start_millis: self.start_time_in_millis,
         }
     }
 }

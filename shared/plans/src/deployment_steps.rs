@@ -1,12 +1,14 @@
 //! The steps of deployment plans, over the compute port.
 //!
-//! create:   template:{group} and launch:{group} for every node group,
-//!           wait-running, wait-joined
+//! create:   repository-credentials (a repository with keys), template:{group}
+//!           and launch:{group} for every node group, bootstrap-masters,
+//!           wait-running, wait-joined, register-repository
 //! shutdown: terminate, wait-terminated
 //! delete:   terminate, wait-terminated (then the record goes)
 //! update:   grow and shrink. New nodes first: template:{group} and
 //!           launch:{group} for every group that changes (all of them when
-//!           the version, user settings or repository change), wait-running,
+//!           the version, user settings or repository change) after
+//!           repository-credentials (when nodes are replaced), wait-running,
 //!           wait-joined; then drain (exclude the old nodes from shard
 //!           allocation), wait-drained, retire (terminate them),
 //!           wait-retired, clear-exclusion, forget-templates.
@@ -15,6 +17,8 @@
 //! new nodes and lets shards back onto the old ones, leaving the previous
 //! topology; after it, the old nodes are gone, so unwinding keeps the new
 //! ones (terminating them would leave no cluster at all).
+
+mod restore;
 
 use crate::engine::{Outcome, StepContext, Steps, fail};
 use async_trait::async_trait;
@@ -27,7 +31,9 @@ use floe_compute::{
 use floe_domain::catalog;
 use floe_domain::deployment::{Deployment, DeploymentSpec, NodeGroup, NodeRole};
 use floe_domain::plan::{Plan, PlanKind, StepError, StepStatus};
+use floe_domain::repository::Repository;
 use floe_elastic::ElasticError;
+use floe_secrets::Cipher;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -66,8 +72,11 @@ pub struct DeploymentSteps {
     /// deployment with a repository cannot be planned (tests of compute
     /// alone leave it out).
     snapshots: Option<floe_snapshots::Snapshotter>,
-    /// Where nodes read their bootstrap data (the first masters).
+    /// Where nodes read their bootstrap data (the first masters, the
+    /// repository's keys).
     parameters: Option<Arc<dyn NodeParameters>>,
+    /// Opens the repository keys the nodes are handed.
+    cipher: Option<Arc<dyn Cipher>>,
 }
 
 impl DeploymentSteps {
@@ -82,7 +91,15 @@ impl DeploymentSteps {
             settings,
             snapshots: None,
             parameters: None,
+            cipher: None,
         }
+    }
+
+    /// Opens the sealed keys of repositories, which the plan writes where
+    /// the nodes' boot script reads them.
+    pub fn with_cipher(mut self, cipher: Arc<dyn Cipher>) -> DeploymentSteps {
+        self.cipher = Some(cipher);
+        self
     }
 
     /// Writes the first masters for new clusters, and removes a deleted
@@ -102,6 +119,15 @@ impl DeploymentSteps {
         self.snapshots = Some(snapshots);
         self
     }
+}
+
+/// See [`DeploymentSteps::client_repository`].
+fn client_repository_name(spec: &DeploymentSpec) -> Option<&str> {
+    spec.repository().or_else(|| {
+        spec.restore_snapshot
+            .as_ref()
+            .and_then(|r| r.repository.as_deref())
+    })
 }
 
 /// The spec a plan builds: its params for create and update.
@@ -289,12 +315,12 @@ impl DeploymentSteps {
                 format!("{} is not in the instance catalog", g.instance_type),
             );
         };
+        let repo = match self.client_repository(ctx, &spec).await {
+            Ok(r) => r,
+            Err(stop) => return stop,
+        };
         // Each deployment reads only its own bootstrap parameters.
-        let prefix = format!(
-            "{}/{}",
-            self.settings.parameter_prefix.trim_end_matches('/'),
-            ctx.plan.deployment_id
-        );
+        let prefix = self.parameter_path(&ctx.plan.deployment_id);
         let config = floe_nodeconfig::NodeGroupConfig {
             deployment_id: &ctx.plan.deployment_id,
             cluster_name: &spec.name,
@@ -304,7 +330,9 @@ impl DeploymentSteps {
             instance,
             user_settings: &spec.user_settings,
             region: &self.settings.region,
-            repository: None,
+            repository: repo
+                .as_ref()
+                .and_then(crate::repository_access::client_settings),
             parameter_prefix: &prefix,
         };
         let name = template_name(ctx.plan, group_id);
@@ -857,6 +885,141 @@ impl DeploymentSteps {
         }
     }
 
+    /// The repository `spec` names, read now: its settings may have changed
+    /// since the plan was made, and the nodes need the current ones.
+    async fn repository_of(
+        &self,
+        ctx: &StepContext<'_>,
+        spec: &DeploymentSpec,
+    ) -> Result<Option<Repository>, Outcome> {
+        let Some(name) = spec.repository() else {
+            return Ok(None);
+        };
+        self.repository_named(ctx, name).await
+    }
+
+    /// The repository whose S3 client the nodes get: the deployment's own,
+    /// else, for a clone, its source's (the API refuses a clone whose own
+    /// repository needs another client than its source).
+    async fn client_repository(
+        &self,
+        ctx: &StepContext<'_>,
+        spec: &DeploymentSpec,
+    ) -> Result<Option<Repository>, Outcome> {
+        match client_repository_name(spec) {
+            Some(name) => self.repository_named(ctx, name).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn repository_named(
+        &self,
+        ctx: &StepContext<'_>,
+        name: &str,
+    ) -> Result<Option<Repository>, Outcome> {
+        let Some(snapshots) = &self.snapshots else {
+            return Err(fail(
+                "not_configured",
+                "this worker has no store to read repositories from",
+            ));
+        };
+        match snapshots.store().get_repository(&ctx.plan.org, name).await {
+            Ok(Some(r)) => Ok(Some(r.value)),
+            Ok(None) => Err(fail(
+                "repository_missing",
+                format!("snapshot repository {name} no longer exists"),
+            )),
+            Err(e) => Err(Outcome::Retry(format!("store: {e}"))),
+        }
+    }
+
+    /// Writes the repository's keys where the new nodes' boot script pipes
+    /// them into the keystore, before any of them is launched; removes keys
+    /// left from an earlier repository when this one has none.
+    async fn repository_credentials(&self, ctx: &StepContext<'_>) -> Outcome {
+        let spec = match target(ctx.plan) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let repo = match self.client_repository(ctx, &spec).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return Outcome::Done(Value::Null),
+            Err(stop) => return stop,
+        };
+        let Some(parameters) = &self.parameters else {
+            return fail(
+                "not_configured",
+                "this worker has no parameter store for the nodes",
+            );
+        };
+        let Some(cipher) = &self.cipher else {
+            return fail(
+                "not_configured",
+                "this worker cannot open repository credentials (FLOE_KMS_KEY_ID is not set)",
+            );
+        };
+        let wanted = match crate::repository_access::credential_parameters(cipher.as_ref(), &repo)
+            .await
+        {
+            Ok(w) => w,
+            Err(floe_secrets::SecretError::KeyUnavailable(e)) => {
+                return Outcome::Retry(format!("opening the credentials of {}: {e}", repo.name));
+            }
+            Err(e) => {
+                return fail(
+                    "repository_credentials_unreadable",
+                    format!(
+                        "the stored credentials of repository {} cannot be opened ({e}); send them again with PUT on the repository",
+                        repo.name
+                    ),
+                );
+            }
+        };
+        let path = self.parameter_path(&ctx.plan.deployment_id);
+        let mut written = Vec::new();
+        for (name, value) in &wanted.put {
+            let full = floe_compute::parameters::parameter_name(&path, name);
+            if let Err(e) = parameters.put(&full, value).await {
+                return outcome_of(e);
+            }
+            written.push(full);
+        }
+        for name in &wanted.delete {
+            let full = floe_compute::parameters::parameter_name(&path, name);
+            if let Err(e) = parameters.delete(&full).await {
+                return outcome_of(e);
+            }
+        }
+        if !written.is_empty() {
+            ctx.log(format!(
+                "the keys of repository {} stored for the nodes ({} parameters)",
+                repo.name,
+                written.len()
+            ));
+        }
+        Outcome::Done(json!({"repository": repo.name, "parameters": written}))
+    }
+
+    /// Removes the keys a failed create wrote (an update leaves them: the
+    /// nodes that stay booted with the same parameters' names).
+    async fn forget_repository_credentials(&self, ctx: &StepContext<'_>) -> Outcome {
+        let Some(parameters) = &self.parameters else {
+            return Outcome::Done(Value::Null);
+        };
+        let path = self.parameter_path(&ctx.plan.deployment_id);
+        for name in [
+            floe_compute::parameters::REPOSITORY_ACCESS_KEY,
+            floe_compute::parameters::REPOSITORY_SECRET_KEY,
+            floe_compute::parameters::REPOSITORY_SESSION_TOKEN,
+        ] {
+            let full = floe_compute::parameters::parameter_name(&path, name);
+            if let Err(e) = parameters.delete(&full).await {
+                return outcome_of(e);
+            }
+        }
+        Outcome::Done(Value::Null)
+    }
+
     /// Registers the deployment's repository on its cluster (the only
     /// writer), with the repository's throttles.
     async fn register_repository(&self, ctx: &StepContext<'_>) -> Outcome {
@@ -865,25 +1028,12 @@ impl DeploymentSteps {
             Ok(s) => s,
             Err(e) => return Outcome::Fail(e),
         };
-        let Some(name) = spec.repository() else {
-            return Outcome::Done(Value::Null);
+        let repo = match self.repository_of(ctx, &spec).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return Outcome::Done(Value::Null),
+            Err(stop) => return stop,
         };
-        let Some(snapshots) = &self.snapshots else {
-            return fail(
-                "not_configured",
-                "this worker has no store to read repositories from",
-            );
-        };
-        let repo = match snapshots.store().get_repository(&ctx.plan.org, name).await {
-            Ok(Some(r)) => r.value,
-            Ok(None) => {
-                return fail(
-                    "repository_missing",
-                    format!("snapshot repository {name} no longer exists"),
-                );
-            }
-            Err(e) => return Outcome::Retry(format!("store: {e}")),
-        };
+        let name = &repo.name;
         let client = match self.clusters.client(ctx.deployment, &[]).await {
             Ok(c) => c,
             Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
@@ -947,6 +1097,14 @@ impl DeploymentSteps {
         }
     }
 
+    /// Whether new nodes of `spec` get repository keys through the
+    /// parameter store: whenever it has a repository and there is a store
+    /// (the step itself finds out whether the repository holds keys, at the
+    /// time it runs).
+    fn hands_out_credentials(&self, spec: &DeploymentSpec) -> bool {
+        client_repository_name(spec).is_some() && self.parameters.is_some()
+    }
+
     fn update_layout(
         &self,
         plan: &Plan,
@@ -957,6 +1115,9 @@ impl DeploymentSteps {
         // Does nothing; its undo, the last of an unwinding, lifts the
         // allocation exclusion the other undos leave behind.
         let mut steps = vec!["begin".to_string()];
+        if !shape.replaced.is_empty() && self.hands_out_credentials(&target) {
+            steps.push("repository-credentials".into());
+        }
         for g in &shape.replaced {
             steps.push(format!("template:{g}"));
             steps.push(format!("launch:{g}"));
@@ -991,6 +1152,9 @@ impl Steps for DeploymentSteps {
             PlanKind::Create => {
                 let spec = target(plan)?;
                 let mut steps = Vec::new();
+                if self.hands_out_credentials(&spec) {
+                    steps.push("repository-credentials".into());
+                }
                 for g in &spec.node_groups {
                     steps.push(format!("template:{}", g.id));
                     steps.push(format!("launch:{}", g.id));
@@ -1008,8 +1172,15 @@ impl Steps for DeploymentSteps {
                 if spec.repository().is_some() {
                     steps.push("register-repository".into());
                 }
+                if let Some(t) = restore::restore_target(plan)? {
+                    steps.extend(restore::restore_layout(&t));
+                }
                 Ok(steps)
             }
+            PlanKind::Restore => match restore::restore_target(plan)? {
+                Some(t) => Ok(restore::restore_layout(&t)),
+                None => Ok(Vec::new()),
+            },
             PlanKind::Shutdown => {
                 let skip = plan.params.get("skip_snapshot").and_then(Value::as_bool) == Some(true);
                 let mut steps = Vec::new();
@@ -1037,6 +1208,7 @@ impl Steps for DeploymentSteps {
                 "wait-running" => self.wait_running(ctx).await,
                 "begin" => Outcome::Done(Value::Null),
                 "register-repository" => self.register_repository(ctx).await,
+                "repository-credentials" => self.repository_credentials(ctx).await,
                 "bootstrap-masters" => self.bootstrap_masters(ctx).await,
                 "forget-parameters" => self.forget_parameters(ctx).await,
                 "final-snapshot" => self.final_snapshot(ctx).await,
@@ -1047,6 +1219,10 @@ impl Steps for DeploymentSteps {
                 "wait-retired" => self.wait_retired(ctx).await,
                 "clear-exclusion" => self.clear_exclusion(ctx).await,
                 "forget-templates" => self.forget_templates(ctx).await,
+                "register-source" => self.register_source(ctx).await,
+                "restore" => self.restore(ctx).await,
+                "mount" => self.mount(ctx).await,
+                "wait-restored" => self.wait_restored(ctx).await,
                 "terminate" => self.terminate_all(ctx).await,
                 "wait-terminated" => self.wait_terminated(ctx).await,
                 other => fail("invalid_plan", format!("unknown step {other}")),
@@ -1081,6 +1257,15 @@ impl Steps for DeploymentSteps {
         }
         if step_id == "bootstrap-masters" {
             return self.forget_parameters(ctx).await;
+        }
+        if matches!(
+            step_id,
+            "register-source" | "restore" | "mount" | "wait-restored"
+        ) {
+            return self.undo_restore_step(ctx, step_id).await;
+        }
+        if step_id == "repository-credentials" && ctx.plan.kind == PlanKind::Create {
+            return self.forget_repository_credentials(ctx).await;
         }
         if ctx.plan.kind == PlanKind::Update
             && let Some(("launch", group)) = step_id.split_once(':')

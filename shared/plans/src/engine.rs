@@ -478,6 +478,8 @@ impl Engine {
                 (PlanKind::Shutdown, true) => DeploymentStatus::Stopped,
                 (PlanKind::Shutdown, false) => DeploymentStatus::Running,
                 (PlanKind::Delete, _) => DeploymentStatus::Stopped,
+                // The cluster kept running whatever the restore did.
+                (PlanKind::Restore, _) => DeploymentStatus::Running,
             }
         };
         if succeeded

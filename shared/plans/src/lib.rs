@@ -4,6 +4,7 @@
 pub mod deployment_steps;
 pub mod engine;
 pub mod queue;
+pub mod repository_access;
 
 pub use deployment_steps::{DeploymentSteps, StepSettings};
 pub use engine::{Engine, EngineConfig, Outcome, PlanListener, RunResult, StepContext, Steps};

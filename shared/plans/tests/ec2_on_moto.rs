@@ -19,9 +19,13 @@ use floe_compute::{TAG_DEPLOYMENT, TAG_NODE_GROUP, TAG_ORG, TAG_PLAN};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepStatus};
+use floe_domain::repository::{Protocol, Repository, RepositorySettings, S3Settings};
+use floe_domain::secret::{Sealed, SecretString};
+use floe_elastic_sim::S3Access;
 use floe_parameters_ssm::{SsmParameters, SsmParametersConfig};
 use floe_plans::engine::Steps;
 use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
+use floe_secrets::{Cipher as _, LocalCipher, Owner};
 use floe_store::Store;
 use floe_store::sqlite::SqliteBackend;
 use serde_json::json;
@@ -34,6 +38,14 @@ type TestResult = Result<(), Box<dyn Error>>;
 
 const ORG: &str = "acme";
 const NAME: &str = "logs-ec2";
+/// The S3-compatible repository every deployment here snapshots into: a
+/// bucket on moto, reached by endpoint like a MinIO or Ceph store would be.
+const REPOSITORY: &str = "moto-s3";
+/// Its keys. Moto accepts any; what matters is that none of them ever shows
+/// in the user data, and each reaches SSM as a SecureString.
+const ACCESS_KEY: &str = "AKIAFLOEPLANTEST0001";
+const SECRET_KEY: &str = "floe-plan-test-secret-8f3a1c";
+const SESSION_TOKEN: &str = "floe-plan-test-token-52be90";
 
 fn endpoint() -> Result<String, Box<dyn Error>> {
     Ok(std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
@@ -102,6 +114,11 @@ struct Fixture {
     config: Ec2Config,
     /// The nodes' bootstrap parameters, in moto's SSM.
     parameters: Arc<SsmParameters>,
+    /// The records, with the repository whose keys were sealed by `cipher`.
+    store: Store,
+    cipher: Arc<LocalCipher>,
+    /// `host:port` of moto, the repository's endpoint.
+    s3_endpoint: String,
 }
 
 impl Fixture {
@@ -157,10 +174,63 @@ impl Fixture {
             ),
             key_name: None,
         };
+        let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+        let cipher = Arc::new(LocalCipher::from_key(&[7u8; 32]));
+        let s3_endpoint = endpoint()?
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let bucket = format!(
+            "floe-plans-{}",
+            &floe_domain::names::new_resource_id()[16..]
+        );
+        // Moto's S3 takes an unsigned bucket creation.
+        let created = reqwest::Client::new()
+            .put(format!("http://{s3_endpoint}/{bucket}"))
+            .send()
+            .await?;
+        if !created.status().is_success() {
+            return Err(format!("creating bucket {bucket}: {}", created.status()).into());
+        }
+        let seal = |value: &'static str, field: &'static str| {
+            let cipher = cipher.clone();
+            async move {
+                let owner = Owner {
+                    org: ORG,
+                    repository: REPOSITORY,
+                    field,
+                };
+                cipher.seal(value, &owner).await.map(Sealed::new)
+            }
+        };
+        let now = Utc::now();
+        store
+            .create_repository(&Repository {
+                org: ORG.into(),
+                name: REPOSITORY.into(),
+                settings: RepositorySettings::S3(S3Settings {
+                    bucket,
+                    base_path: Some("plans".into()),
+                    region: Some("us-east-1".into()),
+                    endpoint: Some(s3_endpoint.clone()),
+                    protocol: Some(Protocol::Http),
+                    path_style_access: Some(true),
+                    access_key: Some(ACCESS_KEY.into()),
+                    secret_key: Some(seal(SECRET_KEY, "secret_key").await?),
+                    session_token: Some(seal(SESSION_TOKEN, "session_token").await?),
+                    ..S3Settings::default()
+                }),
+                created: now,
+                updated: now,
+            })
+            .await?;
         Ok(Fixture {
             client,
             config,
             parameters: Arc::new(ssm_at(&endpoint()?)),
+            store,
+            cipher,
+            s3_endpoint,
         })
     }
 
@@ -170,12 +240,29 @@ impl Fixture {
             let compute: Arc<dyn floe_compute::Compute> = Arc::new(compute);
             // No Elasticsearch answers on moto's instance addresses: a
             // simulated cluster follows the EC2 instances instead.
-            let clusters = Arc::new(floe_clusters::simulated::SimulatedClusters::new(
-                compute.clone(),
-                floe_clusters::simulated::SimulatedClustersConfig::default(),
-            ));
-            DeploymentSteps::new(compute, clusters, settings())
+            // Its S3 client stands for the keystore the nodes would fill
+            // from SSM.
+            let clusters: Arc<dyn floe_clusters::Clusters> =
+                Arc::new(floe_clusters::simulated::SimulatedClusters::new(
+                    compute.clone(),
+                    floe_clusters::simulated::SimulatedClustersConfig {
+                        s3: Some(S3Access {
+                            endpoint_url: Some(format!("http://{}", self.s3_endpoint)),
+                            region: "us-east-1".into(),
+                            access_key: "test".into(),
+                            secret_key: SecretString::new("test"),
+                            force_path_style: true,
+                        }),
+                        ..Default::default()
+                    },
+                ));
+            DeploymentSteps::new(compute, clusters.clone(), settings())
                 .with_parameters(self.parameters.clone())
+                .with_snapshots(floe_snapshots::Snapshotter::new(
+                    self.store.clone(),
+                    clusters,
+                ))
+                .with_cipher(self.cipher.clone())
         }
     }
 
@@ -271,7 +358,8 @@ fn spec(instance_type: &str) -> Result<DeploymentSpec, serde_json::Error> {
             "zone_count": 2,
             "storage": {"size_gb": 100}
         }],
-        "user_settings": {"thread_pool.snapshot.max": 8}
+        "user_settings": {"thread_pool.snapshot.max": 8},
+        "snapshot": {"repository": REPOSITORY}
     }))
 }
 
@@ -282,11 +370,19 @@ struct Run {
 
 /// Creates a deployment with a pending create plan and drives it to the end.
 async fn drive_create(
+    store: &Store,
     steps: Arc<dyn Steps>,
     spec: DeploymentSpec,
 ) -> Result<(Run, PlanStatus), Box<dyn Error>> {
+    let run = new_create(store, spec).await?;
+    let status = support::run_to_end(&run.store, steps, &run.job).await?;
+    Ok((run, status))
+}
+
+/// A deployment with a pending create plan, as the API writes it.
+async fn new_create(store: &Store, spec: DeploymentSpec) -> Result<Run, Box<dyn Error>> {
     let now = Utc::now();
-    let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+    let store = store.clone();
     let plan = Plan::new(
         ORG,
         &floe_domain::names::new_resource_id(),
@@ -311,8 +407,7 @@ async fn drive_create(
         deployment_id: deployment.id.clone(),
         plan_id: plan.id.clone(),
     };
-    let status = support::run_to_end(&store, steps, &job).await?;
-    Ok((Run { store, job }, status))
+    Ok(Run { store, job })
 }
 
 async fn deployment_of(run: &Run) -> Result<Deployment, Box<dyn Error>> {
@@ -344,7 +439,7 @@ fn is_gone(instance: &Instance) -> bool {
 async fn create_and_check(instance_type: &str, image: fn(&Ec2Config) -> &str) -> TestResult {
     let fx = Fixture::new().await?;
     let steps = Arc::new(Twice(fx.steps()));
-    let (run, status) = drive_create(steps, spec(instance_type)?).await?;
+    let (run, status) = drive_create(&fx.store, steps, spec(instance_type)?).await?;
     let id = &run.job.deployment_id;
     assert_eq!(status, PlanStatus::Succeeded, "{instance_type}");
     assert_eq!(deployment_of(&run).await?.status, DeploymentStatus::Running);
@@ -423,6 +518,10 @@ async fn create_and_check(instance_type: &str, image: fn(&Ec2Config) -> &str) ->
         "thread_pool.snapshot.max: 8",
         &format!("cluster.name: \"{NAME}\""),
         "LimitMEMLOCK=infinity",
+        &format!("s3.client.floe.endpoint: \"{}\"", fx.s3_endpoint),
+        "s3.client.floe.protocol: \"http\"",
+        "s3.client.floe.path_style_access: true",
+        "s3.client.floe.region: \"us-east-1\"",
     ] {
         assert!(
             lines.contains(&expected),
@@ -430,13 +529,48 @@ async fn create_and_check(instance_type: &str, image: fn(&Ec2Config) -> &str) ->
         );
     }
     check_fetches_only_declared_parameters(&script, id)?;
+    check_credentials_in_ssm(&fx, id).await?;
+
+    // The repository was registered with the client whose settings the
+    // nodes were given.
+    assert!(
+        deployment_of(&run).await?.spec.repository() == Some(REPOSITORY)
+            && run
+                .store
+                .get_plan(ORG, id, &run.job.plan_id)
+                .await?
+                .ok_or("plan")?
+                .value
+                .steps
+                .iter()
+                .any(|s| s.step_id == "register-repository" && s.status == StepStatus::Succeeded)
+    );
     Ok(())
 }
 
-/// The user data must hold no credential; with no repository the only
-/// parameter a node may read is the initial master list (master-eligible
-/// nodes), under the deployment's own prefix, and nothing goes into the
-/// keystore.
+/// The repository's keys wait in SSM as SecureStrings, readable by the
+/// deployment's own nodes under its prefix.
+async fn check_credentials_in_ssm(fx: &Fixture, deployment_id: &str) -> TestResult {
+    for (name, expected) in [
+        ("access_key", ACCESS_KEY),
+        ("secret_key", SECRET_KEY),
+        ("session_token", SESSION_TOKEN),
+    ] {
+        let full = format!("/floe/{deployment_id}/repository/{name}");
+        let value = fx
+            .parameters
+            .get(&full)
+            .await?
+            .ok_or_else(|| format!("no {full} in SSM"))?;
+        assert!(value.is_secret(), "{full} is not a SecureString");
+        assert_eq!(value.expose(), expected, "{full}");
+    }
+    Ok(())
+}
+
+/// The user data must hold no credential. A node reads the initial master
+/// list (master-eligible nodes) and the repository's three keys, each under
+/// the deployment's own prefix, the keys straight into the keystore.
 fn check_fetches_only_declared_parameters(script: &str, deployment_id: &str) -> TestResult {
     let mut fetched = Vec::new();
     let mut words = script.split_whitespace().peekable();
@@ -445,25 +579,38 @@ fn check_fetches_only_declared_parameters(script: &str, deployment_id: &str) -> 
             fetched.push(words.peek().copied().ok_or("--name without a value")?);
         }
     }
-    let declared = format!("'/floe/{deployment_id}/initial_master_nodes'");
-    assert_eq!(fetched, [declared.as_str()], "parameters read:\n{script}");
+    fetched.sort_unstable();
+    let declared: Vec<String> = [
+        "initial_master_nodes",
+        "repository/access_key",
+        "repository/secret_key",
+        "repository/session_token",
+    ]
+    .iter()
+    .map(|n| format!("'/floe/{deployment_id}/{n}'"))
+    .collect();
+    assert_eq!(fetched, declared, "parameters read:\n{script}");
     assert_eq!(
         script.matches("aws ssm get-parameter").count(),
-        1,
-        "one SSM read, the one above:\n{script}"
+        4,
+        "one SSM read each, those above:\n{script}"
+    );
+    assert_eq!(
+        script
+            .matches("elasticsearch-keystore\" add --stdin --force s3.client.floe.")
+            .count(),
+        3,
+        "the three keys go into the keystore:\n{script}"
     );
     for absent in [
-        "--with-decryption",
-        "elasticsearch-keystore",
-        "secret_key",
-        "access_key",
-        "session_token",
+        SECRET_KEY,
+        SESSION_TOKEN,
+        ACCESS_KEY,
         "AWS_SECRET_ACCESS_KEY",
-        "AKIA",
     ] {
         assert!(
             !script.contains(absent),
-            "{absent:?} in user data without a repository:\n{script}"
+            "{absent:?} in plain text in the user data:\n{script}"
         );
     }
     Ok(())
@@ -507,11 +654,13 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
     assert_eq!(
         layout,
         [
+            "repository-credentials",
             "template:hot",
             "launch:hot",
             "bootstrap-masters",
             "wait-running",
-            "wait-joined"
+            "wait-joined",
+            "register-repository"
         ]
     );
 
@@ -522,7 +671,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             inner: Twice(fx.steps()),
             at: at.clone(),
         });
-        let (run, status) = drive_create(steps, spec("m6g.xlarge")?).await?;
+        let (run, status) = drive_create(&fx.store, steps, spec("m6g.xlarge")?).await?;
         let id = &run.job.deployment_id;
         assert_eq!(status, PlanStatus::Failed, "failure after {at}");
         let live: Vec<String> = fx
@@ -549,6 +698,16 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             masters.is_none(),
             "failure after {at} left the masters parameter"
         );
+        for key in ["access_key", "secret_key", "session_token"] {
+            let left = fx
+                .parameters
+                .get(&format!("/floe/{id}/repository/{key}"))
+                .await?;
+            assert!(
+                left.is_none(),
+                "failure after {at} left the {key} parameter"
+            );
+        }
         let plan = run
             .store
             .get_plan(ORG, id, &run.job.plan_id)
@@ -572,5 +731,130 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             "after {at}"
         );
     }
+    Ok(())
+}
+
+fn sqs_at(endpoint: &str) -> aws_sdk_sqs::Client {
+    let config = aws_sdk_sqs::config::Builder::new()
+        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "test", "test", None, None, "moto",
+        ))
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
+/// Messages SQS still holds: ready, in flight, or delayed.
+async fn queued(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<u64, Box<dyn Error>> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await?;
+    let mut total = 0;
+    for name in [
+        A::ApproximateNumberOfMessages,
+        A::ApproximateNumberOfMessagesNotVisible,
+        A::ApproximateNumberOfMessagesDelayed,
+    ] {
+        let value = out
+            .attributes()
+            .and_then(|a| a.get(&name))
+            .ok_or_else(|| format!("moto did not report {name:?}"))?;
+        total += value.parse::<u64>()?;
+    }
+    Ok(total)
+}
+
+/// The production wake-up path: the API's message and every re-queued
+/// wait go through SQS on moto, and a worker loop receives, runs and
+/// deletes them, as the Lambda event source mapping does. A create that
+/// fails after its nodes are up unwinds, and once the worker has taken
+/// what was in flight, nothing is left in the queue to wake it again.
+#[tokio::test]
+async fn a_failed_create_woken_through_sqs_leaves_no_message() -> TestResult {
+    use floe_plans::WorkQueue as _;
+    use floe_plans::engine::{EngineConfig, RunResult};
+    let fx = Fixture::new().await?;
+    let sqs = sqs_at(&endpoint()?);
+    let url = sqs
+        .create_queue()
+        .queue_name(format!(
+            "floe-work-{}",
+            &floe_domain::names::new_resource_id()[16..]
+        ))
+        .send()
+        .await?
+        .queue_url()
+        .ok_or("no queue url")?
+        .to_owned();
+    let queue = Arc::new(floe_queue_sqs::SqsQueue::new(sqs.clone(), url.clone()));
+    let steps = Arc::new(FailAfter {
+        inner: fx.steps(),
+        at: "wait-running".into(),
+    });
+    let run = new_create(&fx.store, spec("m6g.xlarge")?).await?;
+    queue.enqueue(run.job.clone(), Duration::ZERO).await?;
+    let engine = floe_plans::Engine::new(
+        fx.store.clone(),
+        queue.clone(),
+        steps,
+        "sqs-worker",
+        // Each invocation yields after one step, so every step of the plan
+        // and of its unwinding is woken by a message of its own.
+        EngineConfig {
+            backoff: Duration::from_millis(1),
+            budget: Duration::from_millis(1),
+            ..EngineConfig::default()
+        },
+    );
+
+    let mut finished = None;
+    let mut handled = 0;
+    for _ in 0..120 {
+        let received = sqs
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await?;
+        for message in received.messages() {
+            let job: PlanJob = serde_json::from_str(message.body().ok_or("empty message")?)?;
+            assert_eq!(job, run.job, "only this plan's wake-ups");
+            if let RunResult::Finished(status) = engine.run(&job).await? {
+                finished = Some(status);
+            }
+            handled += 1;
+            sqs.delete_message()
+                .queue_url(&url)
+                .receipt_handle(message.receipt_handle().ok_or("no receipt handle")?)
+                .send()
+                .await?;
+        }
+        if finished.is_some() && queued(&sqs, &url).await? == 0 {
+            break;
+        }
+    }
+    assert_eq!(finished, Some(PlanStatus::Failed));
+    assert!(
+        handled >= 10,
+        "each of the 5 steps and their undos woke through SQS: {handled} messages"
+    );
+    assert_eq!(queued(&sqs, &url).await?, 0, "messages left in the queue");
+    let live: Vec<Instance> = fx
+        .tagged(&run.job.deployment_id)
+        .await?
+        .into_iter()
+        .filter(|i| !is_gone(i))
+        .collect();
+    assert!(live.is_empty(), "instances left: {}", live.len());
+    assert!(fx.templates(&run.job.deployment_id).await?.is_empty());
     Ok(())
 }

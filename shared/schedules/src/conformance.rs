@@ -160,6 +160,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
             policies: policies.iter().map(|p| p.to_string()).collect(),
         }),
         metadata: Metadata::default(),
+        restore_snapshot: None,
     };
     let plan = Plan::new(
         org,

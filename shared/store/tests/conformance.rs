@@ -102,6 +102,7 @@ fn deployment(
                 })
                 .collect(),
         },
+        restore_snapshot: None,
     };
     let params = serde_json::to_value(&spec).unwrap_or_default();
     let p = Plan::new(

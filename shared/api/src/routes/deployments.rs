@@ -135,11 +135,25 @@ async fn create_deployment(
     caller: Caller,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
-    JsonSpec(mut spec): JsonSpec<DeploymentSpec>,
+    JsonSpec(spec): JsonSpec<DeploymentSpec>,
 ) -> Result<Response, ApiError> {
     caller.require_deployment_manager()?;
     only_params(&query, &["request_id"])?;
-    let key = idempotency_key(&headers, &query)?;
+    create_validated(&state, &caller, &headers, &query, spec).await
+}
+
+/// Creates a deployment from `spec` (a create's body, or a clone's):
+/// normalized, validated, a clone's source resolved, then stored with its
+/// create plan.
+pub(crate) async fn create_validated(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    query: &BTreeMap<String, String>,
+    mut spec: DeploymentSpec,
+) -> Result<Response, ApiError> {
+    let (state, caller) = (state.clone(), caller);
+    let key = idempotency_key(headers, query)?;
     spec.normalize()?;
     spec.validate_spec()?;
 
@@ -154,14 +168,17 @@ async fn create_deployment(
         }
     };
     if let Some(idem) = &idempotency
-        && let Some(first) = replay(&state, &caller, idem).await?
+        && let Some(first) = replay(&state, caller, idem).await?
     {
         return Ok(first);
     }
+    crate::routes::restore::resolve_clone(&state, caller, &mut spec).await?;
 
     let now = chrono::Utc::now();
     let id = new_resource_id();
+    // The plan restores the clone's source; the deployment does not keep it.
     let params = serde_json::to_value(&spec).map_err(|_| ApiError::internal())?;
+    spec.restore_snapshot = None;
     let plan = Plan::new(
         &caller.org,
         &id,
@@ -189,7 +206,7 @@ async fn create_deployment(
         Err(StoreError::IdempotencyKeyReused) => {
             // A concurrent request with the same key won the race.
             if let Some(idem) = &idempotency
-                && let Some(first) = replay(&state, &caller, idem).await?
+                && let Some(first) = replay(&state, caller, idem).await?
             {
                 return Ok(first);
             }
@@ -377,6 +394,13 @@ async fn put_deployment(
     check_version(expected, previous.version)?;
     spec.normalize()?;
     spec.validate_spec()?;
+    if spec.restore_snapshot.is_some() {
+        return Err(ApiError::invalid_field(
+            "validation.create_only",
+            "restore_snapshot",
+            "is for creating a deployment; restore into this one with POST /api/v1/deployments/{id}/_restore",
+        ));
+    }
 
     let now = chrono::Utc::now();
     let mut next = previous.value.clone();

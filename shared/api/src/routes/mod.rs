@@ -3,4 +3,5 @@ pub mod plans;
 pub mod platform;
 pub mod policies;
 pub mod repositories;
+pub mod restore;
 pub mod snapshots;

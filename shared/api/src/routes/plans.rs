@@ -9,7 +9,7 @@ use crate::state::AppState;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use floe_domain::deployment::{DeploymentStatus, DeploymentView};
+use floe_domain::deployment::{Deployment, DeploymentStatus, DeploymentView};
 use floe_domain::plan::{Plan, PlanKind, PlanSource, PlanStatus, StepError, StepRecord};
 use floe_store::{StoreError, Versioned};
 use serde::Serialize;
@@ -253,7 +253,6 @@ async fn shutdown_deployment(
             format!("deployment {id} is already stopped"),
         ));
     }
-    let now = chrono::Utc::now();
     let plan = Plan::new(
         &caller.org,
         &id,
@@ -261,31 +260,38 @@ async fn shutdown_deployment(
         serde_json::json!({"skip_snapshot": skip_snapshot}),
         "deployments.shutdown",
         &caller.principal.subject,
-        now,
+        chrono::Utc::now(),
     );
+    let answer = start_plan(&state, &previous, &plan, DeploymentStatus::Stopping).await?;
+    tracing::info!(deployment = %id, plan = %plan.id, "shutdown plan pending");
+    state.reconcile_schedules(&caller.org, &id).await;
+    Ok(answer)
+}
+
+/// Stores `plan` as the deployment's pending plan, moves it to `status`,
+/// wakes a worker, and answers 202 with the deployment.
+pub(crate) async fn start_plan(
+    state: &AppState,
+    previous: &Versioned<Deployment>,
+    plan: &Plan,
+    status: DeploymentStatus,
+) -> Result<Response, ApiError> {
     let mut next = previous.value.clone();
-    next.status = DeploymentStatus::Stopping;
+    next.status = status;
     next.pending_plan = Some(plan.reference());
-    next.updated = now;
+    next.updated = plan.created;
     let version = state
         .store
-        .replace_deployment(&next, &previous, Some(&plan))
+        .replace_deployment(&next, previous, Some(plan))
         .await
         .map_err(|e| match e {
-            StoreError::NotFound => not_found(&id),
+            StoreError::NotFound => not_found(&previous.value.id),
             other => ApiError::from_store(other),
         })?;
-    tracing::info!(deployment = %id, plan = %plan.id, "shutdown plan pending");
-    state.wake(&caller.org, &id, &plan.id).await;
-    state.reconcile_schedules(&caller.org, &id).await;
-    let stored = Versioned {
-        value: next,
-        version,
-        refs: previous.refs,
-    };
+    state.wake(&plan.org, &plan.deployment_id, &plan.id).await;
     Ok(versioned(
         StatusCode::ACCEPTED,
-        &DeploymentView::new(&stored.value, version),
+        &DeploymentView::new(&next, version),
         version,
     ))
 }

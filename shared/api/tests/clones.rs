@@ -1,0 +1,770 @@
+//! Clones and restores through the real router and the real plans, on
+//! simulated compute with a simulated Elasticsearch cluster per deployment
+//! (over HTTP) and an `fs` repository they all see, as in local mode.
+//!
+//! What a user checks: the clone holds the source's documents as they were
+//! at the snapshot, not those written after; the source's repository is
+//! read-only on the clone and the source keeps snapshotting; mounted
+//! indices refuse writes; a failure at any step of a clone's plan leaves
+//! nothing of the clone; every mistake is a 4xx before anything runs.
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use chrono::Utc;
+use floe_api::{AppState, app};
+use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
+use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
+use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_domain::deployment::Deployment;
+use floe_domain::plan::{Plan, StepError};
+use floe_domain::repository::{EndpointPolicy, FsSettings, Repository, RepositorySettings};
+use floe_plans::engine::{EngineConfig, Outcome, StepContext, Steps};
+use floe_plans::{DeploymentSteps, Engine, LocalQueue, StepSettings};
+use floe_secrets::LocalCipher;
+use floe_store::Store;
+use floe_store::sqlite::SqliteBackend;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tower::ServiceExt;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+type Fallible<T> = Result<T, Box<dyn std::error::Error>>;
+
+const SECRET: &[u8] = b"clone-route-tests-hs256-secret-0123456789ab";
+const ORG: &str = "acme";
+
+/// The deployment steps, failing right after `fail_after` when it is set.
+struct Injected {
+    inner: DeploymentSteps,
+    fail_after: Mutex<Option<String>>,
+}
+
+#[async_trait]
+impl Steps for Injected {
+    fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
+        self.inner.layout(plan, d)
+    }
+
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        let outcome = self.inner.run(step_id, ctx).await;
+        let fail = self
+            .fail_after
+            .lock()
+            .map(|f| f.as_deref() == Some(step_id))
+            .unwrap_or(false);
+        match outcome {
+            Outcome::Done(_) if fail => floe_plans::engine::fail("injected", "injected failure"),
+            other => other,
+        }
+    }
+
+    async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        self.inner.undo(step_id, ctx).await
+    }
+}
+
+struct World {
+    app: axum::Router,
+    store: Store,
+    clusters: Arc<SimulatedClusters>,
+    compute: Arc<SimulatedCompute>,
+    steps: Arc<Injected>,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+fn token(org: &str) -> String {
+    issue_hs256(
+        SECRET,
+        "floe-local",
+        "floe-api",
+        "tester",
+        org,
+        &[Role::DeploymentManager],
+        Duration::from_secs(600),
+    )
+    .unwrap_or_default()
+}
+
+async fn world() -> Fallible<World> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+    let clusters = Arc::new(SimulatedClusters::new(
+        compute.clone(),
+        SimulatedClustersConfig {
+            fs_root: Some(dir.path().to_path_buf()),
+            ..SimulatedClustersConfig::default()
+        },
+    ));
+    let now = Utc::now();
+    for (org, name) in [(ORG, "main"), (ORG, "archive"), ("globex", "main")] {
+        store
+            .create_repository(&Repository {
+                org: org.into(),
+                name: name.into(),
+                settings: RepositorySettings::Fs(FsSettings {
+                    location: format!("{org}-{name}"),
+                    compress: None,
+                    max_snapshot_bytes_per_sec: None,
+                    max_restore_bytes_per_sec: Some("500mb".into()),
+                }),
+                created: now,
+                updated: now,
+            })
+            .await?;
+    }
+    let steps = Arc::new(Injected {
+        inner: DeploymentSteps::new(
+            compute.clone(),
+            clusters.clone(),
+            StepSettings {
+                poll: Duration::from_millis(5),
+                ..StepSettings::default()
+            },
+        )
+        .with_snapshots(floe_snapshots::Snapshotter::new(
+            store.clone(),
+            clusters.clone(),
+        )),
+        fail_after: Mutex::new(None),
+    });
+    let (queue, mut jobs) = LocalQueue::new();
+    let queue = Arc::new(queue);
+    let engine = Arc::new(Engine::new(
+        store.clone(),
+        queue.clone(),
+        steps.clone(),
+        "test-worker",
+        EngineConfig {
+            backoff: Duration::from_millis(1),
+            ..EngineConfig::default()
+        },
+    ));
+    tokio::spawn(async move {
+        while let Some(job) = jobs.recv().await {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                let _ = engine.run(&job).await;
+            });
+        }
+    });
+    let verifier = Verifier::new(VerifierConfig {
+        issuer: "floe-local".into(),
+        audience: "floe-api".into(),
+        keys: KeySource::Hs256Secret(SECRET.to_vec()),
+        leeway_secs: 0,
+    })?;
+    let state = AppState {
+        store: store.clone(),
+        cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
+        verifier: Arc::new(verifier),
+        endpoint_policy: EndpointPolicy::default(),
+        queue,
+        clusters: clusters.clone(),
+        scheduler: Arc::new(floe_schedules::NoScheduler),
+    };
+    Ok(World {
+        app: app(state),
+        store,
+        clusters,
+        compute,
+        steps,
+        http: reqwest::Client::new(),
+        _dir: dir,
+    })
+}
+
+fn spec(name: &str, repository: Option<&str>) -> Value {
+    let mut s = json!({
+        "name": name, "version": "8.15.3",
+        "node_groups": [{"id": "hot", "roles": ["master", "data_hot", "data_content"],
+                         "instance_type": "m5.large", "count": 1, "zone_count": 1,
+                         "storage": {"size_gb": 20}}]
+    });
+    if let Some(r) = repository {
+        s["snapshot"] = json!({"repository": r});
+    }
+    s
+}
+
+impl World {
+    async fn call_as(
+        &self,
+        org: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Fallible<(StatusCode, Value)> {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("authorization", format!("Bearer {}", token(org)));
+        let req = match body {
+            Some(b) => req
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&b)?))?,
+            None => req.body(Body::empty())?,
+        };
+        let res = self.app.clone().oneshot(req).await?;
+        let status = res.status();
+        let bytes = res.into_body().collect().await?.to_bytes();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)?
+        };
+        assert!(status.as_u16() < 500, "{method} {path}: {status} {body}");
+        Ok((status, body))
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Fallible<(StatusCode, Value)> {
+        self.call_as(ORG, method, path, body).await
+    }
+
+    /// Waits until the deployment has no pending plan, and returns it.
+    async fn settled(&self, id: &str) -> Fallible<Value> {
+        self.settled_as(ORG, id).await
+    }
+
+    async fn settled_as(&self, org: &str, id: &str) -> Fallible<Value> {
+        for _ in 0..2000 {
+            let (status, body) = self
+                .call_as(org, "GET", &format!("/api/v1/deployments/{id}"), None)
+                .await?;
+            if status == StatusCode::NOT_FOUND {
+                return Ok(Value::Null);
+            }
+            if body["plans"].get("pending").is_none() {
+                return Ok(body);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Err(format!("deployment {id} did not settle").into())
+    }
+
+    /// Creates (or clones) through `path` and waits for the plan's end.
+    async fn create_at(&self, path: &str, body: Value) -> Fallible<(String, Value)> {
+        let (status, created) = self.call("POST", path, Some(body)).await?;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        let id = created["id"].as_str().ok_or("no id")?.to_string();
+        let settled = self.settled(&id).await?;
+        Ok((id, settled))
+    }
+
+    /// Instances of the deployment not terminated or terminating.
+    async fn live(&self, id: &str) -> Fallible<usize> {
+        use floe_compute::{Compute as _, InstanceState};
+        Ok(self
+            .compute
+            .instances(id)
+            .await?
+            .iter()
+            .filter(|i| {
+                !matches!(
+                    i.state,
+                    InstanceState::Terminated | InstanceState::ShuttingDown
+                )
+            })
+            .count())
+    }
+
+    async fn url(&self, id: &str) -> Fallible<String> {
+        Ok(self.clusters.url(id).await.ok_or("no simulated cluster")?)
+    }
+
+    async fn write(&self, id: &str, index: &str, docs: u32) -> TestResult {
+        let url = self.url(id).await?;
+        for i in 0..docs {
+            let r = self
+                .http
+                .post(format!("{url}/{index}/_doc"))
+                .json(&json!({"n": i}))
+                .send()
+                .await?;
+            assert_eq!(r.status(), 201, "{}", r.text().await?);
+        }
+        Ok(())
+    }
+
+    /// The document count of `index` on `id`'s cluster; `None` if there is
+    /// no such index.
+    async fn count(&self, id: &str, index: &str) -> Fallible<Option<u64>> {
+        let url = self.url(id).await?;
+        let r = self
+            .http
+            .get(format!("{url}/{index}/_count"))
+            .send()
+            .await?;
+        if r.status() == 404 {
+            return Ok(None);
+        }
+        let body: Value = r.json().await?;
+        Ok(Some(
+            body["count"].as_u64().ok_or_else(|| format!("{body}"))?,
+        ))
+    }
+
+    async fn snapshot(&self, id: &str) -> Fallible<String> {
+        let (status, body) = self
+            .call(
+                "POST",
+                &format!("/api/v1/deployments/{id}/snapshots?wait_for_completion=true"),
+                Some(json!({})),
+            )
+            .await?;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["state"], "SUCCESS", "{body}");
+        Ok(body["snapshot"].as_str().ok_or("no name")?.to_string())
+    }
+
+    async fn last_plan(&self, id: &str) -> Fallible<Value> {
+        let (_, plans) = self
+            .call("GET", &format!("/api/v1/deployments/{id}/plans"), None)
+            .await?;
+        let history = plans["history"].as_array().ok_or("no history")?;
+        Ok(history.last().cloned().ok_or("no plan")?)
+    }
+
+    /// A running source with `orders` (30 documents) and `logs-1` (10),
+    /// snapshotted, then 5 more orders written after the snapshot.
+    async fn source(&self) -> Fallible<(String, String)> {
+        let (id, d) = self
+            .create_at("/api/v1/deployments", spec("source", Some("main")))
+            .await?;
+        assert_eq!(d["status"], "running", "{d}");
+        self.write(&id, "orders", 30).await?;
+        self.write(&id, "logs-1", 10).await?;
+        let snapshot = self.snapshot(&id).await?;
+        self.write(&id, "orders", 5).await?;
+        Ok((id, snapshot))
+    }
+}
+
+fn step<'a>(plan: &'a Value, id: &str) -> Option<&'a Value> {
+    plan["steps"]
+        .as_array()?
+        .iter()
+        .find(|s| s["step_id"] == id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clone_of_the_latest_success_holds_the_snapshot_and_nothing_after() -> TestResult {
+    let w = world().await?;
+    let (source, snapshot) = w.source().await?;
+
+    let (clone, d) = w
+        .create_at(
+            &format!("/api/v1/deployments/{source}/_clone"),
+            json!({"name": "orders-copy"}),
+        )
+        .await?;
+    assert_eq!(d["status"], "running", "{d}");
+    assert!(
+        d.get("snapshot").is_none(),
+        "a clone has no repository of its own: {d}"
+    );
+    assert_eq!(
+        w.count(&clone, "orders").await?,
+        Some(30),
+        "as at the snapshot"
+    );
+    assert_eq!(w.count(&clone, "logs-1").await?, Some(10));
+    assert_eq!(w.count(&source, "orders").await?, Some(35));
+
+    let plan = w.last_plan(&clone).await?;
+    assert_eq!(plan["status"], "succeeded", "{plan}");
+    for id in ["register-source", "restore", "wait-restored"] {
+        assert_eq!(
+            step(&plan, id).ok_or(id)?["status"],
+            "succeeded",
+            "{id}: {plan}"
+        );
+    }
+    let restored = step(&plan, "restore").ok_or("restore")?["info_log"].to_string();
+    assert!(
+        restored.contains(&snapshot) && restored.contains("__latest_success__"),
+        "the plan names the snapshot it resolved: {restored}"
+    );
+    let recovered = step(&plan, "wait-restored").ok_or("wait")?["info_log"].to_string();
+    assert!(recovered.contains("2 indices"), "{recovered}");
+
+    // The source's repository is read-only on the clone, and the source
+    // keeps writing to it.
+    let clone_url = w.url(&clone).await?;
+    let repo: Value = w
+        .http
+        .get(format!("{clone_url}/_snapshot/main"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(repo["main"]["settings"]["readonly"], "true", "{repo}");
+    let refused = w
+        .http
+        .put(format!(
+            "{clone_url}/_snapshot/main/from-the-clone?wait_for_completion=true"
+        ))
+        .send()
+        .await?;
+    assert!(refused.status().is_client_error() || refused.status().is_server_error());
+    let second = w.snapshot(&source).await?;
+    assert_ne!(second, snapshot);
+    let (_, listed) = w
+        .call(
+            "GET",
+            &format!("/api/v1/deployments/{source}/snapshots"),
+            None,
+        )
+        .await?;
+    assert_eq!(listed["count"], 2, "{listed}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clones_by_name_subset_rename_architecture_and_mount() -> TestResult {
+    let w = world().await?;
+    let (source, snapshot) = w.source().await?;
+
+    // By name, only `orders`, renamed, onto Graviton with two nodes.
+    let mut body = spec("renamed", None);
+    body["node_groups"][0]["instance_type"] = json!("m6g.large");
+    body["node_groups"][0]["count"] = json!(2);
+    body["restore_snapshot"] = json!({
+        "source_deployment_id": source, "snapshot_name": snapshot,
+        "indices": ["orders"], "rename_pattern": "(.+)", "rename_replacement": "copy-$1"
+    });
+    let (clone, d) = w.create_at("/api/v1/deployments", body).await?;
+    assert_eq!(d["status"], "running", "{d}");
+    assert_eq!(d["node_groups"][0]["arch"], "arm64");
+    assert_eq!(w.count(&clone, "copy-orders").await?, Some(30));
+    assert_eq!(w.count(&clone, "orders").await?, None);
+    assert_eq!(w.count(&clone, "logs-1").await?, None, "not selected");
+
+    // Mounted: readable at once, never writable.
+    let (mounted, d) = w
+        .create_at(
+            &format!("/api/v1/deployments/{source}/_clone"),
+            json!({"name": "mounted", "mode": "mount", "indices": ["orders", "logs-*"]}),
+        )
+        .await?;
+    assert_eq!(d["status"], "running", "{d}");
+    let plan = w.last_plan(&mounted).await?;
+    assert!(step(&plan, "mount").is_some(), "{plan}");
+    assert_eq!(w.count(&mounted, "orders").await?, Some(30));
+    assert_eq!(w.count(&mounted, "logs-1").await?, Some(10));
+    let url = w.url(&mounted).await?;
+    let write = w
+        .http
+        .post(format!("{url}/orders/_doc"))
+        .json(&json!({"n": 99}))
+        .send()
+        .await?;
+    assert!(
+        write.status().is_client_error(),
+        "a mounted index refuses writes: {}",
+        write.status()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone() -> TestResult {
+    let w = world().await?;
+    let (source, _) = w.source().await?;
+    let layout = [
+        "template:hot",
+        "launch:hot",
+        "wait-running",
+        "wait-joined",
+        "register-source",
+        "restore",
+        "wait-restored",
+    ];
+    let source_before = w.live(&source).await?;
+    for at in layout {
+        if let Ok(mut f) = w.steps.fail_after.lock() {
+            *f = Some(at.to_string());
+        }
+        let (clone, d) = w
+            .create_at(
+                &format!("/api/v1/deployments/{source}/_clone"),
+                json!({"name": "doomed"}),
+            )
+            .await?;
+        assert_eq!(d["status"], "stopped", "failure after {at}: {d}");
+        let plan = w.last_plan(&clone).await?;
+        assert_eq!(plan["status"], "failed", "{plan}");
+        let names: Vec<&str> = plan["steps"]
+            .as_array()
+            .ok_or("steps")?
+            .iter()
+            .filter_map(|s| s["step_id"].as_str())
+            .collect();
+        assert_eq!(names, layout, "the clone's plan");
+        assert_eq!(
+            w.live(&clone).await?,
+            0,
+            "failure after {at} left instances"
+        );
+        let templates: Vec<String> = w
+            .compute
+            .templates()
+            .into_iter()
+            .filter(|t| t.contains(&clone))
+            .collect();
+        assert!(
+            templates.is_empty(),
+            "failure after {at} left launch templates {templates:?}"
+        );
+    }
+    if let Ok(mut f) = w.steps.fail_after.lock() {
+        *f = None;
+    }
+    // The source is untouched: same nodes, same documents, still snapshotting.
+    assert_eq!(w.live(&source).await?, source_before);
+    assert_eq!(w.count(&source, "orders").await?, Some(35));
+    w.snapshot(&source).await?;
+    let _ = w
+        .store
+        .get_deployment(ORG, &source)
+        .await?
+        .ok_or("source")?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_into_a_running_deployment() -> TestResult {
+    let w = world().await?;
+    let (source, snapshot) = w.source().await?;
+    let url = w.url(&source).await?;
+    let deleted = w.http.delete(format!("{url}/logs-1")).send().await?;
+    assert_eq!(deleted.status(), 200);
+
+    let (status, body) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{source}/_restore"),
+            Some(json!({"snapshot_name": "__latest_success__", "indices": ["logs-1"]})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["status"], "reconfiguring");
+    let d = w.settled(&source).await?;
+    assert_eq!(d["status"], "running");
+    assert_eq!(w.count(&source, "logs-1").await?, Some(10));
+    let plan = w.last_plan(&source).await?;
+    assert_eq!(
+        (plan["kind"].as_str(), plan["status"].as_str()),
+        (Some("restore"), Some("succeeded")),
+        "{plan}"
+    );
+    assert!(
+        step(&plan, "register-source").is_none(),
+        "its own repository"
+    );
+
+    // An open index of the same name: Elasticsearch refuses, the plan says
+    // why, and the deployment keeps running with its data.
+    let (status, _) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{source}/_restore"),
+            Some(json!({"snapshot_name": snapshot, "indices": ["orders"]})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let d = w.settled(&source).await?;
+    assert_eq!(d["status"], "running");
+    let plan = w.last_plan(&source).await?;
+    assert_eq!(plan["status"], "failed", "{plan}");
+    assert_eq!(plan["error"]["failure_type"], "restore_refused", "{plan}");
+    assert_eq!(w.count(&source, "orders").await?, Some(35));
+
+    // With a rename it goes next to the live index.
+    let (status, _) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{source}/_restore"),
+            Some(json!({"snapshot_name": snapshot, "indices": ["orders"],
+                        "rename_pattern": "orders", "rename_replacement": "orders-restored"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    w.settled(&source).await?;
+    assert_eq!(w.count(&source, "orders-restored").await?, Some(30));
+    Ok(())
+}
+
+fn code(body: &Value) -> (&str, &str) {
+    let e = &body["errors"][0];
+    (
+        e["code"].as_str().unwrap_or_default(),
+        e["fields"][0].as_str().unwrap_or_default(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_mistake_is_a_4xx_before_anything_is_provisioned() -> TestResult {
+    let w = world().await?;
+    let (source, _) = w.source().await?;
+    let (bare, _) = w
+        .create_at("/api/v1/deployments", spec("bare", None))
+        .await?;
+    let (other_org, _) = {
+        let (status, body) = w
+            .call_as(
+                "globex",
+                "POST",
+                "/api/v1/deployments",
+                Some(spec("theirs", Some("main"))),
+            )
+            .await?;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let id = body["id"].as_str().ok_or("id")?.to_string();
+        w.settled_as("globex", &id).await?;
+        (id, ())
+    };
+    let launches_before = w.compute.calls("launch");
+    let clone = |restore: Value| {
+        let mut s = spec("clone", None);
+        s["restore_snapshot"] = restore;
+        s
+    };
+    let cases: Vec<(&str, Value, StatusCode, &str, &str)> = vec![
+        (
+            "/api/v1/deployments",
+            clone(json!({"source_deployment_id": other_org})),
+            StatusCode::BAD_REQUEST,
+            "restore.source_not_found",
+            "restore_snapshot.source_deployment_id",
+        ),
+        (
+            "/api/v1/deployments",
+            clone(json!({"source_deployment_id": bare})),
+            StatusCode::CONFLICT,
+            "restore.no_successful_snapshot",
+            "restore_snapshot.snapshot_name",
+        ),
+        (
+            "/api/v1/deployments",
+            clone(json!({"source_deployment_id": source, "snapshot_name": "no-such-snapshot"})),
+            StatusCode::BAD_REQUEST,
+            "restore.snapshot_not_found",
+            "restore_snapshot.snapshot_name",
+        ),
+        (
+            "/api/v1/deployments",
+            clone(json!({"source_deployment_id": source, "repository": "archive"})),
+            StatusCode::CONFLICT,
+            "restore.no_successful_snapshot",
+            "restore_snapshot.snapshot_name",
+        ),
+        (
+            "/api/v1/deployments",
+            {
+                let mut s = clone(json!({"source_deployment_id": source}));
+                s["snapshot"] = json!({"repository": "main"});
+                s
+            },
+            StatusCode::BAD_REQUEST,
+            "restore.source_repository_writable",
+            "snapshot.repository",
+        ),
+        (
+            "/api/v1/deployments",
+            clone(
+                json!({"source_deployment_id": source, "mode": "mount", "rename_pattern": "a", "rename_replacement": "b"}),
+            ),
+            StatusCode::BAD_REQUEST,
+            "validation.mount_rename",
+            "restore_snapshot.rename_pattern",
+        ),
+        (
+            "/api/v1/deployments",
+            clone(json!({"source_deployment_id": source, "mode": "copy"})),
+            StatusCode::BAD_REQUEST,
+            "",
+            "",
+        ),
+    ];
+    let cases_restore: Vec<(String, Value, StatusCode, &str, &str)> = vec![
+        (
+            format!("/api/v1/deployments/{bare}/_restore"),
+            json!({"snapshot_name": "__latest_success__"}),
+            StatusCode::BAD_REQUEST,
+            "restore.repository_required",
+            "repository",
+        ),
+        (
+            format!("/api/v1/deployments/{source}/_restore"),
+            json!({"snapshot_name": "x", "repository": "nope"}),
+            StatusCode::BAD_REQUEST,
+            "restore.repository_not_found",
+            "repository",
+        ),
+        (
+            format!("/api/v1/deployments/{source}/_restore"),
+            json!({"snapshot_name": "<daily-{now/d}>"}),
+            StatusCode::BAD_REQUEST,
+            "validation.snapshot_name",
+            "snapshot_name",
+        ),
+        (
+            format!("/api/v1/deployments/{source}/_restore"),
+            json!({"snapshot_name": "__latest_success__", "rename_pattern": "x"}),
+            StatusCode::BAD_REQUEST,
+            "validation.required",
+            "rename_replacement",
+        ),
+        (
+            format!("/api/v1/deployments/{other_org}/_restore"),
+            json!({"snapshot_name": "__latest_success__"}),
+            StatusCode::NOT_FOUND,
+            "deployments.deployment_not_found",
+            "",
+        ),
+        (
+            format!("/api/v1/deployments/{bare}/_clone"),
+            json!({"name": "x"}),
+            StatusCode::CONFLICT,
+            "restore.no_successful_snapshot",
+            "restore_snapshot.snapshot_name",
+        ),
+    ];
+    let all = cases
+        .into_iter()
+        .map(|(p, b, s, c, f)| (p.to_string(), b, s, c, f))
+        .chain(cases_restore);
+    for (path, body, expected, expected_code, field) in all {
+        let (status, answer) = w.call("POST", &path, Some(body.clone())).await?;
+        assert_eq!(status, expected, "{path} {body}: {answer}");
+        if !expected_code.is_empty() {
+            assert_eq!(
+                code(&answer),
+                (expected_code, field),
+                "{path} {body}: {answer}"
+            );
+        }
+    }
+    assert_eq!(
+        w.compute.calls("launch"),
+        launches_before,
+        "nothing was provisioned"
+    );
+    let (_, list) = w.call("GET", "/api/v1/deployments", None).await?;
+    assert_eq!(
+        list["deployments"].as_array().map(Vec::len),
+        Some(2),
+        "no deployment record was written: {list}"
+    );
+    Ok(())
+}

@@ -1,0 +1,424 @@
+//! Restores and clones: what a client asks for, checked here, and the one
+//! resolved form (`RestoreTarget`) the plan steps run from.
+//!
+//! A clone (`restore_snapshot` on a new deployment) reads another
+//! deployment's snapshot; a restore (`POST …/_restore`) reads one into a
+//! running deployment. Either names a snapshot, or `__latest_success__`,
+//! which the API resolves from the snapshot records before any plan is
+//! written, so the plan records which snapshot it restores.
+
+use crate::names::{is_resource_id, validate_name};
+use crate::snapshot_name::validate_snapshot_name;
+use crate::validation::{Invalid, Problems};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The snapshot name that means "the newest successful snapshot".
+pub const LATEST_SUCCESS: &str = "__latest_success__";
+
+const MAX_INDICES: usize = 1000;
+const MAX_PATTERN_BYTES: usize = 1024;
+
+fn latest_success() -> String {
+    LATEST_SUCCESS.to_string()
+}
+
+/// How a clone gets its data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoreMode {
+    /// Copy the snapshot's data onto the clone's disks (`_restore`).
+    #[default]
+    Restore,
+    /// Mount the snapshot's indices as searchable snapshots (`_mount`):
+    /// usable as soon as the nodes are, read-only.
+    Mount,
+}
+
+/// Makes a new deployment a copy of another one's snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreSnapshot {
+    /// The deployment whose snapshot is read (same organization).
+    pub source_deployment_id: String,
+    /// A snapshot name, or `__latest_success__` (the default).
+    #[serde(default = "latest_success")]
+    #[schema(example = "__latest_success__")]
+    pub snapshot_name: String,
+    /// The repository to read from; by default the one the snapshot was
+    /// taken into. It is registered read-only on the clone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// Indices or patterns (`logs-*`); empty means every index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indices: Vec<String>,
+    /// A regular expression over the restored indices' names (restore mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename_pattern: Option<String>,
+    /// Its replacement, `$1` for a group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename_replacement: Option<String>,
+    #[serde(default)]
+    pub mode: RestoreMode,
+    /// Set by the platform: the snapshot `snapshot_name` resolved to when
+    /// the clone was requested (whatever a client sends here is replaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(read_only)]
+    pub resolved_snapshot: Option<String>,
+}
+
+/// Restores a snapshot into a running deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {
+    /// A snapshot name, or `__latest_success__`.
+    #[schema(example = "__latest_success__")]
+    pub snapshot_name: String,
+    /// The repository to read from; by default the deployment's own. Any
+    /// other is registered read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// Indices or patterns; empty means every index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indices: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename_pattern: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename_replacement: Option<String>,
+    /// Restore the cluster state too (templates, persistent settings).
+    #[serde(default)]
+    pub include_global_state: bool,
+    #[serde(default = "yes")]
+    pub include_aliases: bool,
+    /// Restore indices whose snapshot is incomplete, missing shards empty.
+    #[serde(default)]
+    pub partial: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A restore as a plan runs it: every name resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RestoreTarget {
+    /// The deployment whose snapshot this is.
+    pub source_deployment_id: String,
+    pub repository: String,
+    /// Read-only: the repository is not the deployment's own.
+    pub foreign_repository: bool,
+    pub snapshot: String,
+    /// What the client asked for (`__latest_success__` or the same name).
+    pub requested: String,
+    pub indices: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename_pattern: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename_replacement: Option<String>,
+    pub include_global_state: bool,
+    pub include_aliases: bool,
+    pub partial: bool,
+    pub mode: RestoreMode,
+}
+
+fn check_selection(
+    p: &mut Problems,
+    prefix: &str,
+    snapshot_name: &str,
+    repository: Option<&str>,
+    indices: &[String],
+    rename: (Option<&str>, Option<&str>),
+) {
+    let f = |name: &str| format!("{prefix}{name}");
+    if snapshot_name != LATEST_SUCCESS {
+        // Date math is for naming new snapshots, not for finding old ones.
+        let plain = if snapshot_name.starts_with('<') {
+            Err("must be a snapshot's name or __latest_success__, not date math".to_string())
+        } else {
+            validate_snapshot_name(snapshot_name)
+        };
+        p.check(f("snapshot_name"), "validation.snapshot_name", plain);
+    }
+    if let Some(r) = repository {
+        p.check(f("repository"), "validation.name", validate_name(r));
+    }
+    if indices.len() > MAX_INDICES {
+        p.push(
+            f("indices"),
+            "validation.length",
+            format!("at most {MAX_INDICES} indices or patterns"),
+        );
+    }
+    for (i, index) in indices.iter().enumerate() {
+        let bad = index.is_empty()
+            || index.len() > 255
+            || index
+                .chars()
+                .any(|c| c.is_whitespace() || matches!(c, ',' | '"' | '\\' | '/' | '|' | '#'));
+        if bad {
+            p.push(
+                format!("{prefix}indices[{i}]"),
+                "validation.index_name",
+                "must be an index name or pattern, one per entry (no commas, spaces or / \\ \" | #)",
+            );
+        }
+    }
+    match rename {
+        (Some(pattern), Some(replacement)) => {
+            if pattern.is_empty() || pattern.len() > MAX_PATTERN_BYTES {
+                p.push(
+                    f("rename_pattern"),
+                    "validation.length",
+                    format!("must be 1 to {MAX_PATTERN_BYTES} bytes"),
+                );
+            }
+            if replacement.is_empty() || replacement.len() > MAX_PATTERN_BYTES {
+                p.push(
+                    f("rename_replacement"),
+                    "validation.length",
+                    format!("must be 1 to {MAX_PATTERN_BYTES} bytes"),
+                );
+            }
+        }
+        (Some(_), None) => p.push(
+            f("rename_replacement"),
+            "validation.required",
+            "is required with rename_pattern",
+        ),
+        (None, Some(_)) => p.push(
+            f("rename_pattern"),
+            "validation.required",
+            "is required with rename_replacement",
+        ),
+        (None, None) => {}
+    }
+}
+
+impl RestoreSnapshot {
+    /// Adds this clone source's problems, with fields under `restore_snapshot.`.
+    pub fn check(&self, p: &mut Problems) {
+        const PREFIX: &str = "restore_snapshot.";
+        if !is_resource_id(&self.source_deployment_id) {
+            p.push(
+                "restore_snapshot.source_deployment_id",
+                "validation.id",
+                "must be a deployment id",
+            );
+        }
+        check_selection(
+            p,
+            PREFIX,
+            &self.snapshot_name,
+            self.repository.as_deref(),
+            &self.indices,
+            (
+                self.rename_pattern.as_deref(),
+                self.rename_replacement.as_deref(),
+            ),
+        );
+        if self.mode == RestoreMode::Mount && self.rename_pattern.is_some() {
+            p.push(
+                "restore_snapshot.rename_pattern",
+                "validation.mount_rename",
+                "mounted indices keep their names; rename is for mode restore",
+            );
+        }
+    }
+
+    /// The plan's form, once the API has resolved the snapshot and its
+    /// repository.
+    pub fn target(&self, repository: &str) -> RestoreTarget {
+        let snapshot = self
+            .resolved_snapshot
+            .as_deref()
+            .unwrap_or(&self.snapshot_name);
+        RestoreTarget {
+            source_deployment_id: self.source_deployment_id.clone(),
+            repository: repository.to_string(),
+            foreign_repository: true,
+            snapshot: snapshot.to_string(),
+            requested: self.snapshot_name.clone(),
+            indices: self.indices.clone(),
+            rename_pattern: self.rename_pattern.clone(),
+            rename_replacement: self.rename_replacement.clone(),
+            include_global_state: false,
+            include_aliases: true,
+            partial: false,
+            mode: self.mode,
+        }
+    }
+}
+
+impl RestoreRequest {
+    pub fn validate_request(&self) -> Result<(), Invalid> {
+        let mut p = Problems::new();
+        check_selection(
+            &mut p,
+            "",
+            &self.snapshot_name,
+            self.repository.as_deref(),
+            &self.indices,
+            (
+                self.rename_pattern.as_deref(),
+                self.rename_replacement.as_deref(),
+            ),
+        );
+        p.finish()
+    }
+
+    /// The plan's form for `deployment_id`, whose own repository is
+    /// `own_repository`.
+    pub fn target(
+        &self,
+        deployment_id: &str,
+        repository: &str,
+        own_repository: Option<&str>,
+        snapshot: &str,
+    ) -> RestoreTarget {
+        RestoreTarget {
+            source_deployment_id: deployment_id.to_string(),
+            repository: repository.to_string(),
+            foreign_repository: own_repository != Some(repository),
+            snapshot: snapshot.to_string(),
+            requested: self.snapshot_name.clone(),
+            indices: self.indices.clone(),
+            rename_pattern: self.rename_pattern.clone(),
+            rename_replacement: self.rename_replacement.clone(),
+            include_global_state: self.include_global_state,
+            include_aliases: self.include_aliases,
+            partial: self.partial,
+            mode: RestoreMode::Restore,
+        }
+    }
+}
+
+/// Whether `name` matches one of Elasticsearch's simple patterns (`*` for
+/// any run of characters); an empty list selects every index that is not
+/// hidden (names starting with `.`), as a restore without `indices` does.
+pub fn selects(patterns: &[String], name: &str) -> bool {
+    if patterns.is_empty() {
+        return !name.starts_with('.');
+    }
+    let mut selected = false;
+    for pattern in patterns {
+        // `-pattern` excludes what earlier entries selected.
+        if let Some(excluded) = pattern.strip_prefix('-') {
+            if glob(excluded, name) {
+                selected = false;
+            }
+        } else if glob(pattern, name) {
+            selected = true;
+        }
+    }
+    selected
+}
+
+fn glob(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, rest) = (parts[0], &parts[1..]);
+    let Some(mut remaining) = name.strip_prefix(first) else {
+        return false;
+    };
+    let last = rest.len() - 1;
+    for (i, part) in rest.iter().enumerate() {
+        if i == last {
+            return remaining.ends_with(part);
+        }
+        match remaining.find(part) {
+            Some(at) => remaining = &remaining[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn patterns_select_as_elasticsearch_does() {
+        let cases: &[(&[&str], &str, bool)] = &[
+            (&[], "logs-1", true),
+            (&[], ".security-7", false),
+            (&["logs-*"], "logs-2026.11", true),
+            (&["logs-*"], "metrics-1", false),
+            (&["*-2026*"], "logs-2026.11", true),
+            (&["a*b*c"], "axxbyyc", true),
+            (&["a*b*c"], "axxcyyb", false),
+            (&["orders"], "orders", true),
+            (&["orders"], "orders-old", false),
+            (&["*", "-logs-*"], "logs-1", false),
+            (&["*", "-logs-*"], "orders", true),
+            (&["*"], ".hidden", true),
+        ];
+        for (patterns, name, expected) in cases {
+            assert_eq!(
+                selects(&strings(patterns), name),
+                *expected,
+                "{patterns:?} {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_requests_name_their_fields() {
+        let r = RestoreRequest {
+            snapshot_name: "<nightly-{now/d}>".into(),
+            repository: Some("Bad Name".into()),
+            indices: strings(&["ok", "a,b", ""]),
+            rename_pattern: Some("(.+)".into()),
+            rename_replacement: None,
+            include_global_state: false,
+            include_aliases: true,
+            partial: false,
+        };
+        let Err(Invalid(errors)) = r.validate_request() else {
+            panic!("accepted");
+        };
+        let mut fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            [
+                "indices[1]",
+                "indices[2]",
+                "rename_replacement",
+                "repository",
+                "snapshot_name",
+            ]
+        );
+
+        let mut p = Problems::new();
+        RestoreSnapshot {
+            source_deployment_id: "nope".into(),
+            snapshot_name: LATEST_SUCCESS.into(),
+            repository: None,
+            indices: vec![],
+            rename_pattern: Some("x".into()),
+            rename_replacement: Some("y".into()),
+            mode: RestoreMode::Mount,
+            resolved_snapshot: None,
+        }
+        .check(&mut p);
+        let Err(Invalid(errors)) = p.finish() else {
+            panic!("accepted");
+        };
+        let mut fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            [
+                "restore_snapshot.rename_pattern",
+                "restore_snapshot.source_deployment_id",
+            ]
+        );
+    }
+}

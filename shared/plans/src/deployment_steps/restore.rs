@@ -1,0 +1,337 @@
+//! The steps that fill a cluster from a snapshot: a clone's create plan
+//! ends with them, and a restore plan is nothing else.
+//!
+//! register-source  registers the snapshot's repository read-only when it is
+//!                  not the deployment's own (a second writer would corrupt it)
+//! restore | mount  starts the restore, or mounts each selected index
+//! wait-restored    waits until every shard read from the snapshot is
+//!                  recovered, logging shards and bytes as it goes
+//!
+//! Each step finds out from the cluster whether it already did its work (a
+//! restore under way shows in `_recovery` with the snapshot as its source;
+//! a mounted index exists), so running one twice starts nothing twice.
+
+use super::{DeploymentSteps, cluster_outcome, target};
+use crate::engine::{Outcome, StepContext, fail};
+use floe_domain::deployment::NodeRole;
+use floe_domain::plan::{Plan, PlanKind, StepError};
+use floe_domain::restore::{RestoreMode, RestoreTarget, selects};
+use floe_elastic::{ElasticError, MountRequest, MountStorage, RestoreRequest};
+use serde_json::{Value, json};
+
+/// The restore a plan runs, if it runs one.
+pub(super) fn restore_target(plan: &Plan) -> Result<Option<RestoreTarget>, StepError> {
+    match plan.kind {
+        PlanKind::Create => {
+            let spec = target(plan)?;
+            Ok(spec.restore_snapshot.map(|r| {
+                let repository = r.repository.clone().unwrap_or_default();
+                r.target(&repository)
+            }))
+        }
+        PlanKind::Restore => serde_json::from_value(plan.params.clone())
+            .map(Some)
+            .map_err(|e| StepError {
+                failure_type: "invalid_plan".into(),
+                message: format!("the plan's restore cannot be read: {e}"),
+            }),
+        _ => Ok(None),
+    }
+}
+
+/// The steps that restore `t`.
+pub(super) fn restore_layout(t: &RestoreTarget) -> Vec<String> {
+    let mut steps = Vec::new();
+    if t.foreign_repository {
+        steps.push("register-source".to_string());
+    }
+    steps.push(
+        match t.mode {
+            RestoreMode::Restore => "restore",
+            RestoreMode::Mount => "mount",
+        }
+        .to_string(),
+    );
+    steps.push("wait-restored".to_string());
+    steps
+}
+
+fn elastic_outcome(e: ElasticError, what: &str, failure_type: &str) -> Outcome {
+    if e.is_transient() {
+        Outcome::Retry(format!("{what}: {e}"))
+    } else {
+        fail(failure_type, format!("{what}: {e}"))
+    }
+}
+
+fn the_target(ctx: &StepContext<'_>) -> Result<RestoreTarget, Outcome> {
+    match restore_target(ctx.plan) {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(fail("invalid_plan", "this plan restores nothing")),
+        Err(e) => Err(Outcome::Fail(e)),
+    }
+}
+
+impl DeploymentSteps {
+    /// Registers the snapshot's repository read-only on this cluster.
+    pub(super) async fn register_source(&self, ctx: &StepContext<'_>) -> Outcome {
+        let t = match the_target(ctx) {
+            Ok(t) => t,
+            Err(stop) => return stop,
+        };
+        let Some(snapshots) = &self.snapshots else {
+            return fail(
+                "not_configured",
+                "this worker has no store to read repositories from",
+            );
+        };
+        let repo = match snapshots
+            .store()
+            .get_repository(&ctx.plan.org, &t.repository)
+            .await
+        {
+            Ok(Some(r)) => r.value,
+            Ok(None) => {
+                return fail(
+                    "repository_missing",
+                    format!("snapshot repository {} no longer exists", t.repository),
+                );
+            }
+            Err(e) => return Outcome::Retry(format!("store: {e}")),
+        };
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", self.settings.poll),
+        };
+        let registration = floe_snapshots::repository_registration(&repo, true);
+        match client.put_repository(&repo.name, &registration).await {
+            Ok(()) => {
+                ctx.log(format!("repository {} registered read-only", repo.name));
+                Outcome::Done(json!({"repository": repo.name, "readonly": true}))
+            }
+            Err(e) => elastic_outcome(
+                e,
+                &format!("registering {} read-only", repo.name),
+                "repository_registration_failed",
+            ),
+        }
+    }
+
+    /// Whether this step already started its restore: a recovery from the
+    /// snapshot that began after the step first did (the cluster also lists
+    /// finished recoveries of earlier restores of the same snapshot).
+    async fn restore_started(
+        &self,
+        ctx: &StepContext<'_>,
+        client: &floe_elastic::ElasticClient,
+        t: &RestoreTarget,
+    ) -> Result<bool, ElasticError> {
+        // A first attempt has started nothing yet.
+        let (Some(since), true) = (ctx.step.started, ctx.step.attempts > 1) else {
+            return Ok(false);
+        };
+        // Room for the cluster's clock running a little behind the worker's.
+        let since = (since - chrono::Duration::seconds(2)).timestamp_millis();
+        let progress = client.recovery(&[]).await?;
+        Ok(progress.shards.iter().any(|s| {
+            s.reads(&t.repository, &t.snapshot) && s.start_millis.is_some_and(|m| m >= since)
+        }))
+    }
+
+    /// Starts the restore; Elasticsearch refuses it when an open index has
+    /// the name a restored one would get, and the step fails with its reason.
+    pub(super) async fn restore(&self, ctx: &StepContext<'_>) -> Outcome {
+        let t = match the_target(ctx) {
+            Ok(t) => t,
+            Err(stop) => return stop,
+        };
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", self.settings.poll),
+        };
+        match self.restore_started(ctx, &client, &t).await {
+            Ok(true) => {
+                ctx.log(format!(
+                    "the restore of {} is already under way",
+                    t.snapshot
+                ));
+                return Outcome::Done(json!({"snapshot": t.snapshot, "repository": t.repository}));
+            }
+            Ok(false) => {}
+            Err(e) => return elastic_outcome(e, "reading recoveries", "restore_failed"),
+        }
+        let request = RestoreRequest {
+            indices: t.indices.clone(),
+            include_global_state: Some(t.include_global_state),
+            include_aliases: Some(t.include_aliases),
+            partial: Some(t.partial),
+            rename_pattern: t.rename_pattern.clone(),
+            rename_replacement: t.rename_replacement.clone(),
+            ..RestoreRequest::default()
+        };
+        match client
+            .restore(&t.repository, &t.snapshot, &request, false)
+            .await
+        {
+            Ok(_) => {
+                let resolved = if t.requested == t.snapshot {
+                    String::new()
+                } else {
+                    format!(" (resolved from {})", t.requested)
+                };
+                ctx.log(format!(
+                    "restore of {}:{}{resolved} started",
+                    t.repository, t.snapshot
+                ));
+                Outcome::Done(json!({"snapshot": t.snapshot, "repository": t.repository}))
+            }
+            Err(e) => elastic_outcome(
+                e,
+                &format!("restoring {}:{}", t.repository, t.snapshot),
+                "restore_refused",
+            ),
+        }
+    }
+
+    /// Mounts every selected index of the snapshot: `shared_cache` when the
+    /// deployment has a frozen tier, `full_copy` otherwise.
+    pub(super) async fn mount(&self, ctx: &StepContext<'_>) -> Outcome {
+        let t = match the_target(ctx) {
+            Ok(t) => t,
+            Err(stop) => return stop,
+        };
+        let frozen = target(ctx.plan).is_ok_and(|spec| {
+            spec.node_groups
+                .iter()
+                .any(|g| g.roles.contains(&NodeRole::DataFrozen))
+        });
+        let storage = if frozen {
+            MountStorage::SharedCache
+        } else {
+            MountStorage::FullCopy
+        };
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", self.settings.poll),
+        };
+        let info = match client.get_snapshot(&t.repository, &t.snapshot).await {
+            Ok(i) => i,
+            Err(e) => return elastic_outcome(e, "reading the snapshot", "snapshot_missing"),
+        };
+        let existing: std::collections::BTreeSet<String> = match client.shards().await {
+            Ok(rows) => rows.into_iter().map(|r| r.index).collect(),
+            Err(e) => return elastic_outcome(e, "listing indices", "mount_failed"),
+        };
+        let mut mounted = Vec::new();
+        for index in info.indices.iter().filter(|i| selects(&t.indices, i)) {
+            if existing.contains(index) {
+                // Mounted by an earlier run of this step.
+                mounted.push(index.clone());
+                continue;
+            }
+            let request = MountRequest {
+                index: index.clone(),
+                renamed_index: None,
+                index_settings: None,
+                ignore_index_settings: Vec::new(),
+                storage,
+            };
+            if let Err(e) = client
+                .mount(&t.repository, &t.snapshot, &request, false)
+                .await
+            {
+                return elastic_outcome(e, &format!("mounting {index}"), "mount_refused");
+            }
+            mounted.push(index.clone());
+        }
+        ctx.log(format!(
+            "{} indices of {}:{} mounted ({})",
+            mounted.len(),
+            t.repository,
+            t.snapshot,
+            storage.as_str()
+        ));
+        Outcome::Done(json!({"indices": mounted, "storage": storage.as_str()}))
+    }
+
+    /// Done when every shard read from the snapshot has recovered; until
+    /// then each look logs how far the restore has got.
+    pub(super) async fn wait_restored(&self, ctx: &StepContext<'_>) -> Outcome {
+        let t = match the_target(ctx) {
+            Ok(t) => t,
+            Err(stop) => return stop,
+        };
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", self.settings.poll),
+        };
+        let progress = match client.recovery(&[]).await {
+            Ok(p) => p,
+            Err(e) => return elastic_outcome(e, "reading recoveries", "restore_failed"),
+        };
+        // Only this plan's recoveries: the cluster also lists finished
+        // ones of earlier restores of the same snapshot.
+        let since = ctx
+            .plan
+            .steps
+            .iter()
+            .find(|s| s.step_id == "restore" || s.step_id == "mount")
+            .and_then(|s| s.started)
+            .map(|t| (t - chrono::Duration::seconds(2)).timestamp_millis())
+            .unwrap_or(i64::MIN);
+        let shards: Vec<_> = progress
+            .shards
+            .iter()
+            .filter(|s| {
+                s.reads(&t.repository, &t.snapshot) && s.start_millis.is_none_or(|m| m >= since)
+            })
+            .collect();
+        let total = shards.len();
+        let done = shards.iter().filter(|s| s.is_done()).count();
+        let bytes_total: u64 = shards
+            .iter()
+            .map(|s| s.bytes_total.saturating_sub(s.bytes_reused))
+            .sum();
+        let bytes_done: u64 = shards.iter().map(|s| s.bytes_recovered).sum();
+        let mut indices: Vec<&str> = shards.iter().map(|s| s.index.as_str()).collect();
+        indices.dedup();
+        let figures = json!({
+            "indices": indices,
+            "shards_total": total,
+            "shards_recovered": done,
+            "bytes_total": bytes_total,
+            "bytes_recovered": bytes_done.min(bytes_total),
+        });
+        if done == total {
+            ctx.log(format!(
+                "{} indices, {total} shards, {bytes_total} bytes recovered from {}",
+                indices.len(),
+                t.snapshot
+            ));
+            return Outcome::Done(figures);
+        }
+        if ctx.elapsed() > self.settings.drain_timeout {
+            return fail(
+                "restore_timeout",
+                format!("{done} of {total} shards recovered after the time allowed"),
+            );
+        }
+        Outcome::Wait {
+            after: self.settings.poll,
+            note: format!(
+                "recovering: {done}/{total} shards, {}/{bytes_total} bytes",
+                bytes_done.min(bytes_total)
+            ),
+        }
+    }
+
+    /// A restore into a running deployment leaves what it restored (there
+    /// was nothing under those names, and removing data is not an undo's
+    /// call); a clone's cluster goes as a whole.
+    pub(super) async fn undo_restore_step(&self, ctx: &StepContext<'_>, step_id: &str) -> Outcome {
+        if ctx.plan.kind == PlanKind::Restore && step_id != "wait-restored" {
+            ctx.log(format!("{step_id}: restored indices are left in place"));
+        }
+        Outcome::Done(Value::Null)
+    }
+}
