@@ -436,6 +436,36 @@ fn table() -> Vec<Row> {
             }))
             .expect(400, "validation.instance_type")
             .fields(&["node_groups[0].instance_type"]),
+        row("a shared cache on a group that is not frozen", "POST", DEPLOYMENTS)
+            .json(dep_with(|d| d["node_groups"][0]["shared_cache"] = json!("90%")))
+            .expect(400, "validation.shared_cache")
+            .fields(&["node_groups[0].shared_cache"]),
+        row("a frozen shared cache of 0 %", "POST", DEPLOYMENTS)
+            .json(dep_with(|d| {
+                d["node_groups"][0]["roles"] = json!(["master", "data_hot", "data_frozen"]);
+                d["node_groups"][0]["shared_cache"] = json!("0%")
+            }))
+            .expect(400, "validation.shared_cache")
+            .fields(&["node_groups[0].shared_cache"]),
+        row("a frozen shared cache larger than the disk", "POST", DEPLOYMENTS)
+            .json(dep_with(|d| {
+                d["node_groups"][0]["roles"] = json!(["master", "data_hot", "data_frozen"]);
+                d["node_groups"][0]["shared_cache"] = json!("50tb")
+            }))
+            .expect(400, "validation.shared_cache")
+            .fields(&["node_groups[0].shared_cache"]),
+        row("restore_snapshot with an unknown mode", "POST", DEPLOYMENTS)
+            .json(dep_with(|d| {
+                d["restore_snapshot"] = json!({"source_deployment_id": "0123456789abcdef0123456789abcdef", "mode": "copy"})
+            }))
+            .expect(400, "validation.unknown_value")
+            .fields(&["restore_snapshot.mode"]),
+        row("restore_snapshot with a bad source id", "POST", DEPLOYMENTS)
+            .json(dep_with(|d| {
+                d["restore_snapshot"] = json!({"source_deployment_id": "../x"})
+            }))
+            .expect(400, "validation.id")
+            .fields(&["restore_snapshot.source_deployment_id"]),
         row("count 0", "POST", DEPLOYMENTS)
             .json(dep_with(|d| d["node_groups"][0]["count"] = json!(0)))
             .expect(400, "validation.range")

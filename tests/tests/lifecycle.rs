@@ -1,7 +1,8 @@
 //! A deployment's whole life in local mode, through the real binary: create
 //! → running with every step visible and its `fs` repository registered,
-//! resize 3 → 5 → 3 (grow and shrink), a manual snapshot, shutdown with its
-//! final snapshot, delete. Simulated compute boots nodes after
+//! resize 3 → 5 → 3 (grow and shrink), documents and a manual snapshot, a
+//! clone from `__latest_success__` on x86 that holds exactly the snapshot's
+//! documents, shutdown with its final snapshot, delete. Simulated compute boots nodes after
 //! a short delay, and each deployment gets a simulated Elasticsearch cluster.
 
 use floe_tests::{Call, DEPLOYMENTS, REPOSITORIES, Server, TestResult};
@@ -64,6 +65,43 @@ async fn last_plan(
         .map(|s| s["step_id"].as_str().unwrap_or("").to_string())
         .collect();
     Ok((plan, ids))
+}
+
+/// The address of a deployment's simulated cluster, from the line local
+/// mode logs when it starts one.
+fn cluster_url(s: &Server, id: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let line = s
+        .logs()
+        .into_iter()
+        .rev()
+        .find(|l| l.contains("simulated cluster for the deployment") && l.contains(id))
+        .ok_or_else(|| format!("no simulated cluster logged for {id}"))?;
+    let start = line.find("\"url\":\"").ok_or("no url field")? + 7;
+    let end = line[start..].find('"').ok_or("unterminated url")? + start;
+    Ok(line[start..end].to_string())
+}
+
+async fn count_docs(url: &str, index: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    let body: Value = reqwest::get(format!("{url}/{index}/_count"))
+        .await?
+        .json()
+        .await?;
+    body["count"]
+        .as_u64()
+        .ok_or_else(|| format!("{body}").into())
+}
+
+async fn write_docs(url: &str, index: &str, n: u32) -> TestResult {
+    let http = reqwest::Client::new();
+    for i in 0..n {
+        let r = http
+            .post(format!("{url}/{index}/_doc"))
+            .json(&json!({"n": i}))
+            .send()
+            .await?;
+        assert_eq!(r.status(), 201);
+    }
+    Ok(())
 }
 
 fn count_of(d: &Value) -> u64 {
@@ -159,6 +197,8 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
         assert!(launched.contains("nodes of hot"), "{launched}");
     }
 
+    let source_url = cluster_url(&s, &id)?;
+    write_docs(&source_url, "orders", 20).await?;
     let manual = s
         .call(
             Call::post(format!("{path}/snapshots?wait_for_completion=true"))
@@ -168,6 +208,32 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
         .await;
     let manual = manual.expect_status(200).json();
     assert_eq!(manual["state"], json!("SUCCESS"), "{manual}");
+    write_docs(&source_url, "orders", 3).await?;
+
+    // A clone of the newest successful snapshot, on x86 with one node.
+    let mut groups = body(1)["node_groups"].clone();
+    groups[0]["instance_type"] = json!("m5.xlarge");
+    groups[0]["zone_count"] = json!(1);
+    let cloned = s
+        .call(
+            Call::post(format!("{path}/_clone"))
+                .bearer(&token)
+                .json(&json!({"name": "orders-copy", "node_groups": groups})),
+        )
+        .await;
+    let cloned = cloned.expect_status(201).json();
+    let clone_path = format!("{DEPLOYMENTS}/{}", cloned["id"].as_str().ok_or("id")?);
+    let c = settled(&s, &token, &clone_path).await?;
+    assert_eq!(c["status"], json!("running"), "{c}");
+    assert_eq!(c["node_groups"][0]["arch"], json!("x86_64"), "{c}");
+    let (_, clone_steps) = last_plan(&s, &token, &clone_path).await?;
+    assert_eq!(
+        clone_steps[clone_steps.len() - 3..],
+        ["register-source", "restore", "wait-restored"]
+    );
+    let clone_url = cluster_url(&s, cloned["id"].as_str().ok_or("id")?)?;
+    assert_eq!(count_docs(&clone_url, "orders").await?, 20);
+    assert_eq!(count_docs(&source_url, "orders").await?, 23);
 
     let shutdown = s
         .call(Call::post(format!("{path}/_shutdown")).bearer(&token))

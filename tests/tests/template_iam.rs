@@ -26,6 +26,19 @@ const EVENT_SOURCE_MAPPING_ACTIONS: &[&str] = &[
     "sqs:GetQueueAttributes",
 ];
 
+/// What Lambda does with a function's role to attach the function to its
+/// VPC subnets (the actions of AWS's AWSLambdaVPCAccessExecutionRole). No
+/// Floe code calls them; they are granted only to a function in a VPC, on
+/// Resource "*" as that managed policy does (the ENIs do not exist before
+/// Lambda makes them, and DescribeNetworkInterfaces takes no resource).
+const VPC_NETWORKING_ACTIONS: &[&str] = &[
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+];
+
 /// What the SQS adapter calls (its registry).
 const QUEUE_OPERATIONS: &[&str] = floe_queue_sqs::OPERATIONS;
 
@@ -433,9 +446,12 @@ struct Function {
     id: String,
     role: String,
     log_group: Option<String>,
+    /// It has a VpcConfig (its own, or the template's Globals).
+    in_vpc: bool,
 }
 
 fn functions(t: &Value) -> Vec<Function> {
+    let global_vpc = t.pointer("/Globals/Function/VpcConfig").is_some();
     let found: Vec<Function> = of_type(t, &["AWS::Serverless::Function", "AWS::Lambda::Function"])
         .into_iter()
         .map(|(id, f)| {
@@ -457,6 +473,7 @@ fn functions(t: &Value) -> Vec<Function> {
                 id: id.to_string(),
                 role: role.to_string(),
                 log_group,
+                in_vpc: global_vpc || properties.and_then(|p| p.get("VpcConfig")).is_some(),
             }
         })
         .collect();
@@ -547,6 +564,13 @@ fn every_function_role_grants_exactly_what_its_code_calls() {
             continue;
         };
         add(&mut expected, LOG_ACTIONS, "its log lines");
+        if f.in_vpc {
+            add(
+                &mut expected,
+                VPC_NETWORKING_ACTIONS,
+                "granted for Lambda's network interfaces in the VPC",
+            );
+        }
         if mapped.contains(&f.id) {
             add(
                 &mut expected,
@@ -583,6 +607,42 @@ fn every_function_role_grants_exactly_what_its_code_calls() {
         }
     }
     assert!(problems.is_empty(), "{}", report(&problems));
+}
+
+/// Every function reaches Elasticsearch nodes at their private addresses
+/// (plans, snapshots, the API's manual snapshots), so each runs in the
+/// VPC, and the nodes let its security group in on the HTTP port.
+#[test]
+fn every_function_runs_in_the_vpc_and_the_nodes_let_it_in() {
+    let t = template();
+    let outside: Vec<String> = functions(&t)
+        .into_iter()
+        .filter(|f| !f.in_vpc)
+        .map(|f| f.id)
+        .collect();
+    assert!(outside.is_empty(), "outside the VPC: {outside:?}");
+    let ingress: Vec<&Value> = of_type(&t, &["AWS::EC2::SecurityGroupIngress"])
+        .into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| {
+            r.pointer("/Properties/SourceSecurityGroupId")
+                .and_then(target)
+                == Some("FunctionSecurityGroup")
+        })
+        .collect();
+    assert_eq!(
+        ingress.len(),
+        1,
+        "one rule lets the functions reach the nodes"
+    );
+    let port = ingress[0]
+        .pointer("/Properties/FromPort")
+        .and_then(Value::as_u64);
+    assert_eq!(
+        port,
+        Some(9200),
+        "the nodes' HTTP port (FLOE_ES_PORT's default)"
+    );
 }
 
 #[test]
@@ -634,7 +694,10 @@ fn only_describe_actions_apply_to_every_resource() {
             // "*" is the only Resource IAM accepts for them.
             for action in grant.actions() {
                 // ListSchedules has no resource type either.
-                if !action.starts_with("ec2:Describe") && action != "scheduler:ListSchedules" {
+                if !action.starts_with("ec2:Describe")
+                    && action != "scheduler:ListSchedules"
+                    && !VPC_NETWORKING_ACTIONS.contains(&action.as_str())
+                {
                     problems.push(format!(
                         "{}: {action} on Resource \"*\"; name the resource",
                         grant.origin
@@ -943,4 +1006,56 @@ fn short_tags_read_as_their_long_forms() {
     // The condition name is a plain string, not a reference; NoValue is a
     // pseudo parameter.
     assert_eq!(referenced(&value["d"]), BTreeSet::from(["X".to_string()]));
+}
+
+/// The `sam deploy` command of a README: the lines from `sam deploy` to
+/// the end of its code block.
+fn deploy_command(readme: &str) -> String {
+    let text = source(readme);
+    let start = text
+        .find("sam deploy --template-file")
+        .unwrap_or_else(|| panic!("{readme} has no sam deploy command"));
+    let end = text[start..].find("```").map_or(text.len(), |e| start + e);
+    text[start..end].to_string()
+}
+
+/// An operator copies the deploy command and fills the table's values:
+/// every parameter the template requires (no Default) is in both READMEs'
+/// commands, every parameter is in the top-level README's table, and
+/// neither names a parameter the template does not have.
+#[test]
+fn the_deploy_guides_name_exactly_the_template_parameters() {
+    let t = template();
+    let parameters = t["Parameters"].as_object().expect("Parameters");
+    let required: Vec<&String> = parameters
+        .iter()
+        .filter(|(_, p)| p.get("Default").is_none())
+        .map(|(name, _)| name)
+        .collect();
+    let mut problems = Vec::new();
+    for readme in ["README.md", "infra/README.md"] {
+        let command = deploy_command(readme);
+        for name in &required {
+            if !command.contains(&format!("{name}=")) {
+                problems.push(format!("{readme}: sam deploy lacks the required {name}"));
+            }
+        }
+        for word in command.split_whitespace() {
+            if let Some((name, _)) = word.split_once('=')
+                && name.chars().all(|c| c.is_ascii_alphanumeric())
+                && !parameters.contains_key(name)
+            {
+                problems.push(format!(
+                    "{readme}: sam deploy sets {name}, no parameter of the template"
+                ));
+            }
+        }
+    }
+    let readme = source("README.md");
+    for name in parameters.keys() {
+        if !readme.contains(&format!("`{name}`")) {
+            problems.push(format!("README.md: the parameters table lacks `{name}`"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", report(&problems));
 }

@@ -473,6 +473,62 @@ async fn clones_by_name_subset_rename_architecture_and_mount() -> TestResult {
         "a mounted index refuses writes: {}",
         write.status()
     );
+    assert!(
+        step(&plan, "mount").ok_or("mount")?["info_log"]
+            .to_string()
+            .contains("full_copy"),
+        "no frozen tier: full copies"
+    );
+
+    // With a frozen tier the indices are mounted on its shared cache, and
+    // a cache out of proportion with the data draws a warning.
+    let (_, record) = w
+        .call(
+            "GET",
+            &format!("/api/v1/deployments/{source}/snapshots/{snapshot}"),
+            None,
+        )
+        .await?;
+    let data = record["size_in_bytes"].as_u64().ok_or("no size")?;
+    let frozen = |cache: String| {
+        let mut body = spec("frozen", None);
+        body["node_groups"]
+            .as_array_mut()
+            .map(|groups| {
+                groups.push(json!({"id": "frozen", "roles": ["data_frozen"],
+                    "instance_type": "m6g.large", "count": 1, "zone_count": 1,
+                    "storage": {"size_gb": 100}, "shared_cache": cache}))
+            })
+            .ok_or("node_groups")?;
+        body["restore_snapshot"] = json!({"source_deployment_id": source, "mode": "mount"});
+        Ok::<Value, Box<dyn std::error::Error>>(body)
+    };
+    let (status, oversized) = w
+        .call("POST", "/api/v1/deployments", Some(frozen("90%".into())?))
+        .await?;
+    assert_eq!(status, StatusCode::CREATED, "{oversized}");
+    let warning = oversized["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("shared_cache"), "{oversized}");
+    let id = oversized["id"].as_str().ok_or("id")?.to_string();
+    assert_eq!(w.settled(&id).await?["status"], "running");
+    let plan = w.last_plan(&id).await?;
+    assert!(
+        step(&plan, "mount").ok_or("mount")?["info_log"]
+            .to_string()
+            .contains("shared_cache"),
+        "{plan}"
+    );
+    assert_eq!(w.count(&id, "orders").await?, Some(30));
+    // 5 % of the data: no warning.
+    let (status, sized) = w
+        .call(
+            "POST",
+            "/api/v1/deployments",
+            Some(frozen(format!("{}b", (data / 20).max(1)))?),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::CREATED, "{sized}");
+    assert!(sized.get("warnings").is_none(), "{sized}");
     Ok(())
 }
 

@@ -116,6 +116,48 @@ pub struct NodeGroup {
     pub zone_count: u32,
     #[validate(nested)]
     pub storage: Storage,
+    /// `data_frozen` groups only: the searchable-snapshot cache on each
+    /// node's disk, as a size (`50gb`) or a share of the disk (`90%`,
+    /// Elasticsearch's default for a dedicated frozen node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "90%")]
+    pub shared_cache: Option<String>,
+}
+
+impl NodeGroup {
+    /// The shared cache of one node in bytes: the configured size, or its
+    /// share of the disk (90 % when unset); 0 for a group that is not frozen.
+    pub fn shared_cache_bytes(&self) -> u64 {
+        if !self.roles.contains(&NodeRole::DataFrozen) {
+            return 0;
+        }
+        let disk = u64::from(self.storage.size_gb) * 1_000_000_000;
+        match self.shared_cache.as_deref().map(parse_shared_cache) {
+            Some(Ok(SharedCache::Bytes(b))) => b,
+            Some(Ok(SharedCache::Percent(p))) => disk / 100 * u64::from(p),
+            _ => disk / 100 * 90,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedCache {
+    Bytes(u64),
+    Percent(u8),
+}
+
+/// `N%` (1 to 100) or a byte size.
+pub fn parse_shared_cache(s: &str) -> Result<SharedCache, String> {
+    if let Some(p) = s.strip_suffix('%') {
+        return match p.parse::<u8>() {
+            Ok(p @ 1..=100) => Ok(SharedCache::Percent(p)),
+            _ => Err("a share must be 1% to 100%".to_string()),
+        };
+    }
+    match crate::bytesize::parse_byte_size(s)? {
+        0 => Err("must not be 0".to_string()),
+        b => Ok(SharedCache::Bytes(b)),
+    }
 }
 
 fn one() -> u32 {
@@ -255,6 +297,29 @@ impl DeploymentSpec {
             master |= g.roles.contains(&NodeRole::Master);
             data |=
                 g.roles.contains(&NodeRole::DataHot) || g.roles.contains(&NodeRole::DataContent);
+            if let Some(cache) = &g.shared_cache {
+                if !g.roles.contains(&NodeRole::DataFrozen) {
+                    p.push(
+                        f("shared_cache"),
+                        "validation.shared_cache",
+                        "is for data_frozen groups only",
+                    );
+                } else {
+                    match parse_shared_cache(cache) {
+                        Err(m) => p.push(f("shared_cache"), "validation.shared_cache", m),
+                        Ok(SharedCache::Bytes(b))
+                            if b > u64::from(g.storage.size_gb) * 1_000_000_000 =>
+                        {
+                            p.push(
+                                f("shared_cache"),
+                                "validation.shared_cache",
+                                "is larger than the node's disk (storage.size_gb)",
+                            )
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            }
             if catalog::lookup(&g.instance_type).is_none() {
                 let hint = catalog::suggest(&g.instance_type)
                     .map(|s| format!(" (did you mean {s}?)"))
@@ -624,6 +689,10 @@ pub struct DeploymentView {
     pub snapshot: Option<SnapshotAttachment>,
     pub metadata: Metadata,
     pub plans: PlansSummary,
+    /// Advice about the request that did not stop it (such as a frozen
+    /// tier's cache out of proportion with the data it mounts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub resource_version: u64,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
@@ -667,6 +736,7 @@ impl DeploymentView {
             plans: PlansSummary {
                 pending: d.pending_plan.clone(),
             },
+            warnings: Vec::new(),
             resource_version: version,
             created: d.created,
             updated: d.updated,

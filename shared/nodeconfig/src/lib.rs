@@ -207,6 +207,11 @@ fn platform_settings(c: &NodeGroupConfig) -> Vec<Setting> {
             format!("${{{ZONE_VARIABLE}}}"),
         );
     }
+    if let Some(cache) = &c.group.shared_cache
+        && c.group.roles.contains(&NodeRole::DataFrozen)
+    {
+        wire("xpack.searchable.snapshot.shared_cache.size", quote(cache));
+    }
     if let Some(r) = &c.repository {
         let client = |name: &str| format!("s3.client.{S3_CLIENT}.{name}");
         if let Some(endpoint) = r.endpoint {
@@ -315,6 +320,7 @@ mod tests {
                 iops: None,
                 throughput: None,
             },
+            shared_cache: None,
         }
     }
 

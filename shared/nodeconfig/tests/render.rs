@@ -26,6 +26,7 @@ fn group(id: &str, roles: Vec<NodeRole>, instance_type: &str, zone_count: u32) -
             iops: None,
             throughput: None,
         },
+        shared_cache: None,
     }
 }
 

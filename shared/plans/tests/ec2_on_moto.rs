@@ -14,6 +14,7 @@ use aws_sdk_ec2::Client;
 use aws_sdk_ec2::types::{ArchitectureValues, Filter, Instance, InstanceStateName};
 use base64::Engine as _;
 use chrono::Utc;
+use floe_clusters::simulated::SimulatedClusters;
 use floe_compute::NodeParameters as _;
 use floe_compute::{TAG_DEPLOYMENT, TAG_NODE_GROUP, TAG_ORG, TAG_PLAN};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
@@ -119,6 +120,8 @@ struct Fixture {
     cipher: Arc<LocalCipher>,
     /// `host:port` of moto, the repository's endpoint.
     s3_endpoint: String,
+    /// The repository's bucket.
+    bucket: String,
 }
 
 impl Fixture {
@@ -209,7 +212,7 @@ impl Fixture {
                 org: ORG.into(),
                 name: REPOSITORY.into(),
                 settings: RepositorySettings::S3(S3Settings {
-                    bucket,
+                    bucket: bucket.clone(),
                     base_path: Some("plans".into()),
                     region: Some("us-east-1".into()),
                     endpoint: Some(s3_endpoint.clone()),
@@ -231,39 +234,71 @@ impl Fixture {
             store,
             cipher,
             s3_endpoint,
+            bucket,
         })
     }
 
+    fn compute(&self) -> Arc<dyn floe_compute::Compute> {
+        Arc::new(Ec2Compute::new(self.client.clone(), self.config.clone()))
+    }
+
+    /// No Elasticsearch answers on moto's instance addresses: a simulated
+    /// cluster per deployment follows its EC2 instances instead. Its S3
+    /// client stands for the keystore the nodes would fill from SSM.
+    fn clusters(&self) -> Arc<SimulatedClusters> {
+        Arc::new(SimulatedClusters::new(
+            self.compute(),
+            floe_clusters::simulated::SimulatedClustersConfig {
+                s3: Some(S3Access {
+                    endpoint_url: Some(format!("http://{}", self.s3_endpoint)),
+                    region: "us-east-1".into(),
+                    access_key: "test".into(),
+                    secret_key: SecretString::new("test"),
+                    force_path_style: true,
+                }),
+                ..Default::default()
+            },
+        ))
+    }
+
     fn steps(&self) -> DeploymentSteps {
-        let compute = Ec2Compute::new(self.client.clone(), self.config.clone());
-        {
-            let compute: Arc<dyn floe_compute::Compute> = Arc::new(compute);
-            // No Elasticsearch answers on moto's instance addresses: a
-            // simulated cluster follows the EC2 instances instead.
-            // Its S3 client stands for the keystore the nodes would fill
-            // from SSM.
-            let clusters: Arc<dyn floe_clusters::Clusters> =
-                Arc::new(floe_clusters::simulated::SimulatedClusters::new(
-                    compute.clone(),
-                    floe_clusters::simulated::SimulatedClustersConfig {
-                        s3: Some(S3Access {
-                            endpoint_url: Some(format!("http://{}", self.s3_endpoint)),
-                            region: "us-east-1".into(),
-                            access_key: "test".into(),
-                            secret_key: SecretString::new("test"),
-                            force_path_style: true,
-                        }),
-                        ..Default::default()
-                    },
-                ));
-            DeploymentSteps::new(compute, clusters.clone(), settings())
-                .with_parameters(self.parameters.clone())
-                .with_snapshots(floe_snapshots::Snapshotter::new(
-                    self.store.clone(),
-                    clusters,
-                ))
-                .with_cipher(self.cipher.clone())
-        }
+        self.steps_on(self.clusters())
+    }
+
+    fn steps_on(&self, clusters: Arc<SimulatedClusters>) -> DeploymentSteps {
+        DeploymentSteps::new(self.compute(), clusters.clone(), settings())
+            .with_parameters(self.parameters.clone())
+            .with_snapshots(floe_snapshots::Snapshotter::new(
+                self.store.clone(),
+                clusters,
+            ))
+            .with_cipher(self.cipher.clone())
+    }
+
+    /// Every object in the repository's bucket, with its ETag: what a
+    /// writer would change.
+    async fn objects(&self) -> Result<BTreeSet<(String, String)>, Box<dyn Error>> {
+        let listing = reqwest::get(format!(
+            "http://{}/{}?list-type=2&max-keys=1000",
+            self.s3_endpoint, self.bucket
+        ))
+        .await?
+        .text()
+        .await?;
+        assert!(
+            !listing.contains("<IsTruncated>true</IsTruncated>"),
+            "more than one page of objects"
+        );
+        let field = |part: &str, tag: &str| -> Option<String> {
+            let start = part.find(&format!("<{tag}>"))? + tag.len() + 2;
+            let end = part.find(&format!("</{tag}>"))?;
+            Some(part.get(start..end)?.to_string())
+        };
+        Ok(listing
+            .split("<Contents>")
+            .skip(1)
+            .filter_map(|part| Some((field(part, "Key")?, field(part, "ETag")?)))
+            .collect())
     }
 
     /// Every instance EC2 lists with the deployment's tag, whatever its state.
@@ -856,5 +891,237 @@ async fn a_failed_create_woken_through_sqs_leaves_no_message() -> TestResult {
         .collect();
     assert!(live.is_empty(), "instances left: {}", live.len());
     assert!(fx.templates(&run.job.deployment_id).await?.is_empty());
+    Ok(())
+}
+
+/// A running source on EC2 (moto) with an S3 repository on moto and a
+/// snapshot policy: `orders` gets 30 documents, a scheduled snapshot runs,
+/// then 5 more documents arrive.
+struct Source {
+    run: Run,
+    clusters: Arc<SimulatedClusters>,
+    policy: String,
+    snapshot: String,
+}
+
+async fn count(url: &str, index: &str) -> Result<Option<u64>, Box<dyn Error>> {
+    let r = reqwest::get(format!("{url}/{index}/_count")).await?;
+    if r.status() == 404 {
+        return Ok(None);
+    }
+    let body: serde_json::Value = r.json().await?;
+    Ok(body["count"].as_u64())
+}
+
+async fn write(url: &str, index: &str, docs: u32) -> TestResult {
+    let http = reqwest::Client::new();
+    for n in 0..docs {
+        let r = http
+            .post(format!("{url}/{index}/_doc"))
+            .json(&json!({"n": n}))
+            .send()
+            .await?;
+        assert_eq!(r.status(), 201);
+    }
+    Ok(())
+}
+
+async fn scheduled_source(fx: &Fixture) -> Result<Source, Box<dyn Error>> {
+    use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
+    let now = Utc::now();
+    let policy = Policy {
+        id: floe_domain::names::new_resource_id(),
+        org: ORG.into(),
+        spec: PolicySpec {
+            name: "every-30m".into(),
+            schedule: Schedule {
+                interval: Some("30m".into()),
+                cron: None,
+                timezone: None,
+            },
+            snapshot_name: "<scheduled-{now/d}>".into(),
+            repository: REPOSITORY.into(),
+            indices: vec![],
+            include_global_state: true,
+            retention: None,
+            enabled: true,
+        },
+        schedule_expression: ScheduleExpression {
+            expression: "rate(30 minutes)".into(),
+            timezone: "UTC".into(),
+        },
+        created: now,
+        updated: now,
+    };
+    fx.store.create_policy(&policy).await?;
+    let mut source = spec("m5.xlarge")?;
+    source.snapshot = Some(floe_domain::deployment::SnapshotAttachment {
+        repository: Some(REPOSITORY.into()),
+        policies: vec![policy.id.clone()],
+    });
+    let clusters = fx.clusters();
+    let (run, status) =
+        drive_create(&fx.store, Arc::new(fx.steps_on(clusters.clone())), source).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let id = run.job.deployment_id.clone();
+    let url = clusters.url(&id).await.ok_or("no source cluster")?;
+    write(&url, "orders", 30).await?;
+    let snapshotter = floe_snapshots::Snapshotter::new(fx.store.clone(), clusters.clone());
+    let fired = snapshotter.run_scheduled(ORG, &id, &policy.id).await?;
+    assert_eq!(
+        fired.state,
+        Some(floe_domain::snapshot::SnapshotState::Success),
+        "{fired:?}"
+    );
+    let snapshot = fired.snapshot.ok_or("no snapshot name")?;
+    write(&url, "orders", 5).await?;
+    Ok(Source {
+        run,
+        clusters,
+        policy: policy.id,
+        snapshot,
+    })
+}
+
+/// The clone's spec as the API leaves it after resolving
+/// `__latest_success__`: on Graviton, from the x86 source.
+fn clone_spec(source: &Source) -> Result<DeploymentSpec, Box<dyn Error>> {
+    let mut clone = spec("m6g.xlarge")?;
+    clone.name = "orders-copy".into();
+    clone.snapshot = None;
+    clone.restore_snapshot = Some(serde_json::from_value(json!({
+        "source_deployment_id": source.run.job.deployment_id,
+        "snapshot_name": "__latest_success__",
+        "repository": REPOSITORY,
+        "resolved_snapshot": source.snapshot,
+    }))?);
+    Ok(clone)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clone_on_ec2_reads_the_s3_repository_without_writing_to_it() -> TestResult {
+    let fx = Fixture::new().await?;
+    let source = scheduled_source(&fx).await?;
+    let before = fx.objects().await?;
+    assert!(
+        !before.is_empty(),
+        "the scheduled snapshot is in the bucket"
+    );
+
+    let (clone, status) = drive_create(
+        &fx.store,
+        Arc::new(fx.steps_on(source.clusters.clone())),
+        clone_spec(&source)?,
+    )
+    .await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let clone_id = &clone.job.deployment_id;
+    let clone_url = source
+        .clusters
+        .url(clone_id)
+        .await
+        .ok_or("no clone cluster")?;
+    assert_eq!(
+        count(&clone_url, "orders").await?,
+        Some(30),
+        "as at the snapshot"
+    );
+    let source_url = source
+        .clusters
+        .url(&source.run.job.deployment_id)
+        .await
+        .ok_or("no source cluster")?;
+    assert_eq!(count(&source_url, "orders").await?, Some(35));
+    for instance in fx.tagged(clone_id).await? {
+        assert_eq!(
+            instance.instance_type().map(|t| t.as_str()),
+            Some("m6g.xlarge"),
+            "the clone runs on Graviton"
+        );
+    }
+    assert_eq!(
+        fx.objects().await?,
+        before,
+        "the clone wrote nothing to the repository"
+    );
+    // The source keeps snapshotting into it while the clone exists.
+    let snapshotter = floe_snapshots::Snapshotter::new(fx.store.clone(), source.clusters.clone());
+    let again = snapshotter
+        .run_scheduled(ORG, &source.run.job.deployment_id, &source.policy)
+        .await?;
+    assert_eq!(
+        again.state,
+        Some(floe_domain::snapshot::SnapshotState::Success),
+        "{again:?}"
+    );
+    assert!(fx.objects().await?.len() > before.len());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone_on_ec2() -> TestResult {
+    let fx = Fixture::new().await?;
+    let source = scheduled_source(&fx).await?;
+    let source_id = source.run.job.deployment_id.clone();
+    let live = |instances: Vec<Instance>| -> Vec<String> {
+        instances
+            .iter()
+            .filter(|i| !is_gone(i))
+            .filter_map(|i| i.instance_id().map(str::to_owned))
+            .collect()
+    };
+    let source_nodes = live(fx.tagged(&source_id).await?);
+    let before = fx.objects().await?;
+    let layout = [
+        "repository-credentials",
+        "template:hot",
+        "launch:hot",
+        "bootstrap-masters",
+        "wait-running",
+        "wait-joined",
+        "register-source",
+        "restore",
+        "wait-restored",
+    ];
+    for at in layout {
+        let steps = Arc::new(FailAfter {
+            inner: fx.steps_on(source.clusters.clone()),
+            at: at.to_string(),
+        });
+        let (clone, status) = drive_create(&fx.store, steps, clone_spec(&source)?).await?;
+        assert_eq!(status, PlanStatus::Failed, "failure after {at}");
+        let id = &clone.job.deployment_id;
+        let plan = clone
+            .store
+            .get_plan(ORG, id, &clone.job.plan_id)
+            .await?
+            .ok_or("plan")?
+            .value;
+        let steps: Vec<&str> = plan.steps.iter().map(|s| s.step_id.as_str()).collect();
+        assert_eq!(steps, layout);
+        assert!(
+            live(fx.tagged(id).await?).is_empty(),
+            "failure after {at} left instances"
+        );
+        assert!(
+            fx.templates(id).await?.is_empty(),
+            "failure after {at} left templates"
+        );
+        for key in ["initial_master_nodes", "repository/secret_key"] {
+            assert!(
+                fx.parameters
+                    .get(&format!("/floe/{id}/{key}"))
+                    .await?
+                    .is_none(),
+                "failure after {at} left {key}"
+            );
+        }
+    }
+    assert_eq!(
+        live(fx.tagged(&source_id).await?),
+        source_nodes,
+        "source untouched"
+    );
+    assert_eq!(fx.objects().await?, before, "repository untouched");
     Ok(())
 }

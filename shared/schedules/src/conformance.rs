@@ -153,6 +153,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
                 iops: None,
                 throughput: None,
             },
+            shared_cache: None,
         }],
         user_settings: BTreeMap::new(),
         snapshot: Some(SnapshotAttachment {

@@ -87,6 +87,7 @@ fn deployment(
                 iops: None,
                 throughput: None,
             },
+            shared_cache: None,
         }],
         user_settings: BTreeMap::new(),
         snapshot: Some(SnapshotAttachment {

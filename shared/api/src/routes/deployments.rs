@@ -172,7 +172,7 @@ pub(crate) async fn create_validated(
     {
         return Ok(first);
     }
-    crate::routes::restore::resolve_clone(&state, caller, &mut spec).await?;
+    let warnings = crate::routes::restore::resolve_clone(&state, caller, &mut spec).await?;
 
     let now = chrono::Utc::now();
     let id = new_resource_id();
@@ -221,8 +221,10 @@ pub(crate) async fn create_validated(
         version: 1,
         refs: 0,
     };
+    let mut created = view(&stored);
+    created.warnings = warnings;
     Ok(with_location(
-        versioned(StatusCode::CREATED, &view(&stored), 1),
+        versioned(StatusCode::CREATED, &created, 1),
         &format!("/api/v1/deployments/{id}"),
     ))
 }

@@ -183,13 +183,14 @@ fn unreachable(field: &str, repo: &str) -> ApiError {
 
 /// Checks a create's `restore_snapshot` and resolves it in place: the
 /// snapshot's name and repository are what the plan restores.
+/// Returns the warnings the request deserves.
 pub(crate) async fn resolve_clone(
     state: &AppState,
     caller: &Caller,
     spec: &mut DeploymentSpec,
-) -> Result<(), ApiError> {
+) -> Result<Vec<String>, ApiError> {
     let Some(r) = spec.restore_snapshot.as_mut() else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let source = state
         .store
@@ -234,10 +235,40 @@ pub(crate) async fn resolve_clone(
     }
     if let Some(r) = spec.restore_snapshot.as_mut() {
         tracing::info!(source = %r.source_deployment_id, requested = %r.snapshot_name, snapshot = %resolved.record.name, repository = %source_repo.name, "clone source resolved");
-        r.resolved_snapshot = Some(resolved.record.name);
+        r.resolved_snapshot = Some(resolved.record.name.clone());
         r.repository = Some(source_repo.name.clone());
     }
-    Ok(())
+    Ok(cache_warnings(spec, &resolved.record))
+}
+
+/// A frozen tier's cache is worth its disk between 1 % and 10 % of the
+/// data it mounts: below, most searches miss it; above, it is paid for and
+/// idle.
+fn cache_warnings(spec: &DeploymentSpec, snapshot: &SnapshotRecord) -> Vec<String> {
+    let mounting = spec
+        .restore_snapshot
+        .as_ref()
+        .is_some_and(|r| r.mode == RestoreMode::Mount);
+    let cache: u64 = spec
+        .node_groups
+        .iter()
+        .map(|g| g.shared_cache_bytes() * u64::from(g.count))
+        .sum();
+    let Some(data) = snapshot.size_in_bytes.filter(|d| *d > 0) else {
+        return Vec::new();
+    };
+    if !mounting || cache == 0 {
+        return Vec::new();
+    }
+    let percent = cache as f64 * 100.0 / data as f64;
+    if (1.0..=10.0).contains(&percent) {
+        return Vec::new();
+    }
+    vec![format!(
+        "the frozen tier's shared cache ({}) is {percent:.1} % of the snapshot's data ({}); 1 % to 10 % is the useful range (node_groups[].shared_cache)",
+        floe_domain::bytesize::format_byte_size(cache),
+        floe_domain::bytesize::format_byte_size(data)
+    )]
 }
 
 fn spec_repository(spec: &DeploymentSpec) -> Option<&str> {

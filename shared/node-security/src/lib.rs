@@ -1,0 +1,162 @@
+//! What secures one deployment's cluster: its own certificate authority, a
+//! certificate every node presents (transport and HTTP), and the `elastic`
+//! superuser's password, made once when the deployment is created.
+//!
+//! Elasticsearch 8 turns security on by default and then refuses to form a
+//! multi-node cluster without transport TLS; the package's own
+//! auto-configuration makes a CA per node, which nodes of one cluster do not
+//! share. So Floe makes the CA: every node of the deployment trusts it, and
+//! so do the functions, which reach a node at its private address and check
+//! its certificate against this CA and [`server_name`] (the certificate's
+//! only name, since addresses are unknown when it is made).
+//!
+//! One certificate for all nodes keeps the plan simple: nodes come and go
+//! with every resize, and a node only has to prove it belongs to the
+//! deployment (transport verification mode `certificate`). Its validity is
+//! rcgen's default (1975 to 4096): the CA lives as long as the deployment.
+
+use floe_domain::secret::SecretString;
+use rand::Rng;
+use rand::distr::Alphanumeric;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+
+/// Length of the generated `elastic` password (alphanumeric: it travels in
+/// a shell pipe and a Basic auth header without escaping).
+pub const PASSWORD_LEN: usize = 32;
+/// The built-in superuser the control plane authenticates as.
+pub const ELASTIC_USER: &str = "elastic";
+
+#[derive(Debug, thiserror::Error)]
+#[error("the deployment's certificates could not be made: {0}")]
+pub struct SecurityError(String);
+
+impl From<rcgen::Error> for SecurityError {
+    fn from(e: rcgen::Error) -> SecurityError {
+        SecurityError(e.to_string())
+    }
+}
+
+/// Everything the nodes of one deployment share. `Debug` shows no secret.
+#[derive(Debug, Clone)]
+pub struct ClusterSecurity {
+    /// The deployment's CA certificate (PEM): public.
+    pub ca_cert_pem: String,
+    /// The nodes' certificate (PEM), signed by the CA, for [`server_name`].
+    pub node_cert_pem: String,
+    /// Its private key (PKCS#8 PEM).
+    pub node_key_pem: SecretString,
+    /// The `elastic` user's password (`bootstrap.password`).
+    pub elastic_password: SecretString,
+}
+
+/// The name on the nodes' certificate, and the host name the functions
+/// connect to (resolved to a node's private address).
+pub fn server_name(deployment_id: &str) -> String {
+    format!("{deployment_id}.nodes.floe.internal")
+}
+
+/// A new CA, node certificate and password for `deployment_id`.
+pub fn generate(deployment_id: &str) -> Result<ClusterSecurity, SecurityError> {
+    let ca_key = KeyPair::generate()?;
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.distinguished_name
+        .push(DnType::CommonName, format!("Floe CA {deployment_id}"));
+    ca.distinguished_name.push(DnType::OrganizationName, "Floe");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca, ca_key);
+
+    let node_key = KeyPair::generate()?;
+    let mut node = CertificateParams::new(vec![server_name(deployment_id)])?;
+    node.distinguished_name
+        .push(DnType::CommonName, server_name(deployment_id));
+    node.is_ca = IsCa::ExplicitNoCa;
+    node.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyAgreement,
+    ];
+    // Transport connections are mutual: a node is server and client.
+    node.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let node_cert = node.signed_by(&node_key, &issuer)?;
+
+    let password: String = rand::rng()
+        .sample_iter(Alphanumeric)
+        .take(PASSWORD_LEN)
+        .map(char::from)
+        .collect();
+    Ok(ClusterSecurity {
+        ca_cert_pem: ca_cert.pem(),
+        node_cert_pem: node_cert.pem(),
+        node_key_pem: SecretString::new(node_key.serialize_pem()),
+        elastic_password: SecretString::new(password),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine as _;
+
+    fn der(pem: &str, label: &str) -> Vec<u8> {
+        let body: String = pem
+            .lines()
+            .skip_while(|l| *l != format!("-----BEGIN {label}-----"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("-----END"))
+            .collect();
+        base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .unwrap_or_default()
+    }
+
+    fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+        haystack.windows(needle.len()).any(|w| w == needle)
+    }
+
+    #[test]
+    fn the_node_certificate_names_the_deployment_and_its_issuer() -> Result<(), SecurityError> {
+        let s = generate("0123456789abcdef0123456789abcdef")?;
+        let ca = der(&s.ca_cert_pem, "CERTIFICATE");
+        let node = der(&s.node_cert_pem, "CERTIFICATE");
+        let key = der(s.node_key_pem.expose(), "PRIVATE KEY");
+        assert!(!ca.is_empty() && !node.is_empty() && !key.is_empty());
+        let name = server_name("0123456789abcdef0123456789abcdef");
+        assert!(contains(&node, name.as_bytes()), "the SAN and CN");
+        assert!(
+            contains(&node, b"Floe CA 0123456789abcdef0123456789abcdef"),
+            "the issuer"
+        );
+        assert!(!contains(&ca, name.as_bytes()));
+        assert_eq!(s.elastic_password.expose().len(), PASSWORD_LEN);
+        assert!(
+            s.elastic_password
+                .expose()
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric())
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn every_deployment_gets_its_own() -> Result<(), SecurityError> {
+        let a = generate("a")?;
+        let b = generate("a")?;
+        assert_ne!(a.ca_cert_pem, b.ca_cert_pem);
+        assert_ne!(a.node_key_pem.expose(), b.node_key_pem.expose());
+        assert_ne!(a.elastic_password.expose(), b.elastic_password.expose());
+        assert!(!format!("{a:?}").contains(a.elastic_password.expose()));
+        assert!(!format!("{a:?}").contains(a.node_key_pem.expose()));
+        Ok(())
+    }
+}
