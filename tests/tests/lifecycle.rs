@@ -140,6 +140,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
     assert_eq!(
         steps,
         [
+            "node-security",
             "repository-credentials",
             "template:hot",
             "launch:hot",
@@ -180,6 +181,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
             steps,
             [
                 "begin",
+                "node-security",
                 "repository-credentials",
                 "template:hot",
                 "launch:hot",
@@ -193,7 +195,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
                 "forget-templates"
             ]
         );
-        let launched = plan["steps"][3]["info_log"].to_string();
+        let launched = plan["steps"][4]["info_log"].to_string();
         assert!(launched.contains("nodes of hot"), "{launched}");
     }
 

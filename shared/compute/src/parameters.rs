@@ -29,6 +29,17 @@ pub const REPOSITORY_ACCESS_KEY: &str = "repository/access_key";
 pub const REPOSITORY_SECRET_KEY: &str = "repository/secret_key";
 pub const REPOSITORY_SESSION_TOKEN: &str = "repository/session_token";
 
+/// The deployment's own CA certificate (a `String`: public), and the
+/// certificate and key every node presents (`SecureString`s), written by
+/// the create plan (`floe-node-security`); the boot script copies them
+/// into `config/certs/`.
+pub const TLS_CA_CERT: &str = "tls/ca.crt";
+pub const TLS_NODE_CERT: &str = "tls/node.crt";
+pub const TLS_NODE_KEY: &str = "tls/node.key";
+/// The `elastic` user's password (`SecureString`): the nodes' keystore
+/// `bootstrap.password`, and what the functions authenticate with.
+pub const ELASTIC_PASSWORD: &str = "security/elastic_password";
+
 /// Parameter Store's limits for standard parameters, checked before any call
 /// so that the simulated and the real store refuse the same requests.
 pub const MAX_VALUE_BYTES: usize = 4096;

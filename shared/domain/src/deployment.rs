@@ -230,8 +230,10 @@ pub const PLATFORM_OWNED_SETTINGS: &[&str] = &[
     "transport.host",
     "bootstrap.memory_lock",
     "s3.client.",
+    "xpack.security.enabled",
     "xpack.security.transport.",
     "xpack.security.http.ssl.",
+    "xpack.searchable.snapshot.shared_cache.size",
 ];
 
 fn owned_by_platform(key: &str) -> Option<&'static str> {

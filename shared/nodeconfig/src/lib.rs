@@ -34,6 +34,9 @@ pub const CONFIG_DIR: &str = "/etc/elasticsearch";
 pub const DATA_DIR: &str = "/var/lib/elasticsearch";
 pub const LOGS_DIR: &str = "/var/log/elasticsearch";
 pub const HOME_DIR: &str = "/usr/share/elasticsearch";
+/// Where the boot script puts the deployment's certificates, relative to
+/// the config directory (as Elasticsearch resolves the ssl paths).
+pub const CERTS_DIR: &str = "certs";
 /// The environment variable the boot script sets to the instance id, which
 /// Elasticsearch substitutes into `node.name`.
 pub const NODE_NAME_VARIABLE: &str = "FLOE_NODE_NAME";
@@ -207,6 +210,26 @@ fn platform_settings(c: &NodeGroupConfig) -> Vec<Setting> {
             format!("${{{ZONE_VARIABLE}}}"),
         );
     }
+    // The deployment's own CA secures both layers: transport (mutual, which
+    // Elasticsearch 8 requires once security is on) and HTTP, which the
+    // functions reach by the certificate's name (floe-node-security).
+    wire("xpack.security.enabled", "true".to_string());
+    for layer in ["transport", "http"] {
+        let ssl = |name: &str| format!("xpack.security.{layer}.ssl.{name}");
+        wire(&ssl("enabled"), "true".to_string());
+        wire(&ssl("key"), quote(&format!("{CERTS_DIR}/node.key")));
+        wire(&ssl("certificate"), quote(&format!("{CERTS_DIR}/node.crt")));
+        wire(
+            &ssl("certificate_authorities"),
+            format!("[{}]", quote(&format!("{CERTS_DIR}/ca.crt"))),
+        );
+    }
+    // Nodes prove they belong to the deployment; their addresses are not
+    // on the one certificate they share.
+    wire(
+        "xpack.security.transport.ssl.verification_mode",
+        "certificate".to_string(),
+    );
     if let Some(cache) = &c.group.shared_cache
         && c.group.roles.contains(&NodeRole::DataFrozen)
     {

@@ -37,18 +37,23 @@ fn write_file(out: &mut String, path: &str, content: &str) {
 ///    `x86_64` otherwise), checked against its published SHA-512;
 /// 4. the `discovery-ec2` plugin, and `repository-s3` before 8.0 (from 8.0
 ///    it is built in);
-/// 5. the repository credentials, read from SSM Parameter Store
+/// 5. the deployment's CA, node certificate and key (`{parameter_prefix}/tls/…`)
+///    into `config/certs/` (0640, group elasticsearch), and the elastic
+///    user's password (`security/elastic_password`) into the keystore as
+///    `bootstrap.password`, after removing what the package's security
+///    auto-configuration left there;
+/// 6. the repository credentials, read from SSM Parameter Store
 ///    (`{parameter_prefix}/repository/access_key`, `secret_key`,
 ///    `session_token`) and piped into the keystore, so they are never in the
 ///    user data, a file, a command line or the console log;
-/// 6. `elasticsearch.yml` and `jvm.options.d/floe.options`;
-/// 7. on master-eligible nodes, `cluster.initial_master_nodes` when
+/// 7. `elasticsearch.yml` and `jvm.options.d/floe.options`;
+/// 8. on master-eligible nodes, `cluster.initial_master_nodes` when
 ///    `{parameter_prefix}/initial_master_nodes` exists: the plan that creates
 ///    a cluster stores there the comma-separated instance ids of its first
 ///    master-eligible nodes right after launching them (a booting node reads
 ///    it minutes later, after the download) and deletes it once the cluster
 ///    has formed; a node that finds none joins the existing cluster;
-/// 8. a systemd drop-in with `LimitMEMLOCK=infinity` (for
+/// 9. a systemd drop-in with `LimitMEMLOCK=infinity` (for
 ///    `bootstrap.memory_lock`) and the node's name, then enables and starts
 ///    Elasticsearch.
 ///
@@ -125,6 +130,40 @@ pub fn user_data(c: &NodeGroupConfig) -> String {
         s.push_str("install_plugin repository-s3\n");
     }
     s.push('\n');
+
+    s.push_str(
+        "# The deployment's certificates (its own CA, shared by every node) and\n\
+         # the elastic user's password, from SSM. The package's auto-configuration\n\
+         # (8.x) made a CA of this node alone: its keystore entries go.\n\
+         for auto in xpack.security.transport.ssl.keystore.secure_password \\\n  \
+         xpack.security.transport.ssl.truststore.secure_password \\\n  \
+         xpack.security.http.ssl.keystore.secure_password autoconfiguration.password_hash; do\n  \
+         \"${ES_HOME}/bin/elasticsearch-keystore\" remove \"${auto}\" >/dev/null 2>&1 || true\n\
+         done\n\
+         install -d -m 0750 -o root -g elasticsearch \"${ES_CONF}/certs\"\n\
+         ssm_value() {\n  \
+         aws ssm get-parameter --region \"${AWS_REGION}\" --with-decryption --name \"$1\" \\\n    \
+         --query Parameter.Value --output text\n\
+         }\n",
+    );
+    for (parameter, file) in [
+        ("tls/ca.crt", "ca.crt"),
+        ("tls/node.crt", "node.crt"),
+        ("tls/node.key", "node.key"),
+    ] {
+        s.push_str(&format!(
+            "(umask 0027 && ssm_value {} >\"${{ES_CONF}}/certs/{file}\")\n",
+            sh(&c.parameter(parameter)),
+        ));
+    }
+    s.push_str(&format!(
+        "chown root:elasticsearch \"${{ES_CONF}}\"/certs/*\n\
+         chmod 0640 \"${{ES_CONF}}\"/certs/*\n\
+         ssm_value {} | \"${{ES_HOME}}/bin/elasticsearch-keystore\" add --stdin --force bootstrap.password\n\
+         chown root:elasticsearch \"${{ES_CONF}}/elasticsearch.keystore\"\n\
+         chmod 0660 \"${{ES_CONF}}/elasticsearch.keystore\"\n\n",
+        sh(&c.parameter("security/elastic_password")),
+    ));
 
     if let Some(r) = c.repository.filter(|r| r.has_credentials) {
         s.push_str("# The repository's credentials go from SSM straight into the keystore.\n");

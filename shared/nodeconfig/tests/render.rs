@@ -227,6 +227,16 @@ fn yaml_parses_to_exactly_the_intended_settings() -> TestResult {
         "discovery.seed_providers": "ec2",
         "discovery.ec2.endpoint": "ec2.eu-central-1.amazonaws.com",
         "discovery.ec2.tag.floe:deployment": "d-0123456789abcdef",
+        "xpack.security.enabled": true,
+        "xpack.security.transport.ssl.enabled": true,
+        "xpack.security.transport.ssl.key": "certs/node.key",
+        "xpack.security.transport.ssl.certificate": "certs/node.crt",
+        "xpack.security.transport.ssl.certificate_authorities": ["certs/ca.crt"],
+        "xpack.security.http.ssl.enabled": true,
+        "xpack.security.http.ssl.key": "certs/node.key",
+        "xpack.security.http.ssl.certificate": "certs/node.crt",
+        "xpack.security.http.ssl.certificate_authorities": ["certs/ca.crt"],
+        "xpack.security.transport.ssl.verification_mode": "certificate",
         "s3.client.floe.endpoint": "minio.internal:9000",
         "s3.client.floe.protocol": "https",
         "s3.client.floe.path_style_access": true,
@@ -268,12 +278,15 @@ fn no_credential_ever_appears() -> TestResult {
             let mentions = script.matches(secret).count();
             assert_eq!(mentions, 2, "{secret} in\n{script}");
         }
+        // Three repository keys, and the one function that reads the
+        // deployment's certificates and password.
         assert_eq!(
             script
                 .matches("aws ssm get-parameter --region \"${AWS_REGION}\" --with-decryption")
                 .count(),
-            3
+            4
         );
+        assert!(!script.contains("BEGIN"), "no PEM in the script");
     }
     Ok(())
 }
@@ -308,8 +321,60 @@ fn credentials_are_fetched_only_when_stored() -> TestResult {
             ..config(&g, t, &s, "8.15.3")
         };
         let script = user_data(&c);
-        assert!(!script.contains("ssm"), "{script}");
-        assert!(!script.contains("keystore"), "{script}");
+        assert!(!script.contains("repository/"), "{script}");
+        assert!(
+            !script.contains("keystore\" add --stdin --force s3.client"),
+            "{script}"
+        );
+    }
+    Ok(())
+}
+
+/// Every node trusts the deployment's own CA on both layers, presents the
+/// deployment's certificate, and gets the elastic password in its keystore;
+/// the script names the parameters and never holds their values.
+#[test]
+fn nodes_are_secured_with_the_deployments_own_ca() -> TestResult {
+    let s = BTreeMap::new();
+    for (g, t, version) in variants()? {
+        let c = config(&g, t, &s, version);
+        let yml = elasticsearch_yml(&c);
+        let lines: Vec<&str> = yml.lines().collect();
+        for expected in [
+            "xpack.security.enabled: true",
+            "xpack.security.transport.ssl.enabled: true",
+            "xpack.security.transport.ssl.verification_mode: certificate",
+            "xpack.security.transport.ssl.key: \"certs/node.key\"",
+            "xpack.security.transport.ssl.certificate: \"certs/node.crt\"",
+            "xpack.security.transport.ssl.certificate_authorities: [\"certs/ca.crt\"]",
+            "xpack.security.http.ssl.enabled: true",
+            "xpack.security.http.ssl.key: \"certs/node.key\"",
+            "xpack.security.http.ssl.certificate: \"certs/node.crt\"",
+            "xpack.security.http.ssl.certificate_authorities: [\"certs/ca.crt\"]",
+        ] {
+            assert!(
+                lines.contains(&expected),
+                "{version}: missing {expected:?} in\n{yml}"
+            );
+        }
+        let script = user_data(&c);
+        for (parameter, file) in [
+            ("tls/ca.crt", "ca.crt"),
+            ("tls/node.crt", "node.crt"),
+            ("tls/node.key", "node.key"),
+        ] {
+            let fetch = format!(
+                "(umask 0027 && ssm_value '/floe/d-0123456789abcdef/{parameter}' >\"${{ES_CONF}}/certs/{file}\")"
+            );
+            assert!(script.contains(&fetch), "{fetch} missing in\n{script}");
+        }
+        assert!(script.contains(
+            "ssm_value '/floe/d-0123456789abcdef/security/elastic_password' | \"${ES_HOME}/bin/elasticsearch-keystore\" add --stdin --force bootstrap.password"
+        ));
+        // The certificates are written before the node starts.
+        let written = script.find("certs/node.key\")").unwrap_or(usize::MAX);
+        let started = script.find("systemctl start").unwrap_or(0);
+        assert!(written < started);
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The steps of deployment plans, over the compute port.
 //!
-//! create:   repository-credentials (a repository with keys), template:{group}
+//! create:   node-security (the deployment's CA, certificate and password),
+//!           repository-credentials (a repository with keys), template:{group}
 //!           and launch:{group} for every node group, bootstrap-masters,
 //!           wait-running, wait-joined, register-repository
 //! shutdown: terminate, wait-terminated
@@ -933,6 +934,78 @@ impl DeploymentSteps {
         }
     }
 
+    /// The deployment's CA, node certificate and elastic password, made
+    /// once and kept: every node of the deployment, now and after any
+    /// resize, must share them. The password goes last, so its presence
+    /// says the set is complete.
+    async fn node_security(&self, ctx: &StepContext<'_>) -> Outcome {
+        use floe_compute::parameters::{
+            ELASTIC_PASSWORD, SecretOrPlain, TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY,
+            parameter_name,
+        };
+        let Some(parameters) = &self.parameters else {
+            return fail(
+                "not_configured",
+                "this worker has no parameter store for the nodes",
+            );
+        };
+        let path = self.parameter_path(&ctx.plan.deployment_id);
+        match parameters
+            .get(&parameter_name(&path, ELASTIC_PASSWORD))
+            .await
+        {
+            Ok(Some(_)) => {
+                ctx.log("the deployment's certificates and password exist: kept");
+                return Outcome::Done(json!({"kept": true}));
+            }
+            Ok(None) => {}
+            Err(e) => return outcome_of(e),
+        }
+        let security = match floe_node_security::generate(&ctx.plan.deployment_id) {
+            Ok(s) => s,
+            Err(e) => return fail("node_security_failed", e.to_string()),
+        };
+        let values = [
+            (TLS_CA_CERT, SecretOrPlain::plain(security.ca_cert_pem)),
+            (TLS_NODE_CERT, SecretOrPlain::secret(security.node_cert_pem)),
+            (
+                TLS_NODE_KEY,
+                SecretOrPlain::secret(security.node_key_pem.expose()),
+            ),
+            (
+                ELASTIC_PASSWORD,
+                SecretOrPlain::secret(security.elastic_password.expose()),
+            ),
+        ];
+        for (name, value) in &values {
+            if let Err(e) = parameters.put(&parameter_name(&path, name), value).await {
+                return outcome_of(e);
+            }
+        }
+        ctx.log(format!(
+            "a CA, a node certificate for {} and the elastic password stored for the nodes",
+            floe_node_security::server_name(&ctx.plan.deployment_id)
+        ));
+        Outcome::Done(json!({"kept": false}))
+    }
+
+    /// A failed create's certificates and password go with it.
+    async fn forget_node_security(&self, ctx: &StepContext<'_>) -> Outcome {
+        use floe_compute::parameters::{
+            ELASTIC_PASSWORD, TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY, parameter_name,
+        };
+        let Some(parameters) = &self.parameters else {
+            return Outcome::Done(Value::Null);
+        };
+        let path = self.parameter_path(&ctx.plan.deployment_id);
+        for name in [ELASTIC_PASSWORD, TLS_NODE_KEY, TLS_NODE_CERT, TLS_CA_CERT] {
+            if let Err(e) = parameters.delete(&parameter_name(&path, name)).await {
+                return outcome_of(e);
+            }
+        }
+        Outcome::Done(Value::Null)
+    }
+
     /// Writes the repository's keys where the new nodes' boot script pipes
     /// them into the keystore, before any of them is launched; removes keys
     /// left from an earlier repository when this one has none.
@@ -1115,6 +1188,11 @@ impl DeploymentSteps {
         // Does nothing; its undo, the last of an unwinding, lifts the
         // allocation exclusion the other undos leave behind.
         let mut steps = vec!["begin".to_string()];
+        // New nodes join with the deployment's certificates (made here for
+        // a deployment created before Floe made them).
+        if !shape.replaced.is_empty() && self.parameters.is_some() {
+            steps.push("node-security".into());
+        }
         if !shape.replaced.is_empty() && self.hands_out_credentials(&target) {
             steps.push("repository-credentials".into());
         }
@@ -1152,6 +1230,9 @@ impl Steps for DeploymentSteps {
             PlanKind::Create => {
                 let spec = target(plan)?;
                 let mut steps = Vec::new();
+                if self.parameters.is_some() {
+                    steps.push("node-security".into());
+                }
                 if self.hands_out_credentials(&spec) {
                     steps.push("repository-credentials".into());
                 }
@@ -1209,6 +1290,7 @@ impl Steps for DeploymentSteps {
                 "begin" => Outcome::Done(Value::Null),
                 "register-repository" => self.register_repository(ctx).await,
                 "repository-credentials" => self.repository_credentials(ctx).await,
+                "node-security" => self.node_security(ctx).await,
                 "bootstrap-masters" => self.bootstrap_masters(ctx).await,
                 "forget-parameters" => self.forget_parameters(ctx).await,
                 "final-snapshot" => self.final_snapshot(ctx).await,
@@ -1263,6 +1345,9 @@ impl Steps for DeploymentSteps {
             "register-source" | "restore" | "mount" | "wait-restored"
         ) {
             return self.undo_restore_step(ctx, step_id).await;
+        }
+        if step_id == "node-security" && ctx.plan.kind == PlanKind::Create {
+            return self.forget_node_security(ctx).await;
         }
         if step_id == "repository-credentials" && ctx.plan.kind == PlanKind::Create {
             return self.forget_repository_credentials(ctx).await;

@@ -224,6 +224,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
     assert_eq!(
         layout,
         [
+            "node-security",
             "template:masters",
             "launch:masters",
             "template:hot",

@@ -584,8 +584,24 @@ async fn create_and_check(instance_type: &str, image: fn(&Ec2Config) -> &str) ->
 }
 
 /// The repository's keys wait in SSM as SecureStrings, readable by the
-/// deployment's own nodes under its prefix.
+/// deployment's own nodes under its prefix, and so do the deployment's
+/// certificate, key and password (the CA certificate is public).
 async fn check_credentials_in_ssm(fx: &Fixture, deployment_id: &str) -> TestResult {
+    for (name, secret, begins) in [
+        ("tls/ca.crt", false, "-----BEGIN CERTIFICATE-----"),
+        ("tls/node.crt", true, "-----BEGIN CERTIFICATE-----"),
+        ("tls/node.key", true, "-----BEGIN PRIVATE KEY-----"),
+        ("security/elastic_password", true, ""),
+    ] {
+        let full = format!("/floe/{deployment_id}/{name}");
+        let value = fx
+            .parameters
+            .get(&full)
+            .await?
+            .ok_or_else(|| format!("no {full} in SSM"))?;
+        assert_eq!(value.is_secret(), secret, "{full}");
+        assert!(value.expose().starts_with(begins), "{full}");
+    }
     for (name, expected) in [
         ("access_key", ACCESS_KEY),
         ("secret_key", SECRET_KEY),
@@ -604,32 +620,34 @@ async fn check_credentials_in_ssm(fx: &Fixture, deployment_id: &str) -> TestResu
 }
 
 /// The user data must hold no credential. A node reads the initial master
-/// list (master-eligible nodes) and the repository's three keys, each under
-/// the deployment's own prefix, the keys straight into the keystore.
+/// list (master-eligible nodes), the deployment's certificates and elastic
+/// password, and the repository's three keys, each under the deployment's
+/// own prefix; secrets go straight into the keystore or a 0640 file.
 fn check_fetches_only_declared_parameters(script: &str, deployment_id: &str) -> TestResult {
-    let mut fetched = Vec::new();
-    let mut words = script.split_whitespace().peekable();
-    while let Some(word) = words.next() {
-        if word == "--name" {
-            fetched.push(words.peek().copied().ok_or("--name without a value")?);
-        }
-    }
+    let prefix = format!("'/floe/{deployment_id}/");
+    let mut fetched: Vec<&str> = script
+        .match_indices(&prefix)
+        .filter_map(|(at, _)| {
+            let rest = &script[at + 1..];
+            rest.find('\'').map(|end| &rest[..end])
+        })
+        .collect();
     fetched.sort_unstable();
+    fetched.dedup();
     let declared: Vec<String> = [
         "initial_master_nodes",
         "repository/access_key",
         "repository/secret_key",
         "repository/session_token",
+        "security/elastic_password",
+        "tls/ca.crt",
+        "tls/node.crt",
+        "tls/node.key",
     ]
     .iter()
-    .map(|n| format!("'/floe/{deployment_id}/{n}'"))
+    .map(|n| format!("/floe/{deployment_id}/{n}"))
     .collect();
     assert_eq!(fetched, declared, "parameters read:\n{script}");
-    assert_eq!(
-        script.matches("aws ssm get-parameter").count(),
-        4,
-        "one SSM read each, those above:\n{script}"
-    );
     assert_eq!(
         script
             .matches("elasticsearch-keystore\" add --stdin --force s3.client.floe.")
@@ -642,6 +660,7 @@ fn check_fetches_only_declared_parameters(script: &str, deployment_id: &str) -> 
         SESSION_TOKEN,
         ACCESS_KEY,
         "AWS_SECRET_ACCESS_KEY",
+        "BEGIN",
     ] {
         assert!(
             !script.contains(absent),
@@ -689,6 +708,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
     assert_eq!(
         layout,
         [
+            "node-security",
             "repository-credentials",
             "template:hot",
             "launch:hot",
@@ -1073,6 +1093,7 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone_on_ec2() -> Tes
     let source_nodes = live(fx.tagged(&source_id).await?);
     let before = fx.objects().await?;
     let layout = [
+        "node-security",
         "repository-credentials",
         "template:hot",
         "launch:hot",
@@ -1107,7 +1128,12 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone_on_ec2() -> Tes
             fx.templates(id).await?.is_empty(),
             "failure after {at} left templates"
         );
-        for key in ["initial_master_nodes", "repository/secret_key"] {
+        for key in [
+            "initial_master_nodes",
+            "repository/secret_key",
+            "tls/node.key",
+            "security/elastic_password",
+        ] {
             assert!(
                 fx.parameters
                     .get(&format!("/floe/{id}/{key}"))
