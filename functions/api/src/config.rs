@@ -352,13 +352,23 @@ pub async fn lambda_clusters() -> Result<Arc<dyn Clusters>, ConfigError> {
     })
     .await;
     let http = floe_clusters::NodeHttp::from_lookup(var).map_err(|(n, m)| invalid(n, m))?;
-    Ok(Arc::new(NodeAddresses::new(
-        Arc::new(compute),
-        http.https,
-        http.port,
-        None,
-        Duration::from_secs(20),
-    )))
+    let prefix =
+        floe_compute::parameters::prefix_from_lookup(var).map_err(|(n, m)| invalid(n, m))?;
+    let parameters =
+        floe_parameters_ssm::SsmParameters::from_env(floe_parameters_ssm::SsmParametersConfig {
+            kms_key_id: None,
+        })
+        .await;
+    Ok(Arc::new(
+        NodeAddresses::new(
+            Arc::new(compute),
+            http.https,
+            http.port,
+            None,
+            Duration::from_secs(20),
+        )
+        .with_security(Arc::new(parameters), prefix),
+    ))
 }
 
 /// On Lambda the api function records plans and wakes the worker through

@@ -39,6 +39,8 @@ pub struct SnapshotterConfig {
     pub es_port: u16,
     /// How long one run waits for its snapshot (`FLOE_SNAPSHOT_WAIT_SECS`).
     pub wait: Duration,
+    /// Where each cluster's CA and elastic password are (`FLOE_PARAMETER_PREFIX`).
+    pub parameter_prefix: String,
 }
 
 impl SnapshotterConfig {
@@ -88,11 +90,14 @@ impl SnapshotterConfig {
                 }
             },
         };
+        let parameter_prefix =
+            floe_compute::parameters::prefix_from_lookup(var).map_err(|(n, m)| invalid(n, m))?;
         Ok(SnapshotterConfig {
             table,
             es_https,
             es_port,
             wait,
+            parameter_prefix,
         })
     }
 
@@ -123,13 +128,21 @@ pub async fn snapshotter(config: &SnapshotterConfig) -> Snapshotter {
         })
         .await,
     );
-    let clusters: Arc<dyn Clusters> = Arc::new(NodeAddresses::new(
-        compute,
-        config.es_https,
-        config.es_port,
-        None,
-        Duration::from_secs(30),
-    ));
+    let parameters =
+        floe_parameters_ssm::SsmParameters::from_env(floe_parameters_ssm::SsmParametersConfig {
+            kms_key_id: None,
+        })
+        .await;
+    let clusters: Arc<dyn Clusters> = Arc::new(
+        NodeAddresses::new(
+            compute,
+            config.es_https,
+            config.es_port,
+            None,
+            Duration::from_secs(30),
+        )
+        .with_security(Arc::new(parameters), config.parameter_prefix.clone()),
+    );
     Snapshotter::new(store, clusters).with_settings(config.settings())
 }
 
@@ -156,6 +169,7 @@ mod tests {
                 es_https: true,
                 es_port: 9200,
                 wait: DEFAULT_WAIT,
+                parameter_prefix: "/floe".into(),
             })
         );
     }
@@ -167,6 +181,7 @@ mod tests {
             ("FLOE_ES_SCHEME", "http"),
             ("FLOE_ES_PORT", "9243"),
             ("FLOE_SNAPSHOT_WAIT_SECS", "120"),
+            ("FLOE_PARAMETER_PREFIX", "/prod/floe"),
         ]));
         assert_eq!(
             c,
@@ -175,6 +190,7 @@ mod tests {
                 es_https: false,
                 es_port: 9243,
                 wait: Duration::from_secs(120),
+                parameter_prefix: "/prod/floe".into(),
             })
         );
         assert_eq!(c.map(|c| c.settings().wait), Ok(Duration::from_secs(120)));
@@ -193,6 +209,10 @@ mod tests {
             (
                 vec![table, ("FLOE_SNAPSHOT_WAIT_SECS", "900")],
                 "FLOE_SNAPSHOT_WAIT_SECS",
+            ),
+            (
+                vec![table, ("FLOE_PARAMETER_PREFIX", "floe")],
+                "FLOE_PARAMETER_PREFIX",
             ),
             (
                 vec![table, ("FLOE_SNAPSHOT_WAIT_SECS", "-1")],

@@ -13,8 +13,9 @@ pub mod config;
 
 /// The AWS actions this function's role needs. It calls no SDK itself: the
 /// store's DynamoDB adapter reads and writes records (`GetItem`, `Query`,
-/// and the item actions inside `TransactWriteItems`), and the EC2 adapter
-/// only lists a deployment's instances to find a node's address.
+/// and the item actions inside `TransactWriteItems`), the EC2 adapter only
+/// lists a deployment's instances to find a node's address, and the SSM
+/// adapter reads the cluster's CA and elastic password.
 pub const IAM_ACTIONS: &[&str] = &[
     "dynamodb:GetItem",
     "dynamodb:Query",
@@ -22,6 +23,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
     "ec2:DescribeInstances",
+    "ssm:GetParameter",
 ];
 
 use floe_domain::names::{is_resource_id, validate_org};

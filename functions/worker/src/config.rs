@@ -19,8 +19,6 @@ use floe_store::dynamo::DynamoBackend;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub const DEFAULT_PARAMETER_PREFIX: &str = "/floe";
-
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{name}: {message}")]
 pub struct ConfigError {
@@ -93,13 +91,7 @@ impl WorkerConfig {
         }
         let region = required("AWS_REGION", "the region the worker and the nodes run in")?;
         let parameter_prefix =
-            var("FLOE_PARAMETER_PREFIX").unwrap_or_else(|| DEFAULT_PARAMETER_PREFIX.to_string());
-        if !parameter_prefix.starts_with('/') || parameter_prefix.contains(char::is_whitespace) {
-            return Err(invalid(
-                "FLOE_PARAMETER_PREFIX",
-                "must be an SSM parameter path such as /floe",
-            ));
-        }
+            floe_compute::parameters::prefix_from_lookup(var).map_err(|(n, m)| invalid(n, m))?;
 
         let compute = match var("FLOE_COMPUTE").as_deref() {
             None | Some("ec2") => ComputeChoice::Ec2(ec2_config(&var)?),
@@ -252,15 +244,18 @@ impl Adapters {
         ) = match &config.compute {
             ComputeChoice::Ec2(ec2) => {
                 let compute: Arc<dyn Compute> = Arc::new(Ec2Compute::from_env(ec2.clone()).await);
-                let clusters = Arc::new(NodeAddresses::new(
-                    compute.clone(),
-                    config.es_https,
-                    config.es_port,
-                    None,
-                    Duration::from_secs(20),
-                ));
-                let parameters = Arc::new(
+                let parameters: Arc<dyn floe_compute::NodeParameters> = Arc::new(
                     SsmParameters::from_env(SsmParametersConfig { kms_key_id: None }).await,
+                );
+                let clusters = Arc::new(
+                    NodeAddresses::new(
+                        compute.clone(),
+                        config.es_https,
+                        config.es_port,
+                        None,
+                        Duration::from_secs(20),
+                    )
+                    .with_security(parameters.clone(), config.parameter_prefix.clone()),
                 );
                 (compute, clusters, parameters)
             }

@@ -11,15 +11,17 @@
 pub mod simulated;
 
 use async_trait::async_trait;
-use floe_compute::{Compute, ComputeError, InstanceState};
+use floe_compute::{Compute, ComputeError, InstanceState, NodeParameters};
 use floe_domain::deployment::Deployment;
 use floe_elastic::{Auth, ElasticClient, ElasticError};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What [`NodeAddresses`] asks of EC2 (through the compute port), in IAM
-/// terms: every function that reaches clusters needs it.
-pub const IAM_ACTIONS: &[&str] = &["ec2:DescribeInstances"];
+/// What [`NodeAddresses`] asks of AWS, in IAM terms: the nodes' addresses
+/// from EC2 (the compute port) and each cluster's CA and elastic password
+/// from SSM (the node parameters port). Every function that reaches
+/// clusters needs both.
+pub const IAM_ACTIONS: &[&str] = &["ec2:DescribeInstances", "ssm:GetParameter"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -33,6 +35,13 @@ pub enum ClusterError {
     /// The simulated cluster could not start (local mode only).
     #[error("simulated cluster: {0}")]
     Simulator(String),
+    /// The cluster's CA or password cannot be had (a deployment created
+    /// before Floe secured its nodes, or damaged parameters).
+    #[error("deployment {deployment_id} cannot be reached securely: {message}")]
+    NotSecured {
+        deployment_id: String,
+        message: String,
+    },
 }
 
 impl ClusterError {
@@ -41,7 +50,9 @@ impl ClusterError {
         match self {
             ClusterError::NoRunningNode { .. } => true,
             ClusterError::Compute(e) => !matches!(e, ComputeError::Permanent { .. }),
-            ClusterError::Client(_) | ClusterError::Simulator(_) => false,
+            ClusterError::Client(_)
+            | ClusterError::Simulator(_)
+            | ClusterError::NotSecured { .. } => false,
         }
     }
 }
@@ -129,6 +140,9 @@ pub struct NodeAddresses {
     port: u16,
     auth: Option<Auth>,
     timeout: Duration,
+    /// With HTTPS: where each deployment's CA and elastic password are
+    /// (the node parameters, under this prefix).
+    security: Option<(Arc<dyn NodeParameters>, String)>,
     /// One client per node address: a plan polls the same cluster every few
     /// seconds, and building a client loads the TLS roots and drops the
     /// connection pool each time.
@@ -149,8 +163,61 @@ impl NodeAddresses {
             port,
             auth,
             timeout,
+            security: None,
             clients: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Over HTTPS, trust only each deployment's own CA, reach its nodes by
+    /// the certificate's name, and authenticate as the elastic user, all
+    /// read from the node parameters under `prefix` (`floe-node-security`).
+    pub fn with_security(
+        mut self,
+        parameters: Arc<dyn NodeParameters>,
+        prefix: impl Into<String>,
+    ) -> NodeAddresses {
+        self.security = Some((parameters, prefix.into()));
+        self
+    }
+
+    /// A pinned client for `node` of `deployment_id`.
+    async fn secured_client(
+        &self,
+        parameters: &dyn NodeParameters,
+        prefix: &str,
+        deployment_id: &str,
+        node: &NodeAddress,
+    ) -> Result<ElasticClient, ClusterError> {
+        use floe_compute::parameters::{
+            ELASTIC_PASSWORD, TLS_CA_CERT, deployment_path, parameter_name,
+        };
+        let not_secured = |message: String| ClusterError::NotSecured {
+            deployment_id: deployment_id.to_string(),
+            message,
+        };
+        let path = deployment_path(prefix, deployment_id);
+        let ca = parameters
+            .get(&parameter_name(&path, TLS_CA_CERT))
+            .await?
+            .ok_or_else(|| not_secured(format!("no {TLS_CA_CERT} parameter")))?;
+        let password = parameters
+            .get(&parameter_name(&path, ELASTIC_PASSWORD))
+            .await?
+            .ok_or_else(|| not_secured(format!("no {ELASTIC_PASSWORD} parameter")))?;
+        let ip: std::net::IpAddr = node
+            .private_ip
+            .parse()
+            .map_err(|_| not_secured(format!("{} is not an IP address", node.private_ip)))?;
+        Ok(ElasticClient::pinned(
+            &floe_node_security::server_name(deployment_id),
+            std::net::SocketAddr::new(ip, self.port),
+            ca.expose(),
+            Some(Auth::Basic {
+                username: floe_node_security::ELASTIC_USER.to_string(),
+                password: floe_domain::secret::SecretString::new(password.expose()),
+            }),
+            self.timeout,
+        )?)
     }
 }
 
@@ -170,15 +237,28 @@ impl Clusters for NodeAddresses {
                 deployment_id: deployment.id.clone(),
             })?;
         let url = format!("{}://{}:{}", self.scheme, node.private_ip, self.port);
-        let mut clients = self
+        // Addresses are reused after an instance goes: the deployment is
+        // part of the key.
+        let key = format!("{} {url}", deployment.id);
+        if let Some(client) = self
             .clients
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(client) = clients.get(&url) {
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+        {
             return Ok(client.clone());
         }
-        let client = ElasticClient::new(&url, self.auth.clone(), self.timeout)?;
-        clients.insert(url, client.clone());
+        let client = match &self.security {
+            Some((parameters, prefix)) if self.scheme == "https" => {
+                self.secured_client(parameters.as_ref(), prefix, &deployment.id, node)
+                    .await?
+            }
+            _ => ElasticClient::new(&url, self.auth.clone(), self.timeout)?,
+        };
+        self.clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, client.clone());
         Ok(client)
     }
 

@@ -62,6 +62,19 @@ impl fmt::Debug for ElasticClient {
     }
 }
 
+fn http_builder(timeout: Duration) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        // Elasticsearch never redirects; a redirect comes from something
+        // in between, and following it would hand the credentials on.
+        .redirect(reqwest::redirect::Policy::none())
+        // Clusters are reached directly on their private addresses. A
+        // proxy picked up from the environment would see every request,
+        // credentials included.
+        .no_proxy()
+}
+
 impl ElasticClient {
     /// `base_url` is the cluster's HTTP endpoint, such as
     /// `https://10.0.1.7:9200`. `timeout` bounds every call, except that a
@@ -95,6 +108,47 @@ impl ElasticClient {
         if timeout.is_zero() {
             return Err(ElasticError::invalid("the timeout must be above zero"));
         }
+        let http = http_builder(timeout).build().map_err(|e| {
+            ElasticError::invalid(format!("the HTTP client could not be built: {e}"))
+        })?;
+        ElasticClient::with_http(http, url, auth, timeout)
+    }
+
+    /// A client for one node of a cluster whose nodes present a certificate
+    /// for `server_name` from the cluster's own CA (`ca_pem`), reached at
+    /// `address`: the name is resolved to that address, and only that CA is
+    /// trusted, so neither a public CA nor another cluster's CA can stand in.
+    pub fn pinned(
+        server_name: &str,
+        address: std::net::SocketAddr,
+        ca_pem: &str,
+        auth: Option<Auth>,
+        timeout: Duration,
+    ) -> Result<ElasticClient, ElasticError> {
+        if timeout.is_zero() {
+            return Err(ElasticError::invalid("the timeout must be above zero"));
+        }
+        let url = Url::parse(&format!("https://{server_name}:{}", address.port()))
+            .map_err(|e| ElasticError::invalid(format!("the server name is not valid: {e}")))?;
+        let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes())
+            .map_err(|e| ElasticError::invalid(format!("the cluster's CA is not PEM: {e}")))?;
+        let http = http_builder(timeout)
+            .tls_certs_only([ca])
+            .resolve(server_name, address)
+            .https_only(true)
+            .build()
+            .map_err(|e| {
+                ElasticError::invalid(format!("the HTTP client could not be built: {e}"))
+            })?;
+        ElasticClient::with_http(http, url, auth, timeout)
+    }
+
+    fn with_http(
+        http: reqwest::Client,
+        url: Url,
+        auth: Option<Auth>,
+        timeout: Duration,
+    ) -> Result<ElasticClient, ElasticError> {
         let api_key_header = match &auth {
             Some(Auth::ApiKey { encoded }) => {
                 let mut value = HeaderValue::from_str(&format!("ApiKey {}", encoded.expose()))
@@ -107,20 +161,6 @@ impl ElasticClient {
             }
             _ => None,
         };
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            // Elasticsearch never redirects; a redirect comes from something
-            // in between, and following it would hand the credentials on.
-            .redirect(reqwest::redirect::Policy::none())
-            // Clusters are reached directly on their private addresses. A
-            // proxy picked up from the environment would see every request,
-            // credentials included.
-            .no_proxy()
-            .build()
-            .map_err(|e| {
-                ElasticError::invalid(format!("the HTTP client could not be built: {e}"))
-            })?;
         Ok(ElasticClient {
             http,
             base: url.as_str().trim_end_matches('/').to_string(),
