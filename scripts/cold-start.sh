@@ -15,7 +15,7 @@ target_dir=${CARGO_TARGET_DIR:-$root/target}
 
 echo "== building the functions and hello-lambda ($profile)"
 cargo build --quiet --profile "$profile" \
-  -p floe-api-function -p floe-worker-function -p floe-hello-lambda
+  -p floe-api-function -p floe-worker-function -p floe-snapshotter-function -p floe-hello-lambda
 bin_dir=$target_dir/$profile
 [ "$profile" = dev ] && bin_dir=$target_dir/debug
 

@@ -7,14 +7,16 @@
 //! `scripts/cold-start.sh` (release build, moto started for you), or by hand:
 //!
 //! ```sh
-//! cargo build --release -p floe-api-function -p floe-worker-function -p floe-hello-lambda
+//! cargo build --release -p floe-api-function -p floe-worker-function \
+//!   -p floe-snapshotter-function -p floe-hello-lambda
 //! FLOE_COLD_START_DIR=$CARGO_TARGET_DIR/release FLOE_TEST_AWS_ENDPOINT=http://127.0.0.1:PORT \
 //!   cargo bench --profile dev -p floe-tests --bench cold_start
 //! ```
 //!
 //! The api and worker run as on AWS, against DynamoDB and SQS on moto: the
 //! api answers `GET /api/v1/deployments` (one DynamoDB Query), the worker the
-//! sweep event (one Query). Moto is a Python server on loopback, so its share
+//! sweep event (one Query), the snapshotter a schedule's payload for a
+//! deployment that does not exist (one GetItem; it records nothing). Moto is a Python server on loopback, so its share
 //! of the first answer is larger than DynamoDB's would be; the init figures
 //! do not include it. FLOE_COLD_START_RUNS (default 20) sets the runs.
 
@@ -67,7 +69,8 @@ async fn run() -> Result<(), Error> {
         .map_err(|_| {
             "FLOE_COLD_START_DIR is not set: point it at the folder of the binaries to \
              measure (e.g. target/release after `cargo build --release -p floe-api-function \
-             -p floe-worker-function -p floe-hello-lambda`), or run scripts/cold-start.sh"
+             -p floe-worker-function -p floe-snapshotter-function -p floe-hello-lambda`), \
+             or run scripts/cold-start.sh"
         })?;
     let runs: usize = std::env::var("FLOE_COLD_START_RUNS")
         .ok()
@@ -130,11 +133,12 @@ async fn run() -> Result<(), Error> {
 
 type Make = fn(&Path, &Setup) -> (Function, serde_json::Value);
 
-fn candidates() -> [(&'static str, Make); 3] {
+fn candidates() -> [(&'static str, Make); 4] {
     [
         ("hello-lambda", hello as Make),
         ("floe-api", api as Make),
         ("floe-worker", worker as Make),
+        ("floe-snapshotter", snapshotter as Make),
     ]
 }
 
@@ -191,6 +195,22 @@ fn worker(binary: &Path, s: &Setup) -> (Function, serde_json::Value) {
             .env("FLOE_COMPUTE", "simulated")
             .env("AWS_ENDPOINT_URL", &s.endpoint),
         json!({"sweep": true}),
+    )
+}
+
+/// As the template configures it (256 MB, the table, the parameter path).
+fn snapshotter(binary: &Path, s: &Setup) -> (Function, serde_json::Value) {
+    (
+        Function::at(binary, "floe-snapshotter")
+            .memory_mb(256)
+            .timeout(Duration::from_secs(900))
+            .env("FLOE_STORE", format!("dynamodb://{}", s.table))
+            .env("AWS_ENDPOINT_URL", &s.endpoint),
+        json!({
+            "org": "acme",
+            "deployment_id": "0123456789abcdef0123456789abcdef",
+            "policy_id": "fedcba9876543210fedcba9876543210"
+        }),
     )
 }
 

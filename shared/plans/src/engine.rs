@@ -294,6 +294,8 @@ impl Engine {
             }
 
             let now = Utc::now();
+            // A step that waited last time ends its log with that wait's note.
+            let was_waiting = plan.steps[index].status == StepStatus::Waiting;
             {
                 let step = &mut plan.steps[index];
                 step.attempts += 1;
@@ -337,6 +339,7 @@ impl Engine {
             };
             *steps_run += 1;
             let lines = ctx.log.into_inner().unwrap_or_default();
+            let logged = !lines.is_empty();
             let step = &mut plan.steps[index];
             step.info_log.extend(lines);
             let elapsed = step
@@ -361,7 +364,14 @@ impl Engine {
                     if !unwinding {
                         step.status = StepStatus::Waiting;
                     }
-                    step.info_log.push(note);
+                    // The latest progress replaces the previous wait's note:
+                    // a restore or a drain polled for hours would otherwise
+                    // grow the plan record past what the store takes
+                    // (DynamoDB's 400 KB item).
+                    match step.info_log.last_mut() {
+                        Some(last) if was_waiting && !logged => *last = note,
+                        _ => step.info_log.push(note),
+                    }
                     return self.requeue(plan, *version, after).await;
                 }
                 Outcome::Retry(message) => {

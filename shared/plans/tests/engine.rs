@@ -587,3 +587,56 @@ async fn a_zero_budget_still_makes_progress_one_step_at_a_time() -> TestResult {
     assert_eq!(h.drive().await?, PlanStatus::Succeeded);
     Ok(())
 }
+
+/// A step that reports progress for many polls before it is done.
+struct Polls {
+    left: Mutex<u32>,
+}
+
+#[async_trait]
+impl Steps for Polls {
+    fn layout(&self, _plan: &Plan, _d: &Deployment) -> Result<Vec<String>, StepError> {
+        Ok(vec!["restore".into()])
+    }
+
+    async fn run(&self, _step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        if *left == 0 {
+            ctx.log("done");
+            return Outcome::Done(Value::Null);
+        }
+        *left -= 1;
+        if *left == 75 {
+            ctx.log("halfway: a line of its own");
+        }
+        Outcome::Wait {
+            after: Duration::from_millis(1),
+            note: format!("{left} to go"),
+        }
+    }
+
+    async fn undo(&self, _step_id: &str, _ctx: &StepContext<'_>) -> Outcome {
+        Outcome::Done(Value::Null)
+    }
+}
+
+/// Hours of polling must not grow the plan record: each wait's note
+/// replaces the previous one, and only lines a step logs itself stay.
+#[tokio::test]
+async fn a_long_wait_keeps_only_its_latest_progress_note() -> TestResult {
+    let mut h = harness(
+        Arc::new(Polls {
+            left: Mutex::new(150),
+        }),
+        PlanKind::Create,
+    )
+    .await?;
+    assert_eq!(h.drive().await?, PlanStatus::Succeeded);
+    let plan = h.plan().await?;
+    assert_eq!(plan.steps[0].attempts, 151);
+    assert_eq!(
+        plan.steps[0].info_log,
+        ["76 to go", "halfway: a line of its own", "0 to go", "done"]
+    );
+    Ok(())
+}
