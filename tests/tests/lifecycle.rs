@@ -259,7 +259,12 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
     assert_eq!(names.len(), 2, "{listed}");
     assert!(names[0].starts_with("shutdown-"), "{listed}");
     assert_eq!(names[1], "before-shutdown");
-    let folder = s.data_dir().join("repositories").join("orders-backups");
+    // Each deployment writes under its own folder of the repository.
+    let folder = s
+        .data_dir()
+        .join("repositories")
+        .join("orders-backups")
+        .join(&id);
     let files = std::fs::read_dir(&folder)?.count();
     assert!(files > 0, "nothing in {}", folder.display());
 

@@ -216,6 +216,7 @@ async fn source(w: &World, indices: usize) -> Fallible<(String, String)> {
 /// The bare cluster calls of one clone, on a fresh simulated cluster.
 async fn bare_cluster_calls(
     w: &World,
+    source_id: &str,
     snapshot: &str,
     indices: &[String],
     mount: bool,
@@ -234,7 +235,7 @@ async fn bare_cluster_calls(
     client
         .put_repository(
             "main",
-            &floe_snapshots::repository_registration(&repo, true),
+            &floe_snapshots::repository_registration(&repo, source_id, true),
         )
         .await?;
     if mount {
@@ -314,8 +315,9 @@ async fn main() -> Fallible<()> {
                     .ok_or("plan id")?;
                 let plan = w.store.get_plan(ORG, &id, plan_id).await?.ok_or("plan")?;
                 writes = plan.version - 1;
-                bare_cluster
-                    .push(bare_cluster_calls(&w, &snapshot, &names, mode == "mount").await?);
+                bare_cluster.push(
+                    bare_cluster_calls(&w, &source_id, &snapshot, &names, mode == "mount").await?,
+                );
             }
             // The plan's writes, bare: the same count of conditional updates
             // of one plan record.

@@ -1111,7 +1111,8 @@ impl DeploymentSteps {
             Ok(c) => c,
             Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
         };
-        let registration = floe_snapshots::repository_registration(&repo, false);
+        let registration =
+            floe_snapshots::repository_registration(&repo, &ctx.plan.deployment_id, false);
         match client.put_repository(name, &registration).await {
             Ok(()) => {
                 ctx.log(format!(

@@ -4,8 +4,15 @@ use floe_domain::repository::{Protocol, Repository, RepositorySettings};
 use floe_elastic::RepositoryRegistration;
 use serde_json::{Map, Value};
 
-/// The registration of `repo` on a cluster; `readonly` for every cluster but
-/// the one writer (a clone reading its source's snapshots).
+/// The registration of `repo` for the snapshots of `deployment_id`;
+/// `readonly` for every cluster but that deployment's own (a clone reading
+/// its source's snapshots).
+///
+/// Many deployments share one repository record, but Elasticsearch allows
+/// one writing cluster per repository path: each deployment's snapshots go
+/// under a path of its own, `{base_path}/{deployment_id}` on S3 and
+/// `{location}/{deployment_id}` on a shared filesystem (as ECE keeps one
+/// base path per cluster in its repository).
 ///
 /// Credentials never go here: the nodes hold them in their keystore under
 /// the S3 client `floe` (see `floe_nodeconfig::S3_CLIENT`), which the
@@ -14,7 +21,11 @@ use serde_json::{Map, Value};
 /// node's `elasticsearch.yml` with the same values; they are repeated here
 /// because the simulated cluster has no per-node client configuration and
 /// reads them from the repository, while Elasticsearch ignores them.
-pub fn repository_registration(repo: &Repository, readonly: bool) -> RepositoryRegistration {
+pub fn repository_registration(
+    repo: &Repository,
+    deployment_id: &str,
+    readonly: bool,
+) -> RepositoryRegistration {
     let mut settings = Map::new();
     let mut put = |key: &str, value: Value| {
         settings.insert(key.to_string(), value);
@@ -23,9 +34,11 @@ pub fn repository_registration(repo: &Repository, readonly: bool) -> RepositoryR
         RepositorySettings::S3(s) => {
             put("client", Value::from(floe_nodeconfig::S3_CLIENT));
             put("bucket", Value::from(s.bucket.clone()));
-            if let Some(base_path) = s.base_path.as_deref().filter(|b| !b.is_empty()) {
-                put("base_path", Value::from(base_path));
-            }
+            let base_path = match s.base_path.as_deref().map(|b| b.trim_matches('/')) {
+                Some(b) if !b.is_empty() => format!("{b}/{deployment_id}"),
+                _ => deployment_id.to_string(),
+            };
+            put("base_path", Value::from(base_path));
             if let Some(endpoint) = &s.endpoint {
                 put("endpoint", Value::from(endpoint.clone()));
             }
@@ -60,7 +73,13 @@ pub fn repository_registration(repo: &Repository, readonly: bool) -> RepositoryR
             )
         }
         RepositorySettings::Fs(f) => {
-            put("location", Value::from(f.location.clone()));
+            put(
+                "location",
+                Value::from(format!(
+                    "{}/{deployment_id}",
+                    f.location.trim_end_matches('/')
+                )),
+            );
             if let Some(compress) = f.compress {
                 put("compress", Value::from(compress));
             }
@@ -120,13 +139,13 @@ mod tests {
             max_snapshot_bytes_per_sec: Some("150mb".into()),
             max_restore_bytes_per_sec: Some("0".into()),
         }));
-        let reg = repository_registration(&r, false);
+        let reg = repository_registration(&r, "d1", false);
         assert_eq!(reg.repository_type, "s3");
         assert!(!reg.readonly);
         assert_eq!(
             Value::Object(reg.settings.clone()),
             json!({
-                "client": "floe", "bucket": "backups", "base_path": "prod/logs",
+                "client": "floe", "bucket": "backups", "base_path": "prod/logs/d1",
                 "endpoint": "flashblade.internal:443", "protocol": "https",
                 "path_style_access": true, "region": "eu-west-1",
                 "server_side_encryption": true, "compress": true, "chunk_size": "1gb",
@@ -153,12 +172,21 @@ mod tests {
             max_snapshot_bytes_per_sec: None,
             max_restore_bytes_per_sec: Some("40mb".into()),
         }));
-        let reg = repository_registration(&r, true);
+        let reg = repository_registration(&r, "d1", true);
         assert_eq!(reg.repository_type, "fs");
         assert!(reg.readonly);
         assert_eq!(
             Value::Object(reg.settings),
-            json!({"location": "main", "max_restore_bytes_per_sec": "40mb"})
+            json!({"location": "main/d1", "max_restore_bytes_per_sec": "40mb"})
+        );
+        // Without a base path each deployment still writes under its own.
+        let bare = repo(RepositorySettings::S3(S3Settings {
+            bucket: "backups".into(),
+            ..S3Settings::default()
+        }));
+        assert_eq!(
+            repository_registration(&bare, "d2", false).settings["base_path"],
+            "d2"
         );
     }
 }

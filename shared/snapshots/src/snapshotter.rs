@@ -191,8 +191,9 @@ impl Snapshotter {
         &self,
         client: &ElasticClient,
         repo: &Repository,
+        deployment_id: &str,
     ) -> Result<(), SnapshotError> {
-        let registration = repository_registration(repo, false);
+        let registration = repository_registration(repo, deployment_id, false);
         match client.list_snapshots(&repo.name, false).await {
             Ok(listed) => {
                 if listed
@@ -231,7 +232,7 @@ impl Snapshotter {
         policy_id: Option<&str>,
         wait: bool,
     ) -> Result<Versioned<SnapshotRecord>, SnapshotError> {
-        self.ensure_repository(client, repo).await?;
+        self.ensure_repository(client, repo, &deployment.id).await?;
         // Started without waiting: the client's timeout would cut a long
         // wait short and lose the answer; polling is bounded by our own.
         client
@@ -537,7 +538,10 @@ impl Snapshotter {
             Err(ElasticError::RepositoryMissing(_)) => {
                 let repo = self.repository(org, &s.repository).await?;
                 client
-                    .put_repository(&repo.name, &repository_registration(&repo, false))
+                    .put_repository(
+                        &repo.name,
+                        &repository_registration(&repo, &s.deployment_id, false),
+                    )
                     .await
                     .map_err(|e| from_elastic(e, &repo.name))?;
                 match client.delete_snapshot(&s.repository, &s.name).await {

@@ -700,9 +700,10 @@ async fn s3_snapshots_land_under_base_path_and_a_second_cluster_sees_them() -> T
     let objects = s3.list_objects_v2().bucket(&bucket).send().await?;
     let keys: Vec<&str> = objects.contents().iter().filter_map(|o| o.key()).collect();
     assert!(!keys.is_empty());
+    let own = format!("deployments/logs/{}/", d.id);
     assert!(
-        keys.iter().all(|k| k.starts_with("deployments/logs/")),
-        "everything under base_path: {keys:?}"
+        keys.iter().all(|k| k.starts_with(&own)),
+        "everything under base_path, in the deployment's own folder: {keys:?}"
     );
     assert!(
         keys.iter().any(|k| k.contains(&uuid)),
@@ -716,7 +717,7 @@ async fn s3_snapshots_land_under_base_path_and_a_second_cluster_sees_them() -> T
     )
     .await?;
     let es2 = ElasticClient::new(other.url(), None, Duration::from_secs(30))?;
-    es2.put_repository("shared", &repository_registration(&repo, true))
+    es2.put_repository("shared", &repository_registration(&repo, &d.id, true))
         .await?;
     let seen = es2.get_snapshot("shared", &name).await?;
     assert_eq!(seen.uuid, uuid);

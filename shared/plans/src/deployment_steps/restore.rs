@@ -103,7 +103,9 @@ impl DeploymentSteps {
             Ok(c) => c,
             Err(e) => return cluster_outcome(e, "reaching the cluster", self.settings.poll),
         };
-        let registration = floe_snapshots::repository_registration(&repo, true);
+        // The snapshots are under the deployment that took them.
+        let registration =
+            floe_snapshots::repository_registration(&repo, &t.source_deployment_id, true);
         match client.put_repository(&repo.name, &registration).await {
             Ok(()) => {
                 ctx.log(format!("repository {} registered read-only", repo.name));
