@@ -25,6 +25,7 @@ use crate::engine::{Outcome, StepContext, Steps, fail};
 use async_trait::async_trait;
 use floe_clusters::{ClusterError, Clusters};
 use floe_compute::NodeParameters;
+use floe_compute::parameters::SecretOrPlain;
 use floe_compute::{
     Compute, ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT,
     TAG_NODE_GROUP, TAG_ORG, TAG_PLAN, Volume,
@@ -934,6 +935,38 @@ impl DeploymentSteps {
         }
     }
 
+    /// Stores `values` under the deployment's parameter path (names
+    /// relative to it) and returns their full names.
+    async fn put_parameters(
+        &self,
+        parameters: &dyn NodeParameters,
+        deployment_id: &str,
+        values: &[(&str, SecretOrPlain)],
+    ) -> Result<Vec<String>, Outcome> {
+        let path = self.parameter_path(deployment_id);
+        let mut written = Vec::new();
+        for (name, value) in values {
+            let full = floe_compute::parameters::parameter_name(&path, name);
+            parameters.put(&full, value).await.map_err(outcome_of)?;
+            written.push(full);
+        }
+        Ok(written)
+    }
+
+    /// Deletes the deployment's parameters `names` (relative to its path);
+    /// ones already gone are fine.
+    async fn delete_parameters(&self, deployment_id: &str, names: &[&str]) -> Result<(), Outcome> {
+        let Some(parameters) = &self.parameters else {
+            return Ok(());
+        };
+        let path = self.parameter_path(deployment_id);
+        for name in names {
+            let full = floe_compute::parameters::parameter_name(&path, name);
+            parameters.delete(&full).await.map_err(outcome_of)?;
+        }
+        Ok(())
+    }
+
     /// The deployment's CA, node certificate and elastic password, made
     /// once and kept: every node of the deployment, now and after any
     /// resize, must share them. The password goes last, so its presence
@@ -977,10 +1010,11 @@ impl DeploymentSteps {
                 SecretOrPlain::secret(security.elastic_password.expose()),
             ),
         ];
-        for (name, value) in &values {
-            if let Err(e) = parameters.put(&parameter_name(&path, name), value).await {
-                return outcome_of(e);
-            }
+        if let Err(stop) = self
+            .put_parameters(parameters.as_ref(), &ctx.plan.deployment_id, &values)
+            .await
+        {
+            return stop;
         }
         ctx.log(format!(
             "a CA, a node certificate for {} and the elastic password stored for the nodes",
@@ -992,18 +1026,14 @@ impl DeploymentSteps {
     /// A failed create's certificates and password go with it.
     async fn forget_node_security(&self, ctx: &StepContext<'_>) -> Outcome {
         use floe_compute::parameters::{
-            ELASTIC_PASSWORD, TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY, parameter_name,
+            ELASTIC_PASSWORD, TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY,
         };
-        let Some(parameters) = &self.parameters else {
-            return Outcome::Done(Value::Null);
-        };
-        let path = self.parameter_path(&ctx.plan.deployment_id);
-        for name in [ELASTIC_PASSWORD, TLS_NODE_KEY, TLS_NODE_CERT, TLS_CA_CERT] {
-            if let Err(e) = parameters.delete(&parameter_name(&path, name)).await {
-                return outcome_of(e);
-            }
-        }
-        Outcome::Done(Value::Null)
+        self.delete_parameters(
+            &ctx.plan.deployment_id,
+            &[ELASTIC_PASSWORD, TLS_NODE_KEY, TLS_NODE_CERT, TLS_CA_CERT],
+        )
+        .await
+        .map_or_else(|stop| stop, |()| Outcome::Done(Value::Null))
     }
 
     /// Writes the repository's keys where the new nodes' boot script pipes
@@ -1048,20 +1078,18 @@ impl DeploymentSteps {
                 );
             }
         };
-        let path = self.parameter_path(&ctx.plan.deployment_id);
-        let mut written = Vec::new();
-        for (name, value) in &wanted.put {
-            let full = floe_compute::parameters::parameter_name(&path, name);
-            if let Err(e) = parameters.put(&full, value).await {
-                return outcome_of(e);
-            }
-            written.push(full);
-        }
-        for name in &wanted.delete {
-            let full = floe_compute::parameters::parameter_name(&path, name);
-            if let Err(e) = parameters.delete(&full).await {
-                return outcome_of(e);
-            }
+        let written = match self
+            .put_parameters(parameters.as_ref(), &ctx.plan.deployment_id, &wanted.put)
+            .await
+        {
+            Ok(w) => w,
+            Err(stop) => return stop,
+        };
+        if let Err(stop) = self
+            .delete_parameters(&ctx.plan.deployment_id, &wanted.delete)
+            .await
+        {
+            return stop;
         }
         if !written.is_empty() {
             ctx.log(format!(
@@ -1076,21 +1104,19 @@ impl DeploymentSteps {
     /// Removes the keys a failed create wrote (an update leaves them: the
     /// nodes that stay booted with the same parameters' names).
     async fn forget_repository_credentials(&self, ctx: &StepContext<'_>) -> Outcome {
-        let Some(parameters) = &self.parameters else {
-            return Outcome::Done(Value::Null);
+        use floe_compute::parameters::{
+            REPOSITORY_ACCESS_KEY, REPOSITORY_SECRET_KEY, REPOSITORY_SESSION_TOKEN,
         };
-        let path = self.parameter_path(&ctx.plan.deployment_id);
-        for name in [
-            floe_compute::parameters::REPOSITORY_ACCESS_KEY,
-            floe_compute::parameters::REPOSITORY_SECRET_KEY,
-            floe_compute::parameters::REPOSITORY_SESSION_TOKEN,
-        ] {
-            let full = floe_compute::parameters::parameter_name(&path, name);
-            if let Err(e) = parameters.delete(&full).await {
-                return outcome_of(e);
-            }
-        }
-        Outcome::Done(Value::Null)
+        self.delete_parameters(
+            &ctx.plan.deployment_id,
+            &[
+                REPOSITORY_ACCESS_KEY,
+                REPOSITORY_SECRET_KEY,
+                REPOSITORY_SESSION_TOKEN,
+            ],
+        )
+        .await
+        .map_or_else(|stop| stop, |()| Outcome::Done(Value::Null))
     }
 
     /// Registers the deployment's repository on its cluster (the only

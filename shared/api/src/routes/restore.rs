@@ -215,7 +215,7 @@ pub(crate) async fn resolve_clone(
     )
     .await?;
     let source_repo = &resolved.repository;
-    if spec_repository(spec) == Some(source_repo.name.as_str()) {
+    if spec.repository() == Some(source_repo.name.as_str()) {
         return Err(ApiError::invalid_field(
             "restore.source_repository_writable",
             "snapshot.repository",
@@ -225,7 +225,7 @@ pub(crate) async fn resolve_clone(
             ),
         ));
     }
-    if let Some(own) = repository(state, &caller.org, spec_repository(spec)).await?
+    if let Some(own) = repository(state, &caller.org, spec.repository()).await?
         && !reachable_with(Some(&own), source_repo)
     {
         return Err(unreachable(
@@ -269,10 +269,6 @@ fn cache_warnings(spec: &DeploymentSpec, snapshot: &SnapshotRecord) -> Vec<Strin
         floe_domain::bytesize::format_byte_size(cache),
         floe_domain::bytesize::format_byte_size(data)
     )]
-}
-
-fn spec_repository(spec: &DeploymentSpec) -> Option<&str> {
-    spec.repository()
 }
 
 /// Restore a snapshot into a running deployment.

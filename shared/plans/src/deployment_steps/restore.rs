@@ -56,6 +56,13 @@ pub(super) fn restore_layout(t: &RestoreTarget) -> Vec<String> {
     steps
 }
 
+/// The earliest start (epoch ms) of a recovery that a step started at
+/// `started` can have caused, with room for the cluster's clock running a
+/// little behind the worker's.
+fn recoveries_since(started: chrono::DateTime<chrono::Utc>) -> i64 {
+    (started - chrono::Duration::seconds(2)).timestamp_millis()
+}
+
 fn elastic_outcome(e: ElasticError, what: &str, failure_type: &str) -> Outcome {
     if e.is_transient() {
         Outcome::Retry(format!("{what}: {e}"))
@@ -132,8 +139,7 @@ impl DeploymentSteps {
         let (Some(since), true) = (ctx.step.started, ctx.step.attempts > 1) else {
             return Ok(false);
         };
-        // Room for the cluster's clock running a little behind the worker's.
-        let since = (since - chrono::Duration::seconds(2)).timestamp_millis();
+        let since = recoveries_since(since);
         let progress = client.recovery(&[]).await?;
         Ok(progress.shards.iter().any(|s| {
             s.reads(&t.repository, &t.snapshot) && s.start_millis.is_some_and(|m| m >= since)
@@ -279,8 +285,7 @@ impl DeploymentSteps {
             .iter()
             .find(|s| s.step_id == "restore" || s.step_id == "mount")
             .and_then(|s| s.started)
-            .map(|t| (t - chrono::Duration::seconds(2)).timestamp_millis())
-            .unwrap_or(i64::MIN);
+            .map_or(i64::MIN, recoveries_since);
         let shards: Vec<_> = progress
             .shards
             .iter()
