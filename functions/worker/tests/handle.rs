@@ -7,7 +7,7 @@ use chrono::Utc;
 use floe_compute::Compute;
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::{Lease, Plan, PlanKind, PlanStatus};
+use floe_domain::plan::{Lease, Plan, PlanParams, PlanStatus};
 use floe_plans::{DeploymentSteps, Engine, EngineConfig, LocalQueue, PlanJob, StepSettings};
 use floe_store::Store;
 use floe_store::backend::{Backend, BackendError, ListQuery, Record, RecordKey, RecordPage, Write};
@@ -120,8 +120,7 @@ async fn create_plan(store: &Store) -> Result<PlanJob, Error> {
     let plan = Plan::new(
         "acme",
         &floe_domain::names::new_resource_id(),
-        PlanKind::Create,
-        serde_json::to_value(&spec)?,
+        PlanParams::Create(spec.clone()),
         "test",
         "tester",
         now,

@@ -13,7 +13,7 @@ use floe_api::{AppState, app};
 use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
 use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
-use floe_domain::plan::{Plan, PlanKind};
+use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::repository::{EndpointPolicy, FsSettings, Repository, RepositorySettings};
 use floe_elastic::{ElasticClient, MountRequest, MountStorage, RestoreRequest};
 use floe_elastic_sim::{SimConfig, SimulatedCluster};
@@ -332,8 +332,7 @@ async fn main() -> Fallible<()> {
             let probe = Plan::new(
                 ORG,
                 &probe_id,
-                PlanKind::Create,
-                json!(null),
+                PlanParams::Create(d.spec.clone()),
                 "b",
                 "b",
                 Utc::now(),

@@ -13,7 +13,7 @@ use floe_compute::{Compute, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT, V
 use floe_domain::catalog::Arch;
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::names::new_resource_id;
-use floe_domain::plan::{Plan, PlanKind};
+use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
 use floe_domain::repository::{EndpointPolicy, FsSettings, Repository, RepositorySettings};
 use floe_domain::snapshot::{SnapshotRecord, SnapshotShards, SnapshotState};
@@ -130,8 +130,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
     let plan = Plan::new(
         ORG,
         &id,
-        PlanKind::Create,
-        json!(null),
+        PlanParams::Create(deployment.spec.clone()),
         "test",
         "tester",
         now,

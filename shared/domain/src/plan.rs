@@ -2,6 +2,8 @@
 //! of named steps. The record is the engine's whole memory (cursor, step
 //! outputs, lease), so any worker can pick a plan up after a crash.
 
+use crate::deployment::{DeploymentSpec, DeploymentStatus};
+use crate::restore::RestoreTarget;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -141,36 +143,193 @@ pub struct Lease {
     pub expires: chrono::DateTime<chrono::Utc>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a plan is to reach: one variant per kind of plan, each with the
+/// typed input its steps read. A plan's layout follows from these alone.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanParams {
+    /// The spec to create, with the snapshot a clone restores (resolved
+    /// before the plan was stored) in `restore_snapshot`.
+    Create(DeploymentSpec),
+    /// The spec the deployment is to run when the plan succeeds.
+    Update(DeploymentSpec),
+    Shutdown(ShutdownParams),
+    Delete,
+    /// A snapshot restored into a running deployment.
+    Restore(RestoreTarget),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ShutdownParams {
+    /// Terminate without the final snapshot.
+    #[serde(default)]
+    pub skip_snapshot: bool,
+}
+
+impl PlanParams {
+    pub fn kind(&self) -> PlanKind {
+        match self {
+            PlanParams::Create(_) => PlanKind::Create,
+            PlanParams::Update(_) => PlanKind::Update,
+            PlanParams::Shutdown(_) => PlanKind::Shutdown,
+            PlanParams::Delete => PlanKind::Delete,
+            PlanParams::Restore(_) => PlanKind::Restore,
+        }
+    }
+
+    /// The spec a create or update plan is to reach.
+    pub fn target_spec(&self) -> Option<&DeploymentSpec> {
+        match self {
+            PlanParams::Create(s) | PlanParams::Update(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The restore the plan runs: a clone's create, or a restore plan.
+    pub fn restore(&self) -> Option<RestoreTarget> {
+        match self {
+            PlanParams::Create(spec) => spec.restore_snapshot.as_ref().map(|r| {
+                let repository = r.repository.clone().unwrap_or_default();
+                r.target(&repository)
+            }),
+            PlanParams::Restore(t) => Some(t.clone()),
+            _ => None,
+        }
+    }
+
+    /// The body kept in a record's `params` (the kind is kept beside it).
+    fn to_value(&self) -> serde_json::Value {
+        let value = match self {
+            PlanParams::Create(s) | PlanParams::Update(s) => serde_json::to_value(s),
+            PlanParams::Shutdown(p) => serde_json::to_value(p),
+            PlanParams::Delete => Ok(serde_json::Value::Null),
+            PlanParams::Restore(t) => serde_json::to_value(t),
+        };
+        // These types serialize to JSON without fail (no maps with
+        // non-string keys, no custom serializers that can refuse).
+        value.unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Reads a record's `params` for its kind, in every layout Floe has
+    /// written (they have not changed: `kind` plus the variant's body).
+    fn from_value(kind: PlanKind, value: serde_json::Value) -> Result<PlanParams, String> {
+        let e = |e: serde_json::Error| {
+            format!("the {} plan's params cannot be read: {e}", kind.as_str())
+        };
+        Ok(match kind {
+            PlanKind::Create => PlanParams::Create(serde_json::from_value(value).map_err(e)?),
+            PlanKind::Update => PlanParams::Update(serde_json::from_value(value).map_err(e)?),
+            PlanKind::Shutdown => PlanParams::Shutdown(if value.is_null() {
+                ShutdownParams::default()
+            } else {
+                serde_json::from_value(value).map_err(e)?
+            }),
+            PlanKind::Delete => PlanParams::Delete,
+            PlanKind::Restore => PlanParams::Restore(serde_json::from_value(value).map_err(e)?),
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub id: String,
     pub org: String,
     pub deployment_id: String,
-    pub kind: PlanKind,
+    /// What the plan is to reach; its kind follows from it.
+    pub params: PlanParams,
     pub status: PlanStatus,
-    /// What the plan is to reach: for create and update, the target spec.
-    pub params: serde_json::Value,
     pub source: PlanSource,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
     /// The steps, fixed when the plan starts.
-    #[serde(default)]
     pub steps: Vec<StepRecord>,
     /// Running: index of the next step to do. Unwinding: how many of the
     /// first steps still need their undo.
-    #[serde(default)]
     pub cursor: usize,
-    #[serde(default)]
     pub lease: Option<Lease>,
-    #[serde(default)]
     pub cancel_requested: bool,
     /// When a re-queued wake-up is due; the sweep leaves the plan alone until then.
-    #[serde(default)]
     pub wake_at: Option<chrono::DateTime<chrono::Utc>>,
-    #[serde(default)]
     pub error: Option<StepError>,
-    #[serde(default)]
     pub finished: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// A plan as stored: the layout of every plan record Floe has written,
+/// `kind` beside an untyped `params`. [`Plan`] reads and writes through it,
+/// so records written before the params were typed load unchanged.
+#[derive(Serialize, Deserialize)]
+struct PlanRecord {
+    id: String,
+    org: String,
+    deployment_id: String,
+    kind: PlanKind,
+    status: PlanStatus,
+    #[serde(default)]
+    params: serde_json::Value,
+    source: PlanSource,
+    created: chrono::DateTime<chrono::Utc>,
+    updated: chrono::DateTime<chrono::Utc>,
+    #[serde(default)]
+    steps: Vec<StepRecord>,
+    #[serde(default)]
+    cursor: usize,
+    #[serde(default)]
+    lease: Option<Lease>,
+    #[serde(default)]
+    cancel_requested: bool,
+    #[serde(default)]
+    wake_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default)]
+    error: Option<StepError>,
+    #[serde(default)]
+    finished: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Serialize for Plan {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        PlanRecord {
+            id: self.id.clone(),
+            org: self.org.clone(),
+            deployment_id: self.deployment_id.clone(),
+            kind: self.kind(),
+            status: self.status,
+            params: self.params.to_value(),
+            source: self.source.clone(),
+            created: self.created,
+            updated: self.updated,
+            steps: self.steps.clone(),
+            cursor: self.cursor,
+            lease: self.lease.clone(),
+            cancel_requested: self.cancel_requested,
+            wake_at: self.wake_at,
+            error: self.error.clone(),
+            finished: self.finished,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Plan {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Plan, D::Error> {
+        let r = PlanRecord::deserialize(deserializer)?;
+        let params = PlanParams::from_value(r.kind, r.params).map_err(serde::de::Error::custom)?;
+        Ok(Plan {
+            id: r.id,
+            org: r.org,
+            deployment_id: r.deployment_id,
+            params,
+            status: r.status,
+            source: r.source,
+            created: r.created,
+            updated: r.updated,
+            steps: r.steps,
+            cursor: r.cursor,
+            lease: r.lease,
+            cancel_requested: r.cancel_requested,
+            wake_at: r.wake_at,
+            error: r.error,
+            finished: r.finished,
+        })
+    }
 }
 
 impl Plan {
@@ -178,8 +337,7 @@ impl Plan {
     pub fn new(
         org: &str,
         deployment_id: &str,
-        kind: PlanKind,
-        params: serde_json::Value,
+        params: PlanParams,
         action: &str,
         user: &str,
         now: chrono::DateTime<chrono::Utc>,
@@ -188,9 +346,8 @@ impl Plan {
             id: crate::names::new_resource_id(),
             org: org.to_string(),
             deployment_id: deployment_id.to_string(),
-            kind,
-            status: PlanStatus::Pending,
             params,
+            status: PlanStatus::Pending,
             source: PlanSource {
                 action: action.to_string(),
                 user: user.to_string(),
@@ -208,10 +365,138 @@ impl Plan {
         }
     }
 
+    pub fn kind(&self) -> PlanKind {
+        self.params.kind()
+    }
+
     pub fn reference(&self) -> PlanRef {
         PlanRef {
             plan_id: self.id.clone(),
-            kind: self.kind,
+            kind: self.kind(),
         }
+    }
+}
+
+/// How a plan ended, as far as its deployment is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanEnd {
+    Succeeded,
+    /// Failed or cancelled, and every undo that ran succeeded.
+    RolledBack,
+    /// An undo failed for good: something may be left half-changed.
+    UndoFailed,
+}
+
+/// The deployment state machine: which status a deployment takes while a
+/// plan of `kind` runs, and which it takes when that plan ends. The use
+/// cases that start plans and the engine that finishes them both ask here.
+pub mod lifecycle {
+    use super::{DeploymentStatus, PlanEnd, PlanKind};
+
+    /// The status a deployment shows while a plan of `kind` is pending.
+    pub fn while_running(kind: PlanKind) -> DeploymentStatus {
+        match kind {
+            PlanKind::Create => DeploymentStatus::Initializing,
+            PlanKind::Update => DeploymentStatus::Reconfiguring,
+            PlanKind::Shutdown | PlanKind::Delete => DeploymentStatus::Stopping,
+            // The cluster keeps serving while a snapshot is restored into it.
+            PlanKind::Restore => DeploymentStatus::Running,
+        }
+    }
+
+    /// The status a deployment takes when its plan of `kind` ends so.
+    pub fn after(kind: PlanKind, end: PlanEnd) -> DeploymentStatus {
+        match (kind, end) {
+            (_, PlanEnd::UndoFailed) => DeploymentStatus::Failed,
+            (PlanKind::Create, PlanEnd::Succeeded) => DeploymentStatus::Running,
+            (PlanKind::Create, PlanEnd::RolledBack) => DeploymentStatus::Stopped,
+            (PlanKind::Update, _) => DeploymentStatus::Running,
+            (PlanKind::Shutdown, PlanEnd::Succeeded) => DeploymentStatus::Stopped,
+            (PlanKind::Shutdown, PlanEnd::RolledBack) => DeploymentStatus::Running,
+            (PlanKind::Delete, _) => DeploymentStatus::Stopped,
+            // The cluster kept running whatever the restore did.
+            (PlanKind::Restore, _) => DeploymentStatus::Running,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A create plan as session 3's code stored it (`kind` and an untyped
+    /// `params`), with its steps under way: it must load, and write back
+    /// in the same layout.
+    const STORED_BEFORE_TYPED_PARAMS: &str = r#"{
+        "id": "0193a0c4d2b87c3e9a4b5c6d7e8f9a0c", "org": "acme",
+        "deployment_id": "0193a0c4d2b77c3e9a4b5c6d7e8f9a0b", "kind": "shutdown",
+        "status": "running", "params": {"skip_snapshot": true},
+        "source": {"action": "deployments.shutdown", "user": "alice", "date": "2026-11-29T10:00:00Z"},
+        "created": "2026-11-29T10:00:00Z", "updated": "2026-11-29T10:00:05Z",
+        "steps": [{"step_id": "terminate", "status": "succeeded", "attempts": 1, "info_log": []},
+                  {"step_id": "wait-terminated", "status": "waiting", "attempts": 2, "info_log": ["1 of 3 nodes gone"]}],
+        "cursor": 1, "lease": null, "cancel_requested": false, "wake_at": null, "error": null, "finished": null
+    }"#;
+
+    #[test]
+    fn records_written_before_typed_params_load_and_round_trip() {
+        let plan: Plan = serde_json::from_str(STORED_BEFORE_TYPED_PARAMS).expect("loads");
+        assert_eq!(
+            plan.params,
+            PlanParams::Shutdown(ShutdownParams {
+                skip_snapshot: true
+            })
+        );
+        assert_eq!(plan.kind(), PlanKind::Shutdown);
+        assert_eq!(plan.cursor, 1);
+        let written = serde_json::to_value(&plan).expect("writes");
+        assert_eq!(written["kind"], "shutdown");
+        assert_eq!(
+            written["params"],
+            serde_json::json!({"skip_snapshot": true})
+        );
+        let again: Plan = serde_json::from_value(written).expect("reloads");
+        assert_eq!(again, plan);
+    }
+
+    #[test]
+    fn a_delete_plan_needs_no_params_and_a_bad_body_is_an_error() {
+        let mut v: serde_json::Value =
+            serde_json::from_str(STORED_BEFORE_TYPED_PARAMS).expect("json");
+        v["kind"] = "delete".into();
+        v["params"] = serde_json::Value::Null;
+        let plan: Plan = serde_json::from_value(v.clone()).expect("loads");
+        assert_eq!(plan.params, PlanParams::Delete);
+        v["kind"] = "update".into();
+        v["params"] = serde_json::json!({"name": 3});
+        let e = serde_json::from_value::<Plan>(v).expect_err("an update needs a spec");
+        assert!(e.to_string().contains("update plan's params"), "{e}");
+    }
+
+    #[test]
+    fn every_kind_has_a_status_while_running_and_after_each_end() {
+        use DeploymentStatus as S;
+        for kind in [
+            PlanKind::Create,
+            PlanKind::Update,
+            PlanKind::Shutdown,
+            PlanKind::Delete,
+            PlanKind::Restore,
+        ] {
+            assert_eq!(lifecycle::after(kind, PlanEnd::UndoFailed), S::Failed);
+        }
+        assert_eq!(lifecycle::while_running(PlanKind::Create), S::Initializing);
+        assert_eq!(
+            lifecycle::after(PlanKind::Create, PlanEnd::RolledBack),
+            S::Stopped
+        );
+        assert_eq!(
+            lifecycle::after(PlanKind::Shutdown, PlanEnd::RolledBack),
+            S::Running
+        );
+        assert_eq!(
+            lifecycle::after(PlanKind::Update, PlanEnd::Succeeded),
+            S::Running
+        );
     }
 }

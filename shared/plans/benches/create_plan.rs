@@ -8,7 +8,7 @@ use chrono::Utc;
 use floe_compute::Compute;
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::{Plan, PlanKind, StepError};
+use floe_domain::plan::{Plan, PlanParams, StepError};
 use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps};
 use floe_plans::{DeploymentSteps, Engine, LocalQueue, PlanJob, StepSettings};
 use floe_store::Store;
@@ -101,8 +101,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let plan = Plan::new(
             "bench",
             &floe_domain::names::new_resource_id(),
-            PlanKind::Create,
-            serde_json::to_value(&spec)?,
+            PlanParams::Create(spec.clone()),
             "bench",
             "bench",
             now,
@@ -170,8 +169,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let plan = Plan::new(
         "bench",
         &floe_domain::names::new_resource_id(),
-        PlanKind::Create,
-        serde_json::to_value(&spec)?,
+        PlanParams::Create(spec.clone()),
         "bench",
         "bench",
         now,

@@ -32,7 +32,7 @@ use floe_compute::{
 };
 use floe_domain::catalog;
 use floe_domain::deployment::{Deployment, DeploymentSpec, NodeGroup, NodeRole};
-use floe_domain::plan::{Plan, PlanKind, StepError, StepStatus};
+use floe_domain::plan::{Plan, PlanKind, PlanParams, StepError, StepStatus};
 use floe_domain::repository::Repository;
 use floe_elastic::ElasticError;
 use floe_secrets::Cipher;
@@ -134,9 +134,9 @@ fn client_repository_name(spec: &DeploymentSpec) -> Option<&str> {
 
 /// The spec a plan builds: its params for create and update.
 fn target(plan: &Plan) -> Result<DeploymentSpec, StepError> {
-    serde_json::from_value(plan.params.clone()).map_err(|e| StepError {
+    plan.params.target_spec().cloned().ok_or_else(|| StepError {
         failure_type: "invalid_plan".into(),
-        message: format!("the plan's target spec cannot be read: {e}"),
+        message: format!("a {} plan has no target spec", plan.kind().as_str()),
     })
 }
 
@@ -1253,7 +1253,7 @@ impl DeploymentSteps {
 #[async_trait]
 impl Steps for DeploymentSteps {
     fn layout(&self, plan: &Plan, deployment: &Deployment) -> Result<Vec<String>, StepError> {
-        match plan.kind {
+        match plan.kind() {
             PlanKind::Create => {
                 let spec = target(plan)?;
                 let mut steps = Vec::new();
@@ -1290,7 +1290,7 @@ impl Steps for DeploymentSteps {
                 None => Ok(Vec::new()),
             },
             PlanKind::Shutdown => {
-                let skip = plan.params.get("skip_snapshot").and_then(Value::as_bool) == Some(true);
+                let skip = matches!(plan.params, PlanParams::Shutdown(p) if p.skip_snapshot);
                 let mut steps = Vec::new();
                 if !skip && deployment.spec.repository().is_some() {
                     steps.push("final-snapshot".into());
@@ -1342,7 +1342,7 @@ impl Steps for DeploymentSteps {
     async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
         // Once `retire` has started, old nodes may be gone even if its
         // result was never recorded (a crash, a failure mid-way).
-        let past_no_return = ctx.plan.kind == PlanKind::Update
+        let past_no_return = ctx.plan.kind() == PlanKind::Update
             && ctx
                 .plan
                 .steps
@@ -1373,13 +1373,13 @@ impl Steps for DeploymentSteps {
         ) {
             return self.undo_restore_step(ctx, step_id).await;
         }
-        if step_id == "node-security" && ctx.plan.kind == PlanKind::Create {
+        if step_id == "node-security" && ctx.plan.kind() == PlanKind::Create {
             return self.forget_node_security(ctx).await;
         }
-        if step_id == "repository-credentials" && ctx.plan.kind == PlanKind::Create {
+        if step_id == "repository-credentials" && ctx.plan.kind() == PlanKind::Create {
             return self.forget_repository_credentials(ctx).await;
         }
-        if ctx.plan.kind == PlanKind::Update
+        if ctx.plan.kind() == PlanKind::Update
             && let Some(("launch", group)) = step_id.split_once(':')
         {
             // The cluster may already keep shards on the new nodes (it

@@ -11,8 +11,11 @@
 use crate::queue::{PlanJob, WorkQueue};
 use async_trait::async_trait;
 use chrono::Utc;
-use floe_domain::deployment::{Deployment, DeploymentStatus};
-use floe_domain::plan::{Lease, Plan, PlanKind, PlanStatus, StepError, StepRecord, StepStatus};
+use floe_domain::deployment::Deployment;
+use floe_domain::plan::{
+    Lease, Plan, PlanEnd, PlanKind, PlanParams, PlanStatus, StepError, StepRecord, StepStatus,
+    lifecycle,
+};
 use floe_store::{DeploymentOutcome, PageRequest, Store, StoreError, Versioned};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -479,26 +482,18 @@ impl Engine {
             next.pending_plan = None;
         }
         let succeeded = plan.status == PlanStatus::Succeeded;
-        next.status = if undo_failed {
-            DeploymentStatus::Failed
+        let end = if undo_failed {
+            PlanEnd::UndoFailed
+        } else if succeeded {
+            PlanEnd::Succeeded
         } else {
-            match (plan.kind, succeeded) {
-                (PlanKind::Create, true) | (PlanKind::Update, _) => DeploymentStatus::Running,
-                (PlanKind::Create, false) => DeploymentStatus::Stopped,
-                (PlanKind::Shutdown, true) => DeploymentStatus::Stopped,
-                (PlanKind::Shutdown, false) => DeploymentStatus::Running,
-                (PlanKind::Delete, _) => DeploymentStatus::Stopped,
-                // The cluster kept running whatever the restore did.
-                (PlanKind::Restore, _) => DeploymentStatus::Running,
-            }
+            PlanEnd::RolledBack
         };
-        if succeeded
-            && plan.kind == PlanKind::Update
-            && let Ok(spec) = serde_json::from_value(plan.params.clone())
-        {
-            next.spec = spec;
+        next.status = lifecycle::after(plan.kind(), end);
+        if succeeded && let PlanParams::Update(spec) = &plan.params {
+            next.spec = spec.clone();
         }
-        let outcome = if succeeded && plan.kind == PlanKind::Delete {
+        let outcome = if succeeded && plan.kind() == PlanKind::Delete {
             DeploymentOutcome::Delete(deployment)
         } else {
             DeploymentOutcome::Update {

@@ -7,7 +7,7 @@ use chrono::Utc;
 use floe_compute::simulated::{Fault, SimulatedCompute, SimulatedConfig};
 use floe_compute::{Compute, ComputeError, InstanceState, SimulatedParameters};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepStatus};
+use floe_domain::plan::{Plan, PlanKind, PlanParams, PlanStatus, StepStatus};
 use floe_plans::engine::Steps;
 use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
 use floe_store::Store;
@@ -19,6 +19,17 @@ use std::time::Duration;
 mod support;
 
 use support::{FailAfter, Twice};
+
+/// A plan of `kind` over `spec`, as the use cases would record it.
+fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
+    match kind {
+        PlanKind::Create => PlanParams::Create(spec.clone()),
+        PlanKind::Update => PlanParams::Update(spec.clone()),
+        PlanKind::Shutdown => PlanParams::Shutdown(Default::default()),
+        PlanKind::Delete => PlanParams::Delete,
+        PlanKind::Restore => unreachable!("restore plans are made with their target"),
+    }
+}
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -56,8 +67,7 @@ async fn drive(
             let plan = Plan::new(
                 "acme",
                 &floe_domain::names::new_resource_id(),
-                kind,
-                serde_json::to_value(&spec)?,
+                params_of(kind, &spec),
                 "test",
                 "tester",
                 now,
@@ -82,8 +92,7 @@ async fn drive(
             let plan = Plan::new(
                 "acme",
                 &d.id,
-                kind,
-                serde_json::Value::Null,
+                params_of(kind, &d.spec),
                 "test",
                 "tester",
                 now,
@@ -202,15 +211,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
     )
     .with_parameters(Arc::new(SimulatedParameters::new(Vec::new())));
     let now = Utc::now();
-    let layout_plan = Plan::new(
-        "acme",
-        "x",
-        PlanKind::Create,
-        serde_json::to_value(spec()?)?,
-        "t",
-        "t",
-        now,
-    );
+    let layout_plan = Plan::new("acme", "x", PlanParams::Create(spec()?), "t", "t", now);
     let dummy = Deployment {
         id: "x".into(),
         org: "acme".into(),

@@ -19,7 +19,7 @@ use floe_compute::NodeParameters as _;
 use floe_compute::{TAG_DEPLOYMENT, TAG_NODE_GROUP, TAG_ORG, TAG_PLAN};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepStatus};
+use floe_domain::plan::{Plan, PlanParams, PlanStatus, StepStatus};
 use floe_domain::repository::{Protocol, Repository, RepositorySettings, S3Settings};
 use floe_domain::secret::{Sealed, SecretString};
 use floe_elastic_sim::S3Access;
@@ -421,8 +421,7 @@ async fn new_create(store: &Store, spec: DeploymentSpec) -> Result<Run, Box<dyn 
     let plan = Plan::new(
         ORG,
         &floe_domain::names::new_resource_id(),
-        PlanKind::Create,
-        serde_json::to_value(&spec)?,
+        PlanParams::Create(spec.clone()),
         "test",
         "tester",
         now,
@@ -688,8 +687,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
         let plan = Plan::new(
             ORG,
             "x",
-            PlanKind::Create,
-            serde_json::to_value(spec("m6g.xlarge")?)?,
+            PlanParams::Create(spec("m6g.xlarge")?),
             "t",
             "t",
             now,

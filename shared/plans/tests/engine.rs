@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use chrono::Utc;
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::{Plan, PlanKind, PlanStatus, StepError, StepStatus};
+use floe_domain::plan::{Plan, PlanKind, PlanParams, PlanStatus, StepError, StepStatus};
 use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps, fail};
 use floe_plans::{Engine, LocalQueue, PlanJob};
 use floe_store::Store;
@@ -15,6 +15,17 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
+
+/// A plan of `kind` over `spec`, as the use cases would record it.
+fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
+    match kind {
+        PlanKind::Create => PlanParams::Create(spec.clone()),
+        PlanKind::Update => PlanParams::Update(spec.clone()),
+        PlanKind::Shutdown => PlanParams::Shutdown(Default::default()),
+        PlanKind::Delete => PlanParams::Delete,
+        PlanKind::Restore => unreachable!("restore plans are made with their target"),
+    }
+}
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -130,8 +141,7 @@ async fn harness(
     let plan = Plan::new(
         "acme",
         &floe_domain::names::new_resource_id(),
-        kind,
-        serde_json::to_value(&spec)?,
+        params_of(kind, &spec),
         "test",
         "tester",
         now,

@@ -10,7 +10,7 @@ use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_compute::{Compute, InstanceState};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::{Plan, PlanKind, PlanStatus};
+use floe_domain::plan::{Plan, PlanParams, PlanStatus};
 use floe_plans::engine::Steps;
 use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
 use floe_store::Store;
@@ -80,8 +80,7 @@ impl World {
         let plan = Plan::new(
             "acme",
             &floe_domain::names::new_resource_id(),
-            PlanKind::Create,
-            serde_json::to_value(&spec)?,
+            PlanParams::Create(spec.clone()),
             "deployments.create",
             "tester",
             now,
@@ -116,8 +115,7 @@ impl World {
         let plan = Plan::new(
             "acme",
             deployment_id,
-            PlanKind::Update,
-            serde_json::to_value(target)?,
+            PlanParams::Update(target.clone()),
             "deployments.update",
             "tester",
             Utc::now(),

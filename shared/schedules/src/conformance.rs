@@ -14,7 +14,7 @@ use floe_domain::deployment::{
     SnapshotAttachment, Storage, VolumeType,
 };
 use floe_domain::names::new_resource_id;
-use floe_domain::plan::{Plan, PlanKind};
+use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::policy::{Policy, PolicySpec, Schedule};
 use floe_domain::repository::{FsSettings, Repository, RepositorySettings};
 use floe_store::{Store, Versioned};
@@ -166,8 +166,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
     let plan = Plan::new(
         org,
         &id,
-        PlanKind::Create,
-        serde_json::Value::Null,
+        PlanParams::Create(spec.clone()),
         "deployments.create",
         "tester",
         now,

@@ -10,7 +10,7 @@ use floe_compute::{Compute, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT, V
 use floe_domain::catalog::Arch;
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::names::new_resource_id;
-use floe_domain::plan::{Plan, PlanKind};
+use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::policy::{Policy, PolicySpec, Retention, Schedule, ScheduleExpression};
 use floe_domain::repository::{FsSettings, Repository, RepositorySettings, S3Settings};
 use floe_domain::secret::SecretString;
@@ -131,8 +131,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
     let plan = Plan::new(
         ORG,
         &id,
-        PlanKind::Create,
-        json!(null),
+        PlanParams::Create(spec.clone()),
         "test",
         "tester",
         now,

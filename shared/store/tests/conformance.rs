@@ -8,7 +8,7 @@ use floe_domain::deployment::{
     SnapshotAttachment, Storage, Tag, VolumeType,
 };
 use floe_domain::names::new_resource_id;
-use floe_domain::plan::{Plan, PlanKind};
+use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
 use floe_domain::repository::{FsSettings, Repository, RepositorySettings};
 use floe_domain::snapshot::{PolicyRun, SnapshotRecord, SnapshotShards, SnapshotState};
@@ -105,12 +105,10 @@ fn deployment(
         },
         restore_snapshot: None,
     };
-    let params = serde_json::to_value(&spec).unwrap_or_default();
     let p = Plan::new(
         org,
         &id,
-        PlanKind::Create,
-        params,
+        PlanParams::Create(spec.clone()),
         "deployments.create",
         "tester",
         now,
@@ -298,7 +296,7 @@ async fn deployments_move_references_and_keep_plans(store: Store) -> TestResult 
     let (_, update_plan) = deployment(&org, "x", None, &[], &[]);
     let update_plan = Plan {
         deployment_id: d.id.clone(),
-        kind: PlanKind::Update,
+        params: PlanParams::Update(next.spec.clone()),
         ..update_plan
     };
     assert_eq!(

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus, DeploymentView};
 use floe_domain::names::{is_resource_id, new_resource_id};
-use floe_domain::plan::{Plan, PlanKind};
+use floe_domain::plan::{Plan, PlanParams};
 use floe_store::{Filter, Idempotency, Kind, StoreError, Versioned};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -177,12 +177,11 @@ pub(crate) async fn create_validated(
     let now = chrono::Utc::now();
     let id = new_resource_id();
     // The plan restores the clone's source; the deployment does not keep it.
-    let params = serde_json::to_value(&spec).map_err(|_| ApiError::internal())?;
+    let params = PlanParams::Create(spec.clone());
     spec.restore_snapshot = None;
     let plan = Plan::new(
         &caller.org,
         &id,
-        PlanKind::Create,
         params,
         "deployments.create",
         &caller.principal.subject,
@@ -423,12 +422,10 @@ async fn put_deployment(
                 ),
             ));
         }
-        let params = serde_json::to_value(&spec).map_err(|_| ApiError::internal())?;
         let p = Plan::new(
             &caller.org,
             &id,
-            PlanKind::Update,
-            params,
+            PlanParams::Update(spec.clone()),
             "deployments.update",
             &caller.principal.subject,
             now,

@@ -10,7 +10,9 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use floe_domain::deployment::{Deployment, DeploymentStatus, DeploymentView};
-use floe_domain::plan::{Plan, PlanKind, PlanSource, PlanStatus, StepError, StepRecord};
+use floe_domain::plan::{
+    Plan, PlanKind, PlanParams, PlanSource, PlanStatus, ShutdownParams, StepError, StepRecord,
+};
 use floe_store::{StoreError, Versioned};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -45,7 +47,7 @@ impl PlanView {
     fn new(p: &Plan) -> PlanView {
         PlanView {
             plan_attempt_id: p.id.clone(),
-            kind: p.kind,
+            kind: p.kind(),
             status: p.status,
             source: p.source.clone(),
             created: p.created,
@@ -256,8 +258,7 @@ async fn shutdown_deployment(
     let plan = Plan::new(
         &caller.org,
         &id,
-        PlanKind::Shutdown,
-        serde_json::json!({"skip_snapshot": skip_snapshot}),
+        PlanParams::Shutdown(ShutdownParams { skip_snapshot }),
         "deployments.shutdown",
         &caller.principal.subject,
         chrono::Utc::now(),

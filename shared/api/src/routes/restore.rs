@@ -17,7 +17,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use floe_domain::deployment::{DeploymentSpec, DeploymentStatus, DeploymentView, NodeGroup};
-use floe_domain::plan::{Plan, PlanKind};
+use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::repository::Repository;
 use floe_domain::restore::{LATEST_SUCCESS, RestoreMode, RestoreRequest, RestoreSnapshot};
 use floe_domain::snapshot::{SnapshotRecord, SnapshotState};
@@ -361,8 +361,7 @@ async fn restore_deployment(
     let plan = Plan::new(
         &caller.org,
         &id,
-        PlanKind::Restore,
-        serde_json::to_value(&target).map_err(|_| ApiError::internal())?,
+        PlanParams::Restore(target),
         "deployments.restore",
         &caller.principal.subject,
         chrono::Utc::now(),

@@ -21,22 +21,7 @@ use serde_json::{Value, json};
 
 /// The restore a plan runs, if it runs one.
 pub(super) fn restore_target(plan: &Plan) -> Result<Option<RestoreTarget>, StepError> {
-    match plan.kind {
-        PlanKind::Create => {
-            let spec = target(plan)?;
-            Ok(spec.restore_snapshot.map(|r| {
-                let repository = r.repository.clone().unwrap_or_default();
-                r.target(&repository)
-            }))
-        }
-        PlanKind::Restore => serde_json::from_value(plan.params.clone())
-            .map(Some)
-            .map_err(|e| StepError {
-                failure_type: "invalid_plan".into(),
-                message: format!("the plan's restore cannot be read: {e}"),
-            }),
-        _ => Ok(None),
-    }
+    Ok(plan.params.restore())
 }
 
 /// The steps that restore `t`.
@@ -336,7 +321,7 @@ impl DeploymentSteps {
     /// was nothing under those names, and removing data is not an undo's
     /// call); a clone's cluster goes as a whole.
     pub(super) async fn undo_restore_step(&self, ctx: &StepContext<'_>, step_id: &str) -> Outcome {
-        if ctx.plan.kind == PlanKind::Restore && step_id != "wait-restored" {
+        if ctx.plan.kind() == PlanKind::Restore && step_id != "wait-restored" {
             ctx.log(format!("{step_id}: restored indices are left in place"));
         }
         Outcome::Done(Value::Null)
