@@ -12,7 +12,7 @@ use floe_plans::queue::QueueError;
 use floe_plans::{
     DeploymentSteps, Engine, EngineConfig, LocalQueue, PlanJob, StepSettings, WorkQueue,
 };
-use floe_schedules::{LocalScheduler, NoScheduler, ReconcileOnFinish, Scheduler, SystemClock};
+use floe_schedules::{LocalScheduler, NoScheduler, ReconcileNow, Scheduler, SystemClock};
 use floe_secrets::{Cipher, Ciphers, KmsCipher, LocalCipher};
 use floe_store::Store;
 use floe_store::backend::Backend;
@@ -280,7 +280,7 @@ pub fn local_worker(store: Store, cipher: Arc<dyn Cipher>) -> Result<LocalAdapte
             "local-worker",
             EngineConfig::default(),
         )
-        .with_listener(Arc::new(ReconcileOnFinish::new(store, scheduler.clone()))),
+        .with_listener(Arc::new(ReconcileNow::new(store, scheduler.clone()))),
     );
     let worker = engine.clone();
     tokio::spawn(async move {

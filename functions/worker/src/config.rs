@@ -12,7 +12,7 @@ use floe_parameters_ssm::{SsmParameters, SsmParametersConfig};
 use floe_plans::{DeploymentSteps, Engine, EngineConfig, StepSettings, Steps, WorkQueue};
 use floe_queue_sqs::SqsQueue;
 use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig};
-use floe_schedules::{ReconcileOnFinish, Scheduler};
+use floe_schedules::{ReconcileNow, Scheduler};
 use floe_secrets::KmsCipher;
 use floe_store::Store;
 use floe_store::dynamo::DynamoBackend;
@@ -307,7 +307,7 @@ impl Adapters {
             config,
         );
         match &self.scheduler {
-            Some(scheduler) => engine.with_listener(Arc::new(ReconcileOnFinish::new(
+            Some(scheduler) => engine.with_listener(Arc::new(ReconcileNow::new(
                 self.store.clone(),
                 scheduler.clone(),
             ))),

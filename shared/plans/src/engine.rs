@@ -8,7 +8,6 @@
 //! delivery, the sweep) never run a step at the same time. Waiting is a
 //! re-queue with a delay that releases the lease, never a sleep holding it.
 
-use crate::queue::{PlanJob, WorkQueue};
 use async_trait::async_trait;
 use chrono::Utc;
 use floe_domain::deployment::Deployment;
@@ -16,6 +15,7 @@ use floe_domain::plan::{
     Lease, Plan, PlanEnd, PlanKind, PlanParams, PlanStatus, StepError, StepRecord, StepStatus,
     lifecycle,
 };
+use floe_ports::{PlanJob, PlanListener, QueueError, WorkQueue};
 use floe_store::{DeploymentOutcome, PageRequest, Store, StoreError, Versioned};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -126,14 +126,7 @@ pub enum EngineError {
     #[error("store: {0}")]
     Store(#[from] StoreError),
     #[error("queue: {0}")]
-    Queue(#[from] crate::queue::QueueError),
-}
-
-/// Told when a plan has finished and its deployment took its new status
-/// (schedules follow the status: they exist only while a cluster runs).
-#[async_trait]
-pub trait PlanListener: Send + Sync + 'static {
-    async fn finished(&self, org: &str, deployment_id: &str);
+    Queue(#[from] QueueError),
 }
 
 pub struct Engine {

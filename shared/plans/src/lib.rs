@@ -3,9 +3,9 @@
 
 pub mod deployment_steps;
 pub mod engine;
-pub mod queue;
 pub mod repository_access;
 
 pub use deployment_steps::{DeploymentSteps, StepSettings};
-pub use engine::{Engine, EngineConfig, Outcome, PlanListener, RunResult, StepContext, Steps};
-pub use queue::{LocalQueue, PlanJob, WorkQueue};
+pub use engine::{Engine, EngineConfig, Outcome, RunResult, StepContext, Steps};
+// The ports the engine calls, where its callers have always found them.
+pub use floe_ports::{LocalQueue, PlanJob, PlanListener, WorkQueue, queue};

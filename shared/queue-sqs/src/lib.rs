@@ -1,6 +1,7 @@
-//! The SQS adapter of the work queue port. The API and the sweep send a
-//! plan's job here; the queue's event source mapping wakes the worker
-//! function with it.
+//! The SQS adapter of the work queue and schedule-sync ports. The API and
+//! the sweep send a plan's job here, and the API its schedule
+//! reconciliations; the queue's event source mapping wakes the worker
+//! function with them.
 //!
 //! This is the only crate that links `aws-sdk-sqs`. The queue is a standard
 //! queue: FIFO queues refuse a per-message delay, and the engine's waits are
@@ -10,8 +11,8 @@
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use floe_plans::queue::QueueError;
-use floe_plans::{PlanJob, WorkQueue};
+use floe_ports::QueueError;
+use floe_ports::{PlanJob, ReconcileJob, ScheduleSync, WorkMessage, WorkQueue};
 use std::time::Duration;
 
 /// Every IAM action this crate needs, and no other: the deploy template's
@@ -67,10 +68,9 @@ pub fn delay_seconds(delay: Duration) -> i32 {
     i32::try_from(whole).unwrap_or(900)
 }
 
-#[async_trait]
-impl WorkQueue for SqsQueue {
-    async fn enqueue(&self, job: PlanJob, delay: Duration) -> Result<(), QueueError> {
-        let body = serde_json::to_string(&job)
+impl SqsQueue {
+    async fn send(&self, message: &WorkMessage, delay: Duration) -> Result<(), QueueError> {
+        let body = serde_json::to_string(message)
             .map_err(|e| QueueError(format!("the job cannot be encoded: {e}")))?;
         self.client
             .send_message()
@@ -80,8 +80,32 @@ impl WorkQueue for SqsQueue {
             .send()
             .await
             .map_err(|e| QueueError(format!("SendMessage: {}", DisplayErrorContext(&e))))?;
-        tracing::debug!(plan = %job.plan_id, delay_ms = delay.as_millis() as u64, "plan job enqueued");
         Ok(())
+    }
+}
+
+#[async_trait]
+impl WorkQueue for SqsQueue {
+    async fn enqueue(&self, job: PlanJob, delay: Duration) -> Result<(), QueueError> {
+        let plan_id = job.plan_id.clone();
+        self.send(&WorkMessage::Plan(job), delay).await?;
+        tracing::debug!(plan = %plan_id, delay_ms = delay.as_millis() as u64, "plan job enqueued");
+        Ok(())
+    }
+}
+
+/// The api function keeps schedules in step through the worker: it sends
+/// the reconciliation as a job, and never calls EventBridge Scheduler.
+#[async_trait]
+impl ScheduleSync for SqsQueue {
+    async fn sync(&self, job: ReconcileJob) -> Result<(), QueueError> {
+        self.send(
+            &WorkMessage::Reconcile {
+                reconcile_schedules: job,
+            },
+            Duration::ZERO,
+        )
+        .await
     }
 }
 

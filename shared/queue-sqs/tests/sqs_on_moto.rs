@@ -4,7 +4,7 @@
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
-use floe_plans::{PlanJob, WorkQueue};
+use floe_ports::{PlanJob, WorkQueue};
 use floe_queue_sqs::SqsQueue;
 use std::time::{Duration, Instant};
 

@@ -26,6 +26,6 @@ pub use port::{
     ExistingSchedule, NoScheduler, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,
 };
 pub use reconcile::{
-    ReconcileError, ReconcileOnFinish, ReconcileSummary, ScheduleFailure, reconcile_deployment,
+    ReconcileError, ReconcileNow, ReconcileSummary, ScheduleFailure, reconcile_deployment,
     reconcile_policy,
 };

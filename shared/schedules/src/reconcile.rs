@@ -23,6 +23,7 @@
 use crate::names::{deployment_prefix, schedule_name};
 use crate::port::{ExistingSchedule, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob};
 use floe_domain::deployment::{Deployment, DeploymentStatus};
+use floe_ports::ReconcileJob;
 use floe_store::{Filter, PageRequest, Store, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -276,37 +277,65 @@ fn attaches(deployment: &Deployment, policy_id: &str) -> bool {
     deployment.spec.policies().iter().any(|p| p == policy_id)
 }
 
-/// Reconciles a deployment's schedules whenever one of its plans finishes:
-/// a create that succeeded starts them, a shutdown removes them.
-pub struct ReconcileOnFinish {
+/// Reconciles on the spot: after a plan finishes (a create that succeeded
+/// starts the schedules, a shutdown removes them), and whenever a use case
+/// says records changed. The worker and local mode use it; the api function
+/// sends the same jobs to the worker instead.
+pub struct ReconcileNow {
     store: Store,
     scheduler: std::sync::Arc<dyn Scheduler>,
 }
 
-impl ReconcileOnFinish {
-    pub fn new(store: Store, scheduler: std::sync::Arc<dyn Scheduler>) -> ReconcileOnFinish {
-        ReconcileOnFinish { store, scheduler }
+impl ReconcileNow {
+    pub fn new(store: Store, scheduler: std::sync::Arc<dyn Scheduler>) -> ReconcileNow {
+        ReconcileNow { store, scheduler }
+    }
+
+    /// Reconciles what `job` names, logging what changed.
+    pub async fn run(&self, job: &ReconcileJob) -> Result<ReconcileSummary, ReconcileError> {
+        let (what, id, result) = match (&job.deployment_id, &job.policy_id) {
+            (Some(d), _) => (
+                "deployment",
+                d.as_str(),
+                reconcile_deployment(&self.store, self.scheduler.as_ref(), &job.org, d).await,
+            ),
+            (None, Some(p)) => (
+                "policy",
+                p.as_str(),
+                reconcile_policy(&self.store, self.scheduler.as_ref(), &job.org, p).await,
+            ),
+            (None, None) => return Ok(ReconcileSummary::default()),
+        };
+        match &result {
+            Ok(summary) if !summary.is_noop() => {
+                tracing::info!(what, id, ?summary, "schedules reconciled");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(what, id, error = %e, "schedules not reconciled; the next change retries");
+            }
+        }
+        result
     }
 }
 
 #[async_trait::async_trait]
-impl floe_plans::PlanListener for ReconcileOnFinish {
+impl floe_ports::PlanListener for ReconcileNow {
     async fn finished(&self, org: &str, deployment_id: &str) {
         // The plan's result is recorded; a failure here is retried by the
         // next change or plan end, as reconciliation is idempotent.
-        match reconcile_deployment(&self.store, self.scheduler.as_ref(), org, deployment_id).await {
-            Ok(summary) => {
-                if !summary.is_noop() {
-                    tracing::info!(
-                        deployment = deployment_id,
-                        ?summary,
-                        "schedules reconciled after a plan"
-                    );
-                }
-            }
-            Err(e) => {
-                tracing::warn!(deployment = deployment_id, error = %e, "schedules not reconciled after a plan");
-            }
-        }
+        let _ = self
+            .run(&ReconcileJob::deployment(org, deployment_id))
+            .await;
+    }
+}
+
+#[async_trait::async_trait]
+impl floe_ports::ScheduleSync for ReconcileNow {
+    async fn sync(&self, job: ReconcileJob) -> Result<(), floe_ports::QueueError> {
+        self.run(&job)
+            .await
+            .map(|_| ())
+            .map_err(|e| floe_ports::QueueError(format!("schedules not reconciled: {e}")))
     }
 }

@@ -1,0 +1,11 @@
+//! The ports: the traits that adapters implement and that the engine, the
+//! use cases and the functions call. Nothing here links an SDK or a
+//! simulator, so an adapter depends on this crate and never on what uses it.
+
+pub mod listener;
+pub mod queue;
+pub mod schedule_sync;
+
+pub use listener::PlanListener;
+pub use queue::{LocalQueue, PlanJob, QueueError, WorkQueue};
+pub use schedule_sync::{ReconcileJob, ScheduleSync, WorkMessage};
