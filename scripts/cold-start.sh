@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Cold-start figures (not a test): builds the functions and the lambda_http
-# hello function with one profile in one cargo run (default `release`, as
+# Cold-start figures (not a test): builds the functions and the two
+# baselines (the lambda_http hello function, and one DynamoDB Query behind
+# lambda_http) with one profile in one cargo run (default `release`, as
 # deployed), starts moto on 127.0.0.1, and runs tests/benches/cold_start.rs,
 # which starts each binary FLOE_COLD_START_RUNS times (default 20) under the
 # Lambda runtime emulator. Usage: scripts/cold-start.sh [PROFILE] [NAME...]
@@ -13,9 +14,10 @@ shift || true
 venv=${FLOE_VENV:-$root/.venv}
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 
-echo "== building the functions and hello-lambda ($profile)"
+echo "== building the functions and the baselines ($profile)"
 cargo build --quiet --profile "$profile" \
-  -p floe-api-function -p floe-worker-function -p floe-snapshotter-function -p floe-hello-lambda
+  -p floe-api-function -p floe-worker-function -p floe-snapshotter-function -p floe-hello-lambda \
+  -p floe-dynamo-baseline
 bin_dir=$target_dir/$profile
 [ "$profile" = dev ] && bin_dir=$target_dir/debug
 

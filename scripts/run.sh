@@ -3,4 +3,4 @@
 # JWT secret and credential key, listening on FLOE_LISTEN (127.0.0.1:8080).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo run --quiet --bin floe-api -- serve "$@"
+exec cargo run --quiet --bin floe-local -- serve "$@"

@@ -1,5 +1,7 @@
-//! Cold start of each function under the Lambda runtime emulator, next to a
-//! minimal lambda_http function (`hello-lambda`) built the same way: for each
+//! Cold start of each function under the Lambda runtime emulator, next to
+//! two baselines built the same way: a minimal lambda_http function
+//! (`hello-lambda`), and one that makes one DynamoDB Query per request with
+//! the api's store adapter (`dynamo-baseline`). For each
 //! binary, RUNS fresh processes, each timed from spawn to its first poll of
 //! the runtime API (init) and to its first answer; plus the stripped size.
 //!
@@ -8,7 +10,7 @@
 //!
 //! ```sh
 //! cargo build --release -p floe-api-function -p floe-worker-function \
-//!   -p floe-snapshotter-function -p floe-hello-lambda
+//!   -p floe-snapshotter-function -p floe-hello-lambda -p floe-dynamo-baseline
 //! FLOE_COLD_START_DIR=$CARGO_TARGET_DIR/release FLOE_TEST_AWS_ENDPOINT=http://127.0.0.1:PORT \
 //!   cargo bench --profile dev -p floe-tests --bench cold_start
 //! ```
@@ -69,7 +71,7 @@ async fn run() -> Result<(), Error> {
         .map_err(|_| {
             "FLOE_COLD_START_DIR is not set: point it at the folder of the binaries to \
              measure (e.g. target/release after `cargo build --release -p floe-api-function \
-             -p floe-worker-function -p floe-snapshotter-function -p floe-hello-lambda`), \
+             -p floe-worker-function -p floe-snapshotter-function -p floe-hello-lambda -p floe-dynamo-baseline`), \
              or run scripts/cold-start.sh"
         })?;
     let runs: usize = std::env::var("FLOE_COLD_START_RUNS")
@@ -133,9 +135,10 @@ async fn run() -> Result<(), Error> {
 
 type Make = fn(&Path, &Setup) -> (Function, serde_json::Value);
 
-fn candidates() -> [(&'static str, Make); 4] {
+fn candidates() -> [(&'static str, Make); 5] {
     [
         ("hello-lambda", hello as Make),
+        ("dynamo-baseline", dynamo_baseline as Make),
         ("floe-api", api as Make),
         ("floe-worker", worker as Make),
         ("floe-snapshotter", snapshotter as Make),
@@ -146,6 +149,18 @@ fn hello(binary: &Path, _: &Setup) -> (Function, serde_json::Value) {
     (
         Function::at(binary, "hello-lambda"),
         http_api_event("GET", "/hello", &[], None),
+    )
+}
+
+/// One DynamoDB Query per request, with the api's store adapter and SDK
+/// settings, on the same table: the api's own floor.
+fn dynamo_baseline(binary: &Path, s: &Setup) -> (Function, serde_json::Value) {
+    (
+        Function::at(binary, "dynamo-baseline")
+            .memory_mb(512)
+            .env("FLOE_STORE", format!("dynamodb://{}", s.table))
+            .env("AWS_ENDPOINT_URL", &s.endpoint),
+        http_api_event("GET", "/deployments", &[], None),
     )
 }
 
@@ -192,7 +207,14 @@ fn worker(binary: &Path, s: &Setup) -> (Function, serde_json::Value) {
             .timeout(Duration::from_secs(120))
             .env("FLOE_STORE", format!("dynamodb://{}", s.table))
             .env("FLOE_QUEUE_URL", &s.queue_url)
-            .env("FLOE_COMPUTE", "simulated")
+            // As deployed: EC2 compute. The sweep calls no EC2 API, and
+            // building the client calls none either.
+            .env("AWS_REGION", "us-east-1")
+            .env("FLOE_EC2_IMAGE_ARM64", "ami-0000000000000000a")
+            .env("FLOE_EC2_IMAGE_X86_64", "ami-0000000000000000b")
+            .env("FLOE_EC2_SUBNETS", "subnet-0a,subnet-0b,subnet-0c")
+            .env("FLOE_EC2_SECURITY_GROUPS", "sg-0a")
+            .env("FLOE_EC2_INSTANCE_PROFILE", "floe-node")
             .env("AWS_ENDPOINT_URL", &s.endpoint),
         json!({"sweep": true}),
     )

@@ -1,4 +1,4 @@
-//! Black-box harness: starts the real `floe-api` binary on a free loopback
+//! Black-box harness: starts the real `floe-local` binary on a free loopback
 //! port with its own data folder, talks HTTP to it, and keeps every response
 //! and every log line it produced so that tests can search them afterwards.
 //!
@@ -172,9 +172,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `target/<profile>/floe-api`, next to the test executable's `deps` folder.
+/// `target/<profile>/floe-local` (local mode: the whole platform in one
+/// process), next to the test executable's `deps` folder.
 pub fn binary() -> PathBuf {
-    built_binary("floe-api")
+    built_binary("floe-local")
 }
 
 /// `target/<profile>/<name>`: a workspace binary built with the same profile
@@ -295,21 +296,21 @@ impl Server {
         let first: String = rx.recv_timeout(START_TIMEOUT).unwrap_or_default();
         let addr = first
             .trim()
-            .strip_prefix("floe-api listening on http://")
+            .strip_prefix("floe-local listening on http://")
             .map(str::to_string);
         let Some(addr) = addr else {
             let _ = child.kill();
             let _ = child.wait();
             std::thread::sleep(Duration::from_millis(200));
             panic!(
-                "floe-api did not announce its address (first stdout line {first:?}); stderr:\n{}",
+                "floe-local did not announce its address (first stdout line {first:?}); stderr:\n{}",
                 lock(&logs).join("\n")
             );
         };
         if !addr.starts_with("127.0.0.1:") {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("floe-api listens on {addr}, not on loopback");
+            panic!("floe-local listens on {addr}, not on loopback");
         }
         let client = reqwest::Client::builder()
             .no_proxy()
@@ -380,7 +381,7 @@ impl Server {
         lock(&self.seen).clone()
     }
 
-    /// A token from `floe-api token`, signed with the same local secret as
+    /// A token from `floe-local token`, signed with the same local secret as
     /// the server's (same data folder).
     pub fn token(&self, org: &str, roles: &[&str]) -> String {
         let mut cmd = Command::new(&self.bin);
@@ -392,10 +393,10 @@ impl Server {
         let out = cmd
             .stdin(Stdio::null())
             .output()
-            .unwrap_or_else(|e| panic!("cannot run floe-api token: {e}"));
+            .unwrap_or_else(|e| panic!("cannot run floe-local token: {e}"));
         assert!(
             out.status.success(),
-            "floe-api token --org {org} {roles:?} failed: {}",
+            "floe-local token --org {org} {roles:?} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         let token = String::from_utf8_lossy(&out.stdout).trim().to_string();

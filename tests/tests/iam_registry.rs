@@ -109,7 +109,7 @@ fn ec2_compute_registry_matches_its_calls() {
 /// adapters; its registry names what those adapters call for it.
 #[test]
 fn snapshotter_function_calls_aws_only_through_its_adapters() {
-    for file in ["lib.rs", "main.rs", "config.rs"] {
+    for file in ["lib.rs", "main.rs", "adapters.rs"] {
         let path = format!("functions/snapshotter/src/{file}");
         let called = called_operations(&source(&path));
         assert!(called.is_empty(), "{path} calls the SDK itself: {called:?}");

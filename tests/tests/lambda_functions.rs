@@ -107,16 +107,17 @@ async fn get(
         .http()
 }
 
+/// The api function takes API Gateway's events on its DynamoDB table (the
+/// only store it has on Lambda).
 #[tokio::test]
-async fn api_answers_gateway_requests_on_sqlite() -> TestResult {
-    let data = tempfile::Builder::new().prefix("floe-lambda-").tempdir()?;
+async fn api_answers_gateway_requests() -> TestResult {
+    let endpoint = aws_endpoint();
+    let table = unique("floe-gateway");
     let mut api = Function::built("floe-api")
-        .env(
-            "FLOE_STORE",
-            format!("sqlite://{}", data.path().join("floe.db").display()),
-        )
-        .env("FLOE_DATA_DIR", data.path().display().to_string())
+        .env("FLOE_STORE", format!("dynamodb://{table}"))
+        .env("FLOE_CREATE_TABLE", "true")
         .env("FLOE_JWT_SECRET", JWT_SECRET)
+        .env("AWS_ENDPOINT_URL", &endpoint)
         .start()
         .await?;
 

@@ -9,7 +9,7 @@
 //! dead-letter queue see exactly those. Skips and failed snapshots are
 //! recorded on the attachment and answered normally.
 
-pub mod config;
+pub mod adapters;
 
 /// The AWS actions this function's role needs. It calls no SDK itself: the
 /// store's DynamoDB adapter reads and writes records (`GetItem`, `Query`,

@@ -1,7 +1,8 @@
 //! `floe-snapshotter`: reads its configuration and builds its adapters once
 //! per cold start, then serves EventBridge Scheduler invocations.
 
-use floe_snapshotter::config::SnapshotterConfig;
+use floe_snapshotter::adapters;
+use floe_wiring::{Env, SnapshotterConfig};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::Value;
 use std::process::ExitCode;
@@ -13,14 +14,20 @@ const RESERVE: Duration = Duration::from_secs(60);
 #[tokio::main]
 async fn main() -> ExitCode {
     floe_telemetry::init();
-    let config = match SnapshotterConfig::from_env() {
+    let config = match SnapshotterConfig::read(&Env::process()) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "configuration error");
             return ExitCode::from(2);
         }
     };
-    let snapshotter = floe_snapshotter::config::snapshotter(&config).await;
+    let snapshotter = match adapters::snapshotter(&config).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "configuration error");
+            return ExitCode::from(2);
+        }
+    };
     let (snapshotter, config) = (&snapshotter, &config);
     let handler = service_fn(move |event: LambdaEvent<Value>| async move {
         let remaining = event
@@ -29,7 +36,7 @@ async fn main() -> ExitCode {
             .duration_since(SystemTime::now())
             .unwrap_or_default();
         // A function configured with a short timeout waits less.
-        let mut settings = config.settings();
+        let mut settings = adapters::settings(config);
         settings.wait = settings.wait.min(remaining.saturating_sub(RESERVE));
         let snapshotter = snapshotter.clone().with_settings(settings);
         floe_snapshotter::handle(&snapshotter, event.payload)

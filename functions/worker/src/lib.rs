@@ -2,16 +2,20 @@
 //! that tests can drive it with any store, queue and compute adapter.
 //!
 //! Two events wake the worker:
-//! - an SQS batch from the work queue, one `PlanJob` per record: each plan is
-//!   run as far as it can go now (the engine re-queues it when it waits);
+//! - an SQS batch from the work queue, one job per record: a plan's job runs
+//!   the plan as far as it can go now (the engine re-queues it when it
+//!   waits); a schedule reconciliation (sent by the api function, which
+//!   never calls EventBridge Scheduler itself) makes the schedules follow
+//!   the records;
 //! - `{"sweep": true}` from a one-minute EventBridge Scheduler schedule:
 //!   plans whose worker died, or whose message was lost, are queued again.
 
-pub mod config;
+pub mod adapters;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use floe_plans::engine::EngineError;
-use floe_plans::{Engine, PlanJob, RunResult};
+use floe_plans::{Engine, RunResult};
+use floe_ports::{ScheduleSync, WorkMessage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -59,9 +63,20 @@ struct SweepEvent {
 /// Handles one invocation's event: an SQS batch gives an `SqsBatchResponse`
 /// (so that only the failed records are retried), a sweep `{"requeued": n}`.
 pub async fn handle(engine: &Engine, event: Value) -> Result<Value, WorkerError> {
+    handle_with(engine, None, event).await
+}
+
+/// As [`handle`], with the adapter that reconciles schedules (`None` when
+/// the function has no schedule settings: reconciliations are then dropped,
+/// and said so).
+pub async fn handle_with(
+    engine: &Engine,
+    schedules: Option<&dyn ScheduleSync>,
+    event: Value,
+) -> Result<Value, WorkerError> {
     if event.get("Records").is_some() {
         let batch: SqsEvent = serde_json::from_value(event).map_err(WorkerError::SqsEvent)?;
-        let response = run_batch(engine, &batch.records).await?;
+        let response = run_batch(engine, schedules, &batch.records).await?;
         return serde_json::to_value(response).map_err(WorkerError::Response);
     }
     match serde_json::from_value::<SweepEvent>(event.clone()) {
@@ -102,6 +117,8 @@ enum RecordOutcome {
     Dropped,
     /// The run failed on the way (store or queue unavailable): retry it.
     Failed(EngineError),
+    /// A schedule reconciliation failed: retry it.
+    Retry,
 }
 
 /// Runs the batch's plans side by side: they are independent, their steps
@@ -109,19 +126,28 @@ enum RecordOutcome {
 /// records of one plan are safe together: the lease lets one of them run.
 async fn run_batch(
     engine: &Engine,
+    schedules: Option<&dyn ScheduleSync>,
     records: &[SqsMessage],
 ) -> Result<SqsBatchResponse, WorkerError> {
     let outcomes =
-        futures_util::future::join_all(records.iter().map(|r| run_record(engine, r))).await;
+        futures_util::future::join_all(records.iter().map(|r| run_record(engine, schedules, r)))
+            .await;
     let mut response = SqsBatchResponse::default();
     let mut unreportable = None;
     for (record, outcome) in records.iter().zip(outcomes) {
-        let RecordOutcome::Failed(error) = outcome else {
-            continue;
+        let error = match outcome {
+            RecordOutcome::Failed(error) => Some(error),
+            RecordOutcome::Retry => None,
+            RecordOutcome::Handled | RecordOutcome::Dropped => continue,
         };
-        match record.message_id.as_deref().filter(|id| !id.is_empty()) {
-            Some(id) => response.add_failure(id),
-            None => unreportable = Some(error),
+        match (
+            record.message_id.as_deref().filter(|id| !id.is_empty()),
+            error,
+        ) {
+            (Some(id), _) => response.add_failure(id),
+            (None, Some(error)) => unreportable = Some(error),
+            // Reconciliation is retried by the next change or plan end.
+            (None, None) => {}
         }
     }
     match unreportable {
@@ -130,7 +156,11 @@ async fn run_batch(
     }
 }
 
-async fn run_record(engine: &Engine, record: &SqsMessage) -> RecordOutcome {
+async fn run_record(
+    engine: &Engine,
+    schedules: Option<&dyn ScheduleSync>,
+    record: &SqsMessage,
+) -> RecordOutcome {
     let message_id = record.message_id.as_deref().unwrap_or("");
     let receive_count = record
         .attributes
@@ -141,10 +171,26 @@ async fn run_record(engine: &Engine, record: &SqsMessage) -> RecordOutcome {
     // redelivers it: reporting it failed would only bounce it until the
     // redrive policy moves it to the dead-letter queue. Dropping it (and
     // saying so) leaves the same trace sooner and keeps the batch moving.
-    let job: PlanJob = match record.body.as_deref().map(serde_json::from_str) {
-        Some(Ok(job)) => job,
+    let job = match record.body.as_deref().map(serde_json::from_str) {
+        Some(Ok(WorkMessage::Plan(job))) => job,
+        Some(Ok(WorkMessage::Reconcile {
+            reconcile_schedules: job,
+        })) => {
+            let Some(schedules) = schedules else {
+                tracing::warn!(message_id, org = %job.org, "dropping a schedule reconciliation: this worker has no schedule settings");
+                return RecordOutcome::Dropped;
+            };
+            return match schedules.sync(job).await {
+                Ok(()) => RecordOutcome::Handled,
+                // Reconciling is idempotent: SQS delivers it again.
+                Err(e) => {
+                    tracing::warn!(message_id, error = %e, "schedule reconciliation failed; SQS will deliver it again");
+                    RecordOutcome::Retry
+                }
+            };
+        }
         Some(Err(e)) => {
-            tracing::warn!(message_id, error = %e, "dropping a message that is not a plan job");
+            tracing::warn!(message_id, error = %e, "dropping a message that is not a job");
             return RecordOutcome::Dropped;
         }
         None => {

@@ -2,7 +2,8 @@
 //! its adapters once per cold start, then serves SQS batches of plan jobs
 //! and the one-minute sweep through the Lambda runtime.
 
-use floe_worker::config::{Adapters, WorkerConfig};
+use floe_wiring::{Env, WorkerConfig};
+use floe_worker::adapters::Adapters;
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::Value;
 use std::process::ExitCode;
@@ -11,7 +12,7 @@ use std::time::SystemTime;
 #[tokio::main]
 async fn main() -> ExitCode {
     floe_telemetry::init();
-    let config = match WorkerConfig::from_env() {
+    let config = match WorkerConfig::read(&Env::process()) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "configuration error");
@@ -33,7 +34,11 @@ async fn main() -> ExitCode {
             .duration_since(SystemTime::now())
             .unwrap_or_default();
         let engine = adapters.engine(&event.context.request_id, remaining);
-        floe_worker::handle(&engine, event.payload)
+        let schedules = adapters
+            .schedules
+            .as_deref()
+            .map(|s| s as &dyn floe_ports::ScheduleSync);
+        floe_worker::handle_with(&engine, schedules, event.payload)
             .await
             .map_err(|e| {
                 tracing::error!(error = %e, kind = e.kind(), "invocation failed");

@@ -379,3 +379,61 @@ fn sim_clusters(
         floe_clusters::simulated::SimulatedClustersConfig::default(),
     ))
 }
+
+/// Records the reconciliations it is asked for; fails those of one org.
+struct RecordingSync {
+    seen: std::sync::Mutex<Vec<floe_ports::ReconcileJob>>,
+    failing_org: &'static str,
+}
+
+#[async_trait]
+impl floe_ports::ScheduleSync for RecordingSync {
+    async fn sync(&self, job: floe_ports::ReconcileJob) -> Result<(), floe_ports::QueueError> {
+        let fail = job.org == self.failing_org;
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.push(job);
+        }
+        if fail {
+            return Err(floe_ports::QueueError(
+                "injected: the scheduler is throttling".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn reconcile_record(message_id: &str, job: floe_ports::ReconcileJob) -> Result<Value, Error> {
+    let message = floe_ports::WorkMessage::Reconcile {
+        reconcile_schedules: job,
+    };
+    Ok(record(message_id, Some(&serde_json::to_string(&message)?)))
+}
+
+/// The api sends schedule reconciliations through the queue: the worker
+/// runs each, reports a failed one for redelivery, and without schedule
+/// settings drops them (saying so) rather than bouncing them forever.
+#[tokio::test]
+async fn schedule_reconciliations_from_the_api_run_in_the_worker() -> TestResult {
+    let w = world(Arc::new(SqliteBackend::in_memory()?));
+    let sync = RecordingSync {
+        seen: std::sync::Mutex::new(Vec::new()),
+        failing_org: "globex",
+    };
+    let event = batch(vec![
+        reconcile_record("m-dep", floe_ports::ReconcileJob::deployment("acme", "d1"))?,
+        reconcile_record("m-pol", floe_ports::ReconcileJob::policy("globex", "p1"))?,
+    ]);
+    let response = floe_worker::handle_with(&w.engine, Some(&sync), event.clone()).await?;
+    assert_eq!(failures(&response)?, ["m-pol"]);
+    let seen = sync.seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(
+        seen,
+        [
+            floe_ports::ReconcileJob::deployment("acme", "d1"),
+            floe_ports::ReconcileJob::policy("globex", "p1")
+        ]
+    );
+    let response = handle(&w.engine, event).await?;
+    assert_eq!(failures(&response)?, Vec::<String>::new());
+    Ok(())
+}

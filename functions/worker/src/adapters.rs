@@ -1,0 +1,179 @@
+//! The worker's adapters, built once per cold start from its configuration
+//! ([`floe_wiring::WorkerConfig`]) and shared by every invocation's engine.
+
+use floe_clusters::{Clusters, NodeAddresses};
+use floe_compute::{Compute, NodeParameters};
+use floe_compute_ec2::{Ec2Compute, Ec2Config};
+use floe_parameters_ssm::{SsmParameters, SsmParametersConfig};
+use floe_plans::{DeploymentSteps, Engine, EngineConfig, StepSettings, Steps, WorkQueue};
+use floe_queue_sqs::SqsQueue;
+use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig};
+use floe_schedules::ReconcileNow;
+use floe_store::Store;
+use floe_wiring::{ComputeChoice, ConfigError, WiringError, WorkerConfig, build};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone)]
+pub struct Adapters {
+    pub store: Store,
+    pub queue: Arc<dyn WorkQueue>,
+    pub steps: Arc<dyn Steps>,
+    pub engine: EngineConfig,
+    /// Keeps snapshot schedules in step as plans end and when the api asks;
+    /// `None` when the function has no schedule settings.
+    pub schedules: Option<Arc<ReconcileNow>>,
+}
+
+impl Adapters {
+    pub async fn from_config(config: &WorkerConfig) -> Result<Adapters, WiringError> {
+        let store = build::store(&config.store).await?;
+        let queue: Arc<dyn WorkQueue> =
+            Arc::new(SqsQueue::from_env(config.queue_url.clone()).await);
+        let (compute, clusters, parameters) = nodes(config).await?;
+        let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
+        let settings = StepSettings {
+            region: config.region.clone(),
+            parameter_prefix: config.parameter_prefix.clone(),
+            ..StepSettings::default()
+        };
+        let mut steps = DeploymentSteps::new(compute, clusters, settings)
+            .with_snapshots(snapshotter)
+            .with_parameters(parameters);
+        if config.secrets.kms_key_id.is_some() {
+            steps = steps.with_cipher(build::cipher(&config.secrets).await?);
+        }
+        let schedules = match &config.scheduler {
+            Some(s) => {
+                let scheduler = AwsScheduler::from_env(AwsSchedulerConfig::new(
+                    s.group.clone(),
+                    s.target_arn.clone(),
+                    s.role_arn.clone(),
+                    s.dead_letter_arn.clone(),
+                ))
+                .await;
+                Some(Arc::new(ReconcileNow::new(
+                    store.clone(),
+                    Arc::new(scheduler),
+                )))
+            }
+            None => None,
+        };
+        Ok(Adapters {
+            store,
+            queue,
+            steps: Arc::new(steps),
+            engine: EngineConfig::default(),
+            schedules,
+        })
+    }
+
+    /// The engine of one invocation. Its owner names the invocation, so a
+    /// plan's lease points at the request id to look up in the logs; the
+    /// budget ends early enough for the last step to finish before the
+    /// invocation's deadline (`remaining`).
+    pub fn engine(&self, request_id: &str, remaining: Duration) -> Engine {
+        let config = EngineConfig {
+            budget: crate::budget(remaining, self.engine.budget),
+            ..self.engine.clone()
+        };
+        let engine = Engine::new(
+            self.store.clone(),
+            self.queue.clone(),
+            self.steps.clone(),
+            format!("worker/{request_id}"),
+            config,
+        );
+        match &self.schedules {
+            Some(schedules) => engine.with_listener(schedules.clone()),
+            None => engine,
+        }
+    }
+}
+
+type Nodes = (Arc<dyn Compute>, Arc<dyn Clusters>, Arc<dyn NodeParameters>);
+
+async fn nodes(config: &WorkerConfig) -> Result<Nodes, WiringError> {
+    match &config.compute {
+        ComputeChoice::Ec2(ec2) => {
+            let compute: Arc<dyn Compute> = Arc::new(
+                Ec2Compute::from_env(Ec2Config {
+                    image_arm64: ec2.image_arm64.clone(),
+                    image_x86_64: ec2.image_x86_64.clone(),
+                    subnets: ec2.subnets.clone(),
+                    security_groups: ec2.security_groups.clone(),
+                    instance_profile: Some(ec2.instance_profile.clone()),
+                    key_name: ec2.key_name.clone(),
+                })
+                .await,
+            );
+            let parameters: Arc<dyn NodeParameters> =
+                Arc::new(SsmParameters::from_env(SsmParametersConfig { kms_key_id: None }).await);
+            let clusters = Arc::new(
+                NodeAddresses::new(
+                    compute.clone(),
+                    config.node_http.https,
+                    config.node_http.port,
+                    None,
+                    Duration::from_secs(20),
+                )
+                .with_security(parameters.clone(), config.parameter_prefix.clone()),
+            );
+            Ok((compute, clusters, parameters))
+        }
+        ComputeChoice::Simulated => simulated(),
+    }
+}
+
+/// Simulated instances and clusters, for the emulator tests of this
+/// function: only a build with the `simulated` feature carries them (the
+/// test crate's); the Lambda zip does not.
+#[cfg(feature = "simulated")]
+fn simulated() -> Result<Nodes, WiringError> {
+    use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
+    use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+    let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
+        SimulatedConfig::from_env().map_err(|m| ConfigError {
+            name: "FLOE_SIM_*",
+            message: m,
+        })?,
+    ));
+    let clusters = Arc::new(SimulatedClusters::new(
+        compute.clone(),
+        SimulatedClustersConfig::default(),
+    ));
+    let parameters = Arc::new(floe_compute::SimulatedParameters::new(Vec::new()));
+    Ok((compute, clusters, parameters))
+}
+
+#[cfg(not(feature = "simulated"))]
+fn simulated() -> Result<Nodes, WiringError> {
+    Err(ConfigError {
+        name: "FLOE_COMPUTE",
+        message: "this build has no simulated compute (it is in local mode and the test builds)"
+            .into(),
+    }
+    .into())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_budget_leaves_the_last_step_time_before_the_deadline() {
+        use std::time::Duration;
+        let engine = Duration::from_secs(60);
+        assert_eq!(crate::budget(Duration::from_secs(900), engine), engine);
+        assert_eq!(
+            crate::budget(Duration::from_secs(60), engine),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            crate::budget(Duration::from_secs(10), engine),
+            crate::MIN_BUDGET
+        );
+        assert_eq!(
+            crate::budget(Duration::from_secs(10), Duration::from_secs(1)),
+            Duration::from_secs(1)
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! `floe-local`: Floe on one machine. `serve` runs the API, the worker, the
+//! scheduler and the snapshotter in this process on the embedded default
+//! (SQLite under `.floe/`, simulated compute and clusters); `token` prints a
+//! token signed with the local secret; `openapi` prints the contract.
+//!
+//! The Lambda functions are separate binaries (`functions/*`) that link
+//! none of the simulators.
+
+mod platform;
+
+use floe_auth::Role;
+use floe_domain::repository::EndpointPolicy;
+use floe_wiring::{Env, LocalConfig, WiringError, build};
+use platform::LocalPlatform;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+const USAGE: &str = "usage:
+  floe-local [serve]                               run Floe locally (FLOE_LISTEN, default 127.0.0.1:8080)
+  floe-local token --org ORG --role ROLE [--role ROLE] [--sub NAME] [--ttl SECONDS]
+                                                   print a token signed with the local HS256 secret
+  floe-local openapi                               print the OpenAPI document";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        None | Some("serve") => serve().await,
+        Some("token") => token(&args[1..]),
+        Some("openapi") => {
+            print!("{}", floe_api::openapi_json());
+            ExitCode::SUCCESS
+        }
+        Some("-h") | Some("--help") | Some("help") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Some(other) => {
+            eprintln!("unknown command {other:?}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn config() -> Result<LocalConfig, WiringError> {
+    Ok(LocalConfig::read(&Env::process())?)
+}
+
+async fn serve() -> ExitCode {
+    floe_telemetry::init();
+    match serve_with(config()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serve");
+            eprintln!("floe-local: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ServeError {
+    #[error("{0}")]
+    Wiring(#[from] WiringError),
+    #[error("cannot listen on {0}: {1}")]
+    Listen(String, std::io::Error),
+    #[error("{0}")]
+    Serve(std::io::Error),
+}
+
+async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), ServeError> {
+    let config = config?;
+    let store = build::store(&config.store).await?;
+    let cipher = build::cipher(&config.secrets).await?;
+    let verifier = build::verifier(&config.auth).await?;
+    let platform =
+        LocalPlatform::start(&config, store.clone(), cipher.clone()).map_err(WiringError::from)?;
+    let state = floe_api::AppState {
+        store,
+        cipher,
+        verifier: Arc::new(verifier),
+        endpoint_policy: EndpointPolicy {
+            allow_private: config.allow_private_endpoints,
+        },
+        queue: platform.queue,
+        clusters: platform.clusters,
+        scheduler: platform.scheduler,
+    };
+    let app = floe_api::app(state);
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| ServeError::Listen(config.listen.clone(), e))?;
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| config.listen.clone());
+    // The first stdout line is the address (tests and scripts read it).
+    println!("floe-local listening on http://{addr}");
+    if !config.auth.uses_jwks() {
+        println!(
+            "get a token: cargo run -q --bin floe-local -- token --org acme --role platform_admin"
+        );
+    }
+    tracing::info!(addr = %addr, "listening");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ServeError::Serve)
+}
+
+fn token(args: &[String]) -> ExitCode {
+    let mut org = None;
+    let mut roles = Vec::new();
+    let mut sub = String::from("local-user");
+    let mut ttl = 3600u64;
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let Some(value) = it.next() else {
+            eprintln!("{flag} needs a value\n{USAGE}");
+            return ExitCode::from(2);
+        };
+        match flag.as_str() {
+            "--org" => org = Some(value.clone()),
+            "--sub" => sub = value.clone(),
+            "--ttl" => match value.parse() {
+                Ok(t) => ttl = t,
+                Err(_) => {
+                    eprintln!("--ttl takes seconds");
+                    return ExitCode::from(2);
+                }
+            },
+            "--role" => match Role::parse(value) {
+                Some(r) => roles.push(r),
+                None => {
+                    let known: Vec<&str> = Role::ALL.iter().map(|r| r.as_str()).collect();
+                    eprintln!("unknown role {value:?}; one of {}", known.join(", "));
+                    return ExitCode::from(2);
+                }
+            },
+            _ => {
+                eprintln!("unknown flag {flag:?}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let (Some(org), false) = (org, roles.is_empty()) else {
+        eprintln!("--org and at least one --role are required\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    if let Err(m) = floe_domain::names::validate_org(&org) {
+        eprintln!("--org {m}");
+        return ExitCode::from(2);
+    }
+    let config = match config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("floe-local: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let secret = match build::jwt_secret(&config.auth) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            eprintln!("floe-local: tokens come from the identity provider when FLOE_JWKS_* is set");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("floe-local: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match floe_auth::issue_hs256(
+        &secret,
+        &config.auth.issuer,
+        &config.auth.audience,
+        &sub,
+        &org,
+        &roles,
+        Duration::from_secs(ttl),
+    ) {
+        Ok(t) => {
+            println!("{t}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("floe-local: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

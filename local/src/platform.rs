@@ -1,0 +1,118 @@
+//! What local mode runs in this process besides the API: the worker (an
+//! in-process queue and the plan engine over simulated compute and
+//! clusters), the one-minute sweep, and the scheduler that fires the
+//! snapshotter as EventBridge Scheduler does in production.
+
+use floe_clusters::Clusters;
+use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
+use floe_compute::Compute;
+use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_plans::{DeploymentSteps, Engine, EngineConfig, LocalQueue, StepSettings, WorkQueue};
+use floe_schedules::{LocalScheduler, ReconcileNow, SystemClock};
+use floe_secrets::Cipher;
+use floe_store::Store;
+use floe_wiring::{ConfigError, LocalConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The adapters the API shares with the in-process worker.
+pub struct LocalPlatform {
+    pub queue: Arc<dyn WorkQueue>,
+    pub clusters: Arc<dyn Clusters>,
+    pub scheduler: Arc<LocalScheduler>,
+}
+
+impl LocalPlatform {
+    /// Starts the worker, the sweep and the scheduler as tasks of this process.
+    pub fn start(
+        config: &LocalConfig,
+        store: Store,
+        cipher: Arc<dyn Cipher>,
+    ) -> Result<LocalPlatform, ConfigError> {
+        let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
+            SimulatedConfig::from_env().map_err(|m| ConfigError {
+                name: "FLOE_SIM_*",
+                message: m,
+            })?,
+        ));
+        // The simulated clusters keep fs repositories under the data folder,
+        // as `path.repo`, shared by every deployment so clones see their
+        // source's snapshots.
+        let clusters: Arc<dyn Clusters> = Arc::new(SimulatedClusters::new(
+            compute.clone(),
+            SimulatedClustersConfig {
+                fs_root: Some(config.data_dir.join("repositories")),
+                ..SimulatedClustersConfig::default()
+            },
+        ));
+        let settings = StepSettings {
+            poll: config.plan_poll,
+            parameter_prefix: config.parameter_prefix.clone(),
+            ..StepSettings::default()
+        };
+        let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
+        let steps = Arc::new(
+            DeploymentSteps::new(compute, clusters.clone(), settings)
+                .with_snapshots(snapshotter.clone())
+                .with_parameters(Arc::new(floe_compute::SimulatedParameters::new(Vec::new())))
+                .with_cipher(cipher),
+        );
+        let (queue, mut jobs) = LocalQueue::new();
+        let queue: Arc<dyn WorkQueue> = Arc::new(queue);
+        let scheduler = Arc::new(LocalScheduler::new(Arc::new(SystemClock)));
+        let reconcile = Arc::new(ReconcileNow::new(store.clone(), scheduler.clone()));
+        let engine = Arc::new(
+            Engine::new(
+                store,
+                queue.clone(),
+                steps,
+                "local-worker",
+                EngineConfig::default(),
+            )
+            .with_listener(reconcile.clone()),
+        );
+        let worker = engine.clone();
+        tokio::spawn(async move {
+            while let Some(job) = jobs.recv().await {
+                let engine = worker.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = engine.run(&job).await {
+                        tracing::error!(error = %e, plan = %job.plan_id, "plan run failed; the sweep will retry it");
+                    }
+                });
+            }
+        });
+        tokio::spawn(async move {
+            // The first sweep also resumes plans a previous run left unfinished.
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                if let Err(e) = engine.sweep().await {
+                    tracing::warn!(error = %e, "sweep failed");
+                }
+            }
+        });
+        let fire: Arc<dyn floe_schedules::Fire> = Arc::new(
+            move |job: floe_schedules::SnapshotJob| -> futures_util::future::BoxFuture<'static, ()> {
+                let snapshotter = snapshotter.clone();
+                Box::pin(async move {
+                    match snapshotter
+                        .run_scheduled(&job.org, &job.deployment_id, &job.policy_id)
+                        .await
+                    {
+                        Ok(summary) => tracing::info!(?summary, "scheduled snapshot"),
+                        Err(e) => {
+                            tracing::warn!(error = %e, deployment = %job.deployment_id, policy = %job.policy_id, "scheduled snapshot failed")
+                        }
+                    }
+                })
+            },
+        );
+        scheduler.clone().spawn(fire, Duration::from_secs(1));
+        Ok(LocalPlatform {
+            queue,
+            clusters,
+            scheduler,
+        })
+    }
+}

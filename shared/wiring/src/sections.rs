@@ -1,0 +1,755 @@
+//! The typed sections, and each function's configuration made of them.
+
+use crate::env::{ConfigError, Env, invalid};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_ISSUER: &str = "floe-local";
+pub const DEFAULT_AUDIENCE: &str = "floe-api";
+/// Where the nodes' parameters live unless `FLOE_PARAMETER_PREFIX` says.
+pub const DEFAULT_PARAMETER_PREFIX: &str = "/floe";
+/// Lambda stops a function after 15 minutes; waiting longer than this for
+/// one snapshot leaves no time to record it and apply retention.
+pub const MAX_SNAPSHOT_WAIT: Duration = Duration::from_secs(13 * 60);
+pub const DEFAULT_SNAPSHOT_WAIT: Duration = Duration::from_secs(10 * 60);
+/// The shortest minimum length of an HS256 secret.
+pub const MIN_SECRET_LEN: usize = 32;
+
+/// `FLOE_DATA_DIR`: local mode's files (the SQLite database, the JWT
+/// secret, the key that seals repository credentials).
+pub fn data_dir(env: &Env) -> PathBuf {
+    env.get("FLOE_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".floe"))
+}
+
+/// Where the records are (`FLOE_STORE`, `FLOE_CREATE_TABLE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreChoice {
+    Sqlite(PathBuf),
+    Dynamo {
+        table: String,
+        /// Create the table when missing (tooling and tests; production's
+        /// table comes from the stack).
+        create: bool,
+    },
+}
+
+/// A DynamoDB table name: 3 to 255 of `[A-Za-z0-9_.-]`.
+pub fn is_table_name(name: &str) -> bool {
+    (3..=255).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+impl StoreChoice {
+    /// Local mode: SQLite under the data folder unless `FLOE_STORE` says.
+    pub fn read(env: &Env) -> Result<StoreChoice, ConfigError> {
+        match env.get("FLOE_STORE") {
+            None => Ok(StoreChoice::Sqlite(data_dir(env).join("floe.db"))),
+            Some(s) => StoreChoice::parse(env, &s),
+        }
+    }
+
+    /// The functions on Lambda: the stack's DynamoDB table, always. SQLite
+    /// has no place there: a file in one Lambda environment's /tmp is shared
+    /// with no other environment.
+    pub fn read_table(env: &Env) -> Result<StoreChoice, ConfigError> {
+        let s = env.required("FLOE_STORE", "dynamodb://TABLE")?;
+        match StoreChoice::parse(env, &s)? {
+            StoreChoice::Sqlite(_) => Err(invalid(
+                "FLOE_STORE",
+                "must be dynamodb://TABLE (the functions share one table)",
+            )),
+            dynamo => Ok(dynamo),
+        }
+    }
+
+    fn parse(env: &Env, s: &str) -> Result<StoreChoice, ConfigError> {
+        if let Some(path) = s.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                return Err(invalid(
+                    "FLOE_STORE",
+                    "sqlite:// needs a file path, e.g. sqlite://.floe/floe.db",
+                ));
+            }
+            Ok(StoreChoice::Sqlite(PathBuf::from(path)))
+        } else if let Some(table) = s.strip_prefix("dynamodb://") {
+            if !is_table_name(table) {
+                return Err(invalid(
+                    "FLOE_STORE",
+                    "dynamodb://TABLE needs a DynamoDB table name",
+                ));
+            }
+            Ok(StoreChoice::Dynamo {
+                table: table.to_string(),
+                create: env.flag("FLOE_CREATE_TABLE")?,
+            })
+        } else {
+            Err(invalid(
+                "FLOE_STORE",
+                "must be sqlite://PATH or dynamodb://TABLE",
+            ))
+        }
+    }
+}
+
+/// Which keys verify tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenKeys {
+    /// HS256 with this secret (`FLOE_JWT_SECRET`)…
+    Secret(String),
+    /// …or, when unset, with the one generated into this file (local mode).
+    SecretFile(PathBuf),
+    /// RS256/ES256 against a JWKS fetched from this URL (`FLOE_JWKS_URL`).
+    JwksUrl(String),
+    /// RS256/ES256 against a JWKS file (`FLOE_JWKS_FILE`).
+    JwksFile(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthConfig {
+    pub keys: TokenKeys,
+    /// `FLOE_JWT_ISSUER`, `FLOE_JWT_AUDIENCE`.
+    pub issuer: String,
+    pub audience: String,
+}
+
+impl AuthConfig {
+    pub fn read(env: &Env) -> Result<AuthConfig, ConfigError> {
+        let keys = if let Some(url) = env.get("FLOE_JWKS_URL") {
+            if !url.starts_with("https://") && !url.starts_with("http://") {
+                return Err(invalid("FLOE_JWKS_URL", "must be an http(s) URL"));
+            }
+            TokenKeys::JwksUrl(url)
+        } else if let Some(file) = env.get("FLOE_JWKS_FILE") {
+            TokenKeys::JwksFile(PathBuf::from(file))
+        } else {
+            match env.get("FLOE_JWT_SECRET") {
+                Some(s) if s.len() < MIN_SECRET_LEN => {
+                    return Err(invalid(
+                        "FLOE_JWT_SECRET",
+                        format!("must be at least {MIN_SECRET_LEN} bytes"),
+                    ));
+                }
+                Some(s) => TokenKeys::Secret(s),
+                None => TokenKeys::SecretFile(data_dir(env).join("jwt.secret")),
+            }
+        };
+        let issuer = env.get("FLOE_JWT_ISSUER");
+        let audience = env.get("FLOE_JWT_AUDIENCE");
+        if matches!(keys, TokenKeys::JwksUrl(_) | TokenKeys::JwksFile(_))
+            && (issuer.is_none() || audience.is_none())
+        {
+            // With a real identity provider a default issuer would accept
+            // nothing (or, worse, the wrong tokens): make the operator say.
+            return Err(invalid(
+                "FLOE_JWT_ISSUER",
+                "FLOE_JWT_ISSUER and FLOE_JWT_AUDIENCE must be set with a JWKS",
+            ));
+        }
+        Ok(AuthConfig {
+            keys,
+            issuer: issuer.unwrap_or_else(|| DEFAULT_ISSUER.into()),
+            audience: audience.unwrap_or_else(|| DEFAULT_AUDIENCE.into()),
+        })
+    }
+
+    pub fn uses_jwks(&self) -> bool {
+        matches!(self.keys, TokenKeys::JwksUrl(_) | TokenKeys::JwksFile(_))
+    }
+}
+
+/// How repository credentials (and node secrets) are sealed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretsConfig {
+    /// `FLOE_KMS_KEY_ID`: seal with this KMS key.
+    pub kms_key_id: Option<String>,
+    /// `FLOE_SECRET_KEY_FILE`: the local AES-256-GCM key (local mode; with
+    /// KMS, still read when present so that values it sealed stay readable).
+    pub key_file: PathBuf,
+}
+
+impl SecretsConfig {
+    pub fn read(env: &Env) -> SecretsConfig {
+        SecretsConfig {
+            kms_key_id: env.get("FLOE_KMS_KEY_ID"),
+            key_file: env
+                .get("FLOE_SECRET_KEY_FILE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| data_dir(env).join("secrets.key")),
+        }
+    }
+}
+
+/// `FLOE_ALLOW_PRIVATE_ENDPOINTS`: repository endpoints may be private or
+/// loopback addresses.
+pub fn allow_private_endpoints(env: &Env) -> Result<bool, ConfigError> {
+    env.flag("FLOE_ALLOW_PRIVATE_ENDPOINTS")
+}
+
+/// `FLOE_PARAMETER_PREFIX`: the SSM path under which each deployment's node
+/// parameters live.
+pub fn parameter_prefix(env: &Env) -> Result<String, ConfigError> {
+    let prefix = env
+        .get("FLOE_PARAMETER_PREFIX")
+        .unwrap_or_else(|| DEFAULT_PARAMETER_PREFIX.to_string());
+    if !prefix.starts_with('/') || prefix.contains(char::is_whitespace) {
+        return Err(invalid(
+            "FLOE_PARAMETER_PREFIX",
+            "must be an SSM parameter path such as /floe",
+        ));
+    }
+    Ok(prefix)
+}
+
+/// How the functions reach a node's HTTP port: `FLOE_ES_SCHEME` (`https`,
+/// the default since Elasticsearch 8 secures HTTP, or `http`) and
+/// `FLOE_ES_PORT` (9200).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeHttp {
+    pub https: bool,
+    pub port: u16,
+}
+
+impl NodeHttp {
+    pub fn read(env: &Env) -> Result<NodeHttp, ConfigError> {
+        let https = match env.get("FLOE_ES_SCHEME").as_deref() {
+            None | Some("https") => true,
+            Some("http") => false,
+            Some(_) => return Err(invalid("FLOE_ES_SCHEME", "must be http or https")),
+        };
+        let port = match env.get("FLOE_ES_PORT") {
+            None => 9200,
+            Some(p) => match p.parse::<u16>() {
+                Ok(port) if port > 0 => port,
+                _ => return Err(invalid("FLOE_ES_PORT", "must be a port number")),
+            },
+        };
+        Ok(NodeHttp { https, port })
+    }
+}
+
+/// `FLOE_QUEUE_URL`: the work queue.
+pub fn queue_url(env: &Env) -> Result<Option<String>, ConfigError> {
+    match env.get("FLOE_QUEUE_URL") {
+        None => Ok(None),
+        Some(url) if url.starts_with("https://") || url.starts_with("http://") => Ok(Some(url)),
+        Some(_) => Err(invalid(
+            "FLOE_QUEUE_URL",
+            "must be the queue's URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)",
+        )),
+    }
+}
+
+/// How the worker launches nodes on EC2 (`FLOE_EC2_*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ec2Settings {
+    pub image_arm64: String,
+    pub image_x86_64: String,
+    /// One per zone.
+    pub subnets: Vec<String>,
+    pub security_groups: Vec<String>,
+    /// The nodes' instance profile (name or ARN).
+    pub instance_profile: String,
+    pub key_name: Option<String>,
+}
+
+impl Ec2Settings {
+    pub fn read(env: &Env) -> Result<Ec2Settings, ConfigError> {
+        let image = |name: &'static str| match env.get(name) {
+            Some(id) if id.starts_with("ami-") => Ok(id),
+            Some(id) => Err(invalid(
+                name,
+                format!("{id:?} is not an image id (ami-...)"),
+            )),
+            None => Err(invalid(
+                name,
+                "is required with FLOE_COMPUTE=ec2: an AMI id",
+            )),
+        };
+        // Nodes read their bootstrap parameters and write snapshots with the
+        // profile's role: without one they would boot into a broken cluster.
+        let instance_profile = env.get("FLOE_EC2_INSTANCE_PROFILE").ok_or_else(|| {
+            invalid(
+                "FLOE_EC2_INSTANCE_PROFILE",
+                "is required with FLOE_COMPUTE=ec2: the nodes' instance profile (name or ARN)",
+            )
+        })?;
+        Ok(Ec2Settings {
+            image_arm64: image("FLOE_EC2_IMAGE_ARM64")?,
+            image_x86_64: image("FLOE_EC2_IMAGE_X86_64")?,
+            subnets: id_list(
+                env,
+                "FLOE_EC2_SUBNETS",
+                "subnet-",
+                "subnet ids, one per zone",
+            )?,
+            security_groups: id_list(env, "FLOE_EC2_SECURITY_GROUPS", "sg-", "security group ids")?,
+            instance_profile,
+            key_name: env.get("FLOE_EC2_KEY_NAME"),
+        })
+    }
+}
+
+/// A comma-separated list of ids that all start with `prefix`.
+fn id_list(
+    env: &Env,
+    name: &'static str,
+    prefix: &str,
+    what: &str,
+) -> Result<Vec<String>, ConfigError> {
+    let ids: Vec<String> = env
+        .get(name)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if ids.is_empty() {
+        return Err(invalid(
+            name,
+            format!("is required: a comma-separated list of {what}"),
+        ));
+    }
+    if let Some(bad) = ids.iter().find(|id| !id.starts_with(prefix)) {
+        return Err(invalid(
+            name,
+            format!("{bad:?} is not {what} ({prefix}...)"),
+        ));
+    }
+    Ok(ids)
+}
+
+/// Where the worker runs nodes (`FLOE_COMPUTE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ComputeChoice {
+    Ec2(Ec2Settings),
+    /// Simulated instances and clusters: only in builds that carry the
+    /// simulators (local mode, and the worker built for the emulator tests).
+    Simulated,
+}
+
+impl ComputeChoice {
+    pub fn read(env: &Env) -> Result<ComputeChoice, ConfigError> {
+        match env.get("FLOE_COMPUTE").as_deref() {
+            None | Some("ec2") => Ok(ComputeChoice::Ec2(Ec2Settings::read(env)?)),
+            Some("simulated") => Ok(ComputeChoice::Simulated),
+            Some(_) => Err(invalid("FLOE_COMPUTE", "must be ec2 or simulated")),
+        }
+    }
+}
+
+/// EventBridge Scheduler's settings (`FLOE_SCHEDULE_GROUP`,
+/// `FLOE_SNAPSHOTTER_ARN`, `FLOE_SCHEDULER_ROLE_ARN`,
+/// `FLOE_SCHEDULE_DLQ_ARN`): all four, or none (no snapshot schedules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerSettings {
+    pub group: String,
+    pub target_arn: String,
+    pub role_arn: String,
+    pub dead_letter_arn: String,
+}
+
+impl SchedulerSettings {
+    pub const NAMES: [&'static str; 4] = [
+        "FLOE_SCHEDULE_GROUP",
+        "FLOE_SNAPSHOTTER_ARN",
+        "FLOE_SCHEDULER_ROLE_ARN",
+        "FLOE_SCHEDULE_DLQ_ARN",
+    ];
+
+    pub fn read(env: &Env) -> Result<Option<SchedulerSettings>, ConfigError> {
+        let values = SchedulerSettings::NAMES.map(|n| env.get(n));
+        if values.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        let missing: Vec<&str> = SchedulerSettings::NAMES
+            .iter()
+            .zip(&values)
+            .filter(|(_, v)| v.is_none())
+            .map(|(n, _)| *n)
+            .collect();
+        if let Some(first) = SchedulerSettings::NAMES
+            .iter()
+            .zip(&values)
+            .find(|(_, v)| v.is_none())
+            .map(|(n, _)| *n)
+        {
+            return Err(invalid(
+                first,
+                format!(
+                    "{} must be set too: snapshot schedules need all of {}",
+                    missing.join(", "),
+                    SchedulerSettings::NAMES.join(", ")
+                ),
+            ));
+        }
+        let [group, target_arn, role_arn, dead_letter_arn] = values.map(Option::unwrap_or_default);
+        Ok(Some(SchedulerSettings {
+            group,
+            target_arn,
+            role_arn,
+            dead_letter_arn,
+        }))
+    }
+}
+
+/// `FLOE_SNAPSHOT_WAIT_SECS`: how long one snapshotter run waits for its
+/// snapshot.
+pub fn snapshot_wait(env: &Env) -> Result<Duration, ConfigError> {
+    match env.get("FLOE_SNAPSHOT_WAIT_SECS") {
+        None => Ok(DEFAULT_SNAPSHOT_WAIT),
+        Some(s) => match s.parse::<u64>().map(Duration::from_secs) {
+            Ok(d) if d <= MAX_SNAPSHOT_WAIT => Ok(d),
+            _ => Err(invalid(
+                "FLOE_SNAPSHOT_WAIT_SECS",
+                format!(
+                    "must be whole seconds from 0 to {} (Lambda runs 15 minutes at most)",
+                    MAX_SNAPSHOT_WAIT.as_secs()
+                ),
+            )),
+        },
+    }
+}
+
+/// The api function on Lambda.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiConfig {
+    pub store: StoreChoice,
+    pub auth: AuthConfig,
+    pub secrets: SecretsConfig,
+    pub allow_private_endpoints: bool,
+    /// Without a queue, plans still start: the worker's sweep finds them.
+    pub queue_url: Option<String>,
+    pub node_http: NodeHttp,
+    pub parameter_prefix: String,
+}
+
+impl ApiConfig {
+    pub fn read(env: &Env) -> Result<ApiConfig, ConfigError> {
+        Ok(ApiConfig {
+            store: StoreChoice::read_table(env)?,
+            auth: AuthConfig::read(env)?,
+            secrets: SecretsConfig::read(env),
+            allow_private_endpoints: allow_private_endpoints(env)?,
+            queue_url: queue_url(env)?,
+            node_http: NodeHttp::read(env)?,
+            parameter_prefix: parameter_prefix(env)?,
+        })
+    }
+}
+
+/// The worker function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerConfig {
+    pub store: StoreChoice,
+    pub queue_url: String,
+    /// The region the worker and the nodes run in (`AWS_REGION`).
+    pub region: String,
+    pub parameter_prefix: String,
+    pub compute: ComputeChoice,
+    pub node_http: NodeHttp,
+    pub scheduler: Option<SchedulerSettings>,
+    pub secrets: SecretsConfig,
+}
+
+impl WorkerConfig {
+    pub fn read(env: &Env) -> Result<WorkerConfig, ConfigError> {
+        let store = StoreChoice::read_table(env)?;
+        let queue_url = queue_url(env)?
+            .ok_or_else(|| invalid("FLOE_QUEUE_URL", "is required: the URL of the work queue"))?;
+        Ok(WorkerConfig {
+            store,
+            queue_url,
+            region: env.required("AWS_REGION", "the region the worker and the nodes run in")?,
+            parameter_prefix: parameter_prefix(env)?,
+            compute: ComputeChoice::read(env)?,
+            node_http: NodeHttp::read(env)?,
+            scheduler: SchedulerSettings::read(env)?,
+            secrets: SecretsConfig::read(env),
+        })
+    }
+}
+
+/// The snapshotter function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotterConfig {
+    pub store: StoreChoice,
+    pub node_http: NodeHttp,
+    pub wait: Duration,
+    pub parameter_prefix: String,
+}
+
+impl SnapshotterConfig {
+    pub fn read(env: &Env) -> Result<SnapshotterConfig, ConfigError> {
+        Ok(SnapshotterConfig {
+            store: StoreChoice::read_table(env)?,
+            node_http: NodeHttp::read(env)?,
+            wait: snapshot_wait(env)?,
+            parameter_prefix: parameter_prefix(env)?,
+        })
+    }
+}
+
+/// Local mode: the whole platform in one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalConfig {
+    /// `FLOE_DATA_DIR`.
+    pub data_dir: PathBuf,
+    /// `FLOE_LISTEN`.
+    pub listen: String,
+    pub store: StoreChoice,
+    pub auth: AuthConfig,
+    pub secrets: SecretsConfig,
+    pub allow_private_endpoints: bool,
+    /// `FLOE_PLAN_POLL_MS`: how often a waiting plan step looks again.
+    pub plan_poll: Duration,
+    pub parameter_prefix: String,
+}
+
+impl LocalConfig {
+    pub fn read(env: &Env) -> Result<LocalConfig, ConfigError> {
+        Ok(LocalConfig {
+            data_dir: data_dir(env),
+            listen: env
+                .get("FLOE_LISTEN")
+                .unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
+            store: StoreChoice::read(env)?,
+            auth: AuthConfig::read(env)?,
+            secrets: SecretsConfig::read(env),
+            allow_private_endpoints: allow_private_endpoints(env)?,
+            plan_poll: Duration::from_millis(env.whole(
+                "FLOE_PLAN_POLL_MS",
+                1000u64,
+                "whole milliseconds",
+            )?),
+            parameter_prefix: parameter_prefix(env)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WORKER: &[(&str, &str)] = &[
+        ("FLOE_STORE", "dynamodb://floe-records"),
+        (
+            "FLOE_QUEUE_URL",
+            "https://sqs.eu-west-1.amazonaws.com/123456789012/floe-work",
+        ),
+        ("AWS_REGION", "eu-west-1"),
+        ("FLOE_EC2_IMAGE_ARM64", "ami-0aaa"),
+        ("FLOE_EC2_IMAGE_X86_64", "ami-0bbb"),
+        ("FLOE_EC2_SUBNETS", "subnet-a, subnet-b,subnet-c"),
+        ("FLOE_EC2_SECURITY_GROUPS", "sg-1"),
+        ("FLOE_EC2_INSTANCE_PROFILE", "floe-node"),
+    ];
+
+    /// The base set with `extra` replacing (or, empty, removing) variables.
+    fn with(base: &[(&'static str, &'static str)], extra: &[(&'static str, &'static str)]) -> Env {
+        let mut all: Vec<(&str, &str)> = base
+            .iter()
+            .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k))
+            .copied()
+            .collect();
+        all.extend(extra.iter().filter(|(_, v)| !v.is_empty()).copied());
+        Env::from_pairs(&all)
+    }
+
+    #[test]
+    fn a_complete_worker_configuration_is_read() -> Result<(), ConfigError> {
+        let c = WorkerConfig::read(&Env::from_pairs(WORKER))?;
+        assert_eq!(
+            c.store,
+            StoreChoice::Dynamo {
+                table: "floe-records".into(),
+                create: false
+            }
+        );
+        assert_eq!(c.region, "eu-west-1");
+        assert_eq!(c.parameter_prefix, "/floe");
+        let ComputeChoice::Ec2(ec2) = c.compute else {
+            return Err(invalid("FLOE_COMPUTE", "expected ec2"));
+        };
+        assert_eq!(ec2.subnets, ["subnet-a", "subnet-b", "subnet-c"]);
+        assert_eq!(ec2.security_groups, ["sg-1"]);
+        assert_eq!(ec2.instance_profile, "floe-node");
+        assert_eq!(ec2.key_name, None);
+        assert_eq!(c.scheduler, None);
+        let c = WorkerConfig::read(&with(WORKER, &[("FLOE_PARAMETER_PREFIX", "/prod/floe")]))?;
+        assert_eq!(c.parameter_prefix, "/prod/floe");
+        Ok(())
+    }
+
+    #[test]
+    fn simulated_compute_needs_no_ec2_settings() -> Result<(), ConfigError> {
+        let c = WorkerConfig::read(&Env::from_pairs(&[
+            ("FLOE_STORE", "dynamodb://floe-records"),
+            ("FLOE_QUEUE_URL", "http://127.0.0.1:5000/123456789012/work"),
+            ("AWS_REGION", "us-east-1"),
+            ("FLOE_COMPUTE", "simulated"),
+        ]))?;
+        assert_eq!(c.compute, ComputeChoice::Simulated);
+        Ok(())
+    }
+
+    #[test]
+    fn each_worker_mistake_names_its_variable() {
+        let cases: &[(&[(&'static str, &'static str)], &str)] = &[
+            (&[("FLOE_STORE", "")], "FLOE_STORE"),
+            (&[("FLOE_STORE", "sqlite://.floe/floe.db")], "FLOE_STORE"),
+            (&[("FLOE_STORE", "dynamodb://a b")], "FLOE_STORE"),
+            (&[("FLOE_QUEUE_URL", "")], "FLOE_QUEUE_URL"),
+            (&[("FLOE_QUEUE_URL", "floe-work")], "FLOE_QUEUE_URL"),
+            (&[("AWS_REGION", "")], "AWS_REGION"),
+            (&[("FLOE_COMPUTE", "fargate")], "FLOE_COMPUTE"),
+            (
+                &[("FLOE_PARAMETER_PREFIX", "floe")],
+                "FLOE_PARAMETER_PREFIX",
+            ),
+            (&[("FLOE_EC2_IMAGE_ARM64", "")], "FLOE_EC2_IMAGE_ARM64"),
+            (
+                &[("FLOE_EC2_IMAGE_X86_64", "img-1")],
+                "FLOE_EC2_IMAGE_X86_64",
+            ),
+            (&[("FLOE_EC2_SUBNETS", " , ")], "FLOE_EC2_SUBNETS"),
+            (
+                &[("FLOE_EC2_SUBNETS", "subnet-a,vpc-b")],
+                "FLOE_EC2_SUBNETS",
+            ),
+            (
+                &[("FLOE_EC2_SECURITY_GROUPS", "")],
+                "FLOE_EC2_SECURITY_GROUPS",
+            ),
+            (
+                &[("FLOE_EC2_INSTANCE_PROFILE", "")],
+                "FLOE_EC2_INSTANCE_PROFILE",
+            ),
+            (&[("FLOE_ES_SCHEME", "ftp")], "FLOE_ES_SCHEME"),
+            (&[("FLOE_ES_PORT", "0")], "FLOE_ES_PORT"),
+            (&[("FLOE_SCHEDULE_GROUP", "floe")], "FLOE_SNAPSHOTTER_ARN"),
+        ];
+        for (extra, name) in cases {
+            match WorkerConfig::read(&with(WORKER, extra)) {
+                Err(e) => assert_eq!(e.name, *name, "{extra:?}: {e}"),
+                Ok(c) => panic!("{extra:?} was accepted: {c:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_scheduler_takes_all_four_settings_or_none() -> Result<(), ConfigError> {
+        let all = [
+            ("FLOE_SCHEDULE_GROUP", "floe"),
+            (
+                "FLOE_SNAPSHOTTER_ARN",
+                "arn:aws:lambda:eu-west-1:1:function:s",
+            ),
+            ("FLOE_SCHEDULER_ROLE_ARN", "arn:aws:iam::1:role/r"),
+            ("FLOE_SCHEDULE_DLQ_ARN", "arn:aws:sqs:eu-west-1:1:dlq"),
+        ];
+        let s = SchedulerSettings::read(&Env::from_pairs(&all))?
+            .ok_or_else(|| invalid("FLOE_SCHEDULE_GROUP", "missing"))?;
+        assert_eq!(s.group, "floe");
+        assert_eq!(SchedulerSettings::read(&Env::from_pairs(&[]))?, None);
+        let e = SchedulerSettings::read(&Env::from_pairs(&all[..3])).err();
+        assert_eq!(e.map(|e| e.name), Some("FLOE_SCHEDULE_DLQ_ARN"));
+        Ok(())
+    }
+
+    #[test]
+    fn the_snapshotter_needs_only_the_table_and_bounds_its_wait() -> Result<(), ConfigError> {
+        let base = [("FLOE_STORE", "dynamodb://floe-records")];
+        let c = SnapshotterConfig::read(&Env::from_pairs(&base))?;
+        assert_eq!(c.wait, DEFAULT_SNAPSHOT_WAIT);
+        assert_eq!(
+            c.node_http,
+            NodeHttp {
+                https: true,
+                port: 9200
+            }
+        );
+        let c = SnapshotterConfig::read(&Env::from_pairs(&[
+            ("FLOE_STORE", " dynamodb://floe-test "),
+            ("FLOE_ES_SCHEME", "http"),
+            ("FLOE_ES_PORT", "9243"),
+            ("FLOE_SNAPSHOT_WAIT_SECS", "120"),
+            ("FLOE_PARAMETER_PREFIX", "/prod/floe"),
+        ]))?;
+        assert_eq!(
+            c,
+            SnapshotterConfig {
+                store: StoreChoice::Dynamo {
+                    table: "floe-test".into(),
+                    create: false
+                },
+                node_http: NodeHttp {
+                    https: false,
+                    port: 9243
+                },
+                wait: Duration::from_secs(120),
+                parameter_prefix: "/prod/floe".into(),
+            }
+        );
+        for (extra, name) in [
+            (("FLOE_ES_PORT", "99999"), "FLOE_ES_PORT"),
+            (("FLOE_SNAPSHOT_WAIT_SECS", "-1"), "FLOE_SNAPSHOT_WAIT_SECS"),
+            (("FLOE_PARAMETER_PREFIX", "floe"), "FLOE_PARAMETER_PREFIX"),
+            (("FLOE_STORE", "sqlite:///tmp/floe.db"), "FLOE_STORE"),
+        ] {
+            let e = SnapshotterConfig::read(&with(&base, &[extra]));
+            assert_eq!(e.err().map(|e| e.name), Some(name), "{extra:?}");
+        }
+        let e = SnapshotterConfig::read(&with(&base, &[("FLOE_SNAPSHOT_WAIT_SECS", "900")]));
+        assert_eq!(e.err().map(|e| e.name), Some("FLOE_SNAPSHOT_WAIT_SECS"));
+        let e = SnapshotterConfig::read(&Env::from_pairs(&[]));
+        assert_eq!(e.err().map(|e| e.name), Some("FLOE_STORE"));
+        Ok(())
+    }
+
+    #[test]
+    fn local_mode_defaults_to_sqlite_in_the_data_folder() -> Result<(), ConfigError> {
+        let c = LocalConfig::read(&Env::from_pairs(&[("FLOE_DATA_DIR", "/tmp/f")]))?;
+        assert_eq!(
+            c.store,
+            StoreChoice::Sqlite(PathBuf::from("/tmp/f/floe.db"))
+        );
+        assert_eq!(
+            c.auth.keys,
+            TokenKeys::SecretFile(PathBuf::from("/tmp/f/jwt.secret"))
+        );
+        assert_eq!(c.secrets.key_file, PathBuf::from("/tmp/f/secrets.key"));
+        assert_eq!(c.listen, DEFAULT_LISTEN);
+        assert_eq!(c.plan_poll, Duration::from_secs(1));
+        let cases: &[(&[(&'static str, &'static str)], &str)] = &[
+            (&[("FLOE_STORE", "postgres://x")], "FLOE_STORE"),
+            (&[("FLOE_STORE", "sqlite://")], "FLOE_STORE"),
+            (&[("FLOE_JWT_SECRET", "short")], "FLOE_JWT_SECRET"),
+            (&[("FLOE_JWKS_FILE", "/k.json")], "FLOE_JWT_ISSUER"),
+            (
+                &[("FLOE_ALLOW_PRIVATE_ENDPOINTS", "yes")],
+                "FLOE_ALLOW_PRIVATE_ENDPOINTS",
+            ),
+            (&[("FLOE_PLAN_POLL_MS", "1s")], "FLOE_PLAN_POLL_MS"),
+            (
+                &[
+                    ("FLOE_CREATE_TABLE", "maybe"),
+                    ("FLOE_STORE", "dynamodb://t-1"),
+                ],
+                "FLOE_CREATE_TABLE",
+            ),
+        ];
+        for (extra, name) in cases {
+            match LocalConfig::read(&with(&[], extra)) {
+                Err(e) => assert_eq!(e.name, *name, "{extra:?}: {e}"),
+                Ok(c) => panic!("{extra:?} was accepted: {c:?}"),
+            }
+        }
+        Ok(())
+    }
+}
