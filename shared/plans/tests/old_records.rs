@@ -277,3 +277,49 @@ async fn a_failure_after_resuming_an_old_record_undoes_its_recorded_steps() -> T
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn an_output_that_is_not_what_its_step_wrote_fails_the_plan_as_invalid() -> TestResult {
+    let mut fixture: Value = serde_json::from_str(FIXTURE)?;
+    // `template:hot` done with an output no step ever wrote, `launch:hot` next.
+    let steps = fixture["plan"]["steps"].as_array_mut().ok_or("steps")?;
+    steps[1]["output"] = serde_json::json!({"template": "floe-x"});
+    steps[2] = serde_json::json!({"step_id": "launch:hot", "status": "pending", "attempts": 0, "info_log": []});
+    fixture["plan"]["cursor"] = 2.into();
+    let deployment: Deployment = serde_json::from_value(fixture["deployment"].clone())?;
+    let plan: Plan = serde_json::from_value(fixture["plan"].clone())?;
+    let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+    store.create_deployment(&deployment, &plan, None).await?;
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+    let clusters = Arc::new(SimulatedClusters::new(
+        compute.clone(),
+        SimulatedClustersConfig::default(),
+    ));
+    let steps = DeploymentSteps::new(
+        StepPorts {
+            compute: compute.clone(),
+            clusters: clusters.clone(),
+            parameters: Arc::new(SimulatedParameters::new(Vec::new())),
+            cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
+            snapshots: floe_snapshots::Snapshotter::new(store.clone(), clusters),
+        },
+        StepSettings::default(),
+    );
+    let job = PlanJob {
+        org: plan.org.clone(),
+        deployment_id: plan.deployment_id.clone(),
+        plan_id: plan.id.clone(),
+    };
+    let status = support::run_to_end(&store, Arc::new(steps), &job).await?;
+    assert_eq!(status, PlanStatus::Failed);
+    let failed = store
+        .get_plan(&job.org, &job.deployment_id, &job.plan_id)
+        .await?
+        .ok_or("plan")?
+        .value;
+    let error = failed.error.ok_or("no error")?;
+    assert_eq!(error.failure_type, "invalid_plan", "{error:?}");
+    assert!(error.message.contains("template:hot"), "{error:?}");
+    assert!(compute.instances(&job.deployment_id).await?.is_empty());
+    Ok(())
+}
