@@ -15,6 +15,9 @@ use floe_domain::catalog;
 use serde_json::Value;
 
 impl DeploymentSteps {
+    /// `template:{group}`: the group's launch template, with the boot
+    /// script of its nodes (named per deployment, group and plan, so a
+    /// second run finds the first one's).
     pub(crate) async fn ensure_template(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
         let (spec, g) = match target_group(ctx.plan, group_id) {
             Ok(found) => found,
@@ -74,6 +77,9 @@ impl DeploymentSteps {
         }
     }
 
+    /// `launch:{group}`: the group's instances, spread over its zones, each
+    /// zone's launch with a client token of its own so that a second run
+    /// starts nothing more.
     pub(crate) async fn launch(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
         let (spec, g) = match target_group(ctx.plan, group_id) {
             Ok(found) => found,
