@@ -73,9 +73,15 @@ fn world(backend: Arc<dyn Backend>) -> World {
         boot_delay: Duration::from_millis(30),
         ..SimulatedConfig::default()
     }));
+    let clusters = sim_clusters(&compute);
     let steps = Arc::new(DeploymentSteps::new(
-        compute.clone(),
-        sim_clusters(&compute),
+        floe_plans::StepPorts {
+            compute: compute.clone(),
+            clusters: clusters.clone(),
+            parameters: Arc::new(floe_compute::SimulatedParameters::new(Vec::new())),
+            cipher: Arc::new(floe_secrets::LocalCipher::from_key(&[7u8; 32])),
+            snapshots: floe_snapshots::Snapshotter::new(store.clone(), clusters),
+        },
         StepSettings {
             poll: Duration::from_millis(10),
             ..StepSettings::default()

@@ -103,20 +103,19 @@ async fn world(root: &std::path::Path) -> Fallible<World> {
             updated: now,
         })
         .await?;
-    let steps = Arc::new(
-        DeploymentSteps::new(
-            compute.clone(),
-            clusters.clone(),
-            StepSettings {
-                poll: Duration::ZERO,
-                ..StepSettings::default()
-            },
-        )
-        .with_snapshots(floe_snapshots::Snapshotter::new(
-            store.clone(),
-            clusters.clone(),
-        )),
-    );
+    let steps = Arc::new(DeploymentSteps::new(
+        floe_plans::StepPorts {
+            compute: compute.clone(),
+            clusters: clusters.clone(),
+            parameters: Arc::new(floe_compute::SimulatedParameters::new(Vec::new())),
+            cipher: Arc::new(LocalCipher::from_key(&[5u8; 32])),
+            snapshots: floe_snapshots::Snapshotter::new(store.clone(), clusters.clone()),
+        },
+        StepSettings {
+            poll: Duration::ZERO,
+            ..StepSettings::default()
+        },
+    ));
     let (queue, mut jobs) = LocalQueue::new();
     let queue = Arc::new(queue);
     let engine = Arc::new(Engine::new(

@@ -119,17 +119,18 @@ async fn world() -> Fallible<World> {
     }
     let steps = Arc::new(Injected {
         inner: DeploymentSteps::new(
-            compute.clone(),
-            clusters.clone(),
+            floe_plans::StepPorts {
+                compute: compute.clone(),
+                clusters: clusters.clone(),
+                parameters: Arc::new(floe_compute::SimulatedParameters::new(Vec::new())),
+                cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
+                snapshots: floe_snapshots::Snapshotter::new(store.clone(), clusters.clone()),
+            },
             StepSettings {
                 poll: Duration::from_millis(5),
                 ..StepSettings::default()
             },
-        )
-        .with_snapshots(floe_snapshots::Snapshotter::new(
-            store.clone(),
-            clusters.clone(),
-        )),
+        ),
         fail_after: Mutex::new(None),
     });
     let (queue, mut jobs) = LocalQueue::new();
@@ -537,8 +538,11 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone() -> TestResult
     let w = world().await?;
     let (source, _) = w.source().await?;
     let layout = [
+        "node-security",
+        "repository-credentials",
         "template:hot",
         "launch:hot",
+        "bootstrap-masters",
         "wait-running",
         "wait-joined",
         "register-source",

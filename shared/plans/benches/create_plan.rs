@@ -10,7 +10,7 @@ use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanParams, StepError};
 use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps};
-use floe_plans::{DeploymentSteps, Engine, LocalQueue, PlanJob, StepSettings};
+use floe_plans::{DeploymentSteps, Engine, LocalQueue, PlanJob, StepPorts, StepSettings};
 use floe_store::Store;
 use floe_store::sqlite::SqliteBackend;
 use std::collections::BTreeMap;
@@ -79,8 +79,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         poll: Duration::ZERO,
         ..StepSettings::default()
     };
+    let clusters = sim_clusters(&compute);
     let steps = Arc::new(Timed {
-        inner: DeploymentSteps::new(compute.clone(), sim_clusters(&compute), settings),
+        inner: DeploymentSteps::new(
+            StepPorts {
+                compute: compute.clone(),
+                clusters: clusters.clone(),
+                parameters: Arc::new(floe_compute::SimulatedParameters::new(Vec::new())),
+                cipher: Arc::new(floe_secrets::LocalCipher::from_key(&[5u8; 32])),
+                snapshots: floe_snapshots::Snapshotter::new(store.clone(), clusters),
+            },
+            settings,
+        ),
         per_step: Mutex::new(BTreeMap::new()),
     });
     let (queue, mut rx) = LocalQueue::new();

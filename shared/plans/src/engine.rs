@@ -17,6 +17,8 @@ use floe_domain::plan::{
 };
 use floe_ports::{PlanJob, PlanListener, QueueError, WorkQueue};
 use floe_store::{DeploymentOutcome, PageRequest, Store, StoreError, Versioned};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -43,6 +45,25 @@ pub fn fail(failure_type: &str, message: impl Into<String>) -> Outcome {
     })
 }
 
+/// Done, keeping `output` (a step's typed output) as the step's output.
+pub fn done<T: Serialize>(output: &T) -> Outcome {
+    match serde_json::to_value(output) {
+        Ok(value) => Outcome::Done(value),
+        Err(e) => fail(
+            "invalid_output",
+            format!("the step's output cannot be kept: {e}"),
+        ),
+    }
+}
+
+/// The error of a plan record that does not hold what its steps wrote.
+pub fn invalid_plan(message: impl Into<String>) -> StepError {
+    StepError {
+        failure_type: "invalid_plan".into(),
+        message: message.into(),
+    }
+}
+
 /// What a step sees: the plan, its deployment, earlier steps' outputs, and a
 /// log that lands in the step's `info_log`.
 pub struct StepContext<'a> {
@@ -56,6 +77,30 @@ pub struct StepContext<'a> {
 impl StepContext<'_> {
     pub fn output(&self, step_id: &str) -> Option<&Value> {
         self.outputs.get(step_id).filter(|v| !v.is_null())
+    }
+
+    /// The output step `step_id` recorded, read as its typed output `T`.
+    /// A step with no output, or with one that does not read as `T` (a
+    /// record that is not what the steps wrote), is an `invalid_plan` error.
+    pub fn output_of<T: DeserializeOwned>(&self, step_id: &str) -> Result<T, StepError> {
+        self.optional_output_of(step_id)?
+            .ok_or_else(|| invalid_plan(format!("the {step_id} step has no output")))
+    }
+
+    /// As [`StepContext::output_of`], for a step that may have recorded
+    /// nothing (it has not run, or it had nothing to say).
+    pub fn optional_output_of<T: DeserializeOwned>(
+        &self,
+        step_id: &str,
+    ) -> Result<Option<T>, StepError> {
+        match self.output(step_id) {
+            None => Ok(None),
+            Some(value) => T::deserialize(value).map(Some).map_err(|e| {
+                invalid_plan(format!(
+                    "the output of the {step_id} step cannot be read: {e}"
+                ))
+            }),
+        }
     }
 
     pub fn log(&self, line: impl Into<String>) {

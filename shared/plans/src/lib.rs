@@ -1,11 +1,21 @@
 //! Plans: the durable engine that runs every change to a deployment, the
 //! work queue that wakes it, and the steps of each kind of plan.
+//!
+//! - [`engine`]: runs a plan's steps in order and their undos in reverse.
+//! - [`plans`]: one module per plan kind, declaring its steps with their
+//!   `run` and `undo` side by side ([`step`] is how).
+//! - [`steps`]: the steps themselves, shared between plan kinds, and
+//!   [`outputs`], what they record for later steps.
 
 pub mod deployment_steps;
 pub mod engine;
+pub mod outputs;
+pub mod plans;
 pub mod repository_access;
+pub mod step;
+pub mod steps;
 
-pub use deployment_steps::{DeploymentSteps, StepSettings};
+pub use deployment_steps::{DeploymentSteps, StepPorts, StepSettings};
 pub use engine::{Engine, EngineConfig, Outcome, RunResult, StepContext, Steps};
 // The ports the engine calls, where its callers have always found them.
 pub use floe_ports::{LocalQueue, PlanJob, PlanListener, WorkQueue, queue};

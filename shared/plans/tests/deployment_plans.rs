@@ -9,7 +9,8 @@ use floe_compute::{Compute, ComputeError, InstanceState, SimulatedParameters};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanKind, PlanParams, PlanStatus, StepStatus};
 use floe_plans::engine::Steps;
-use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
+use floe_plans::{DeploymentSteps, PlanJob, StepPorts, StepSettings};
+use floe_secrets::LocalCipher;
 use floe_store::Store;
 use floe_store::sqlite::SqliteBackend;
 use serde_json::json;
@@ -57,12 +58,13 @@ struct Run {
 async fn drive(
     steps: Arc<dyn Steps>,
     kind: PlanKind,
-    existing: Option<(&Store, &Deployment)>,
+    store: &Store,
+    existing: Option<&Deployment>,
 ) -> Result<(Run, PlanStatus), Box<dyn std::error::Error>> {
     let now = Utc::now();
     let (store, deployment, plan) = match existing {
         None => {
-            let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+            let store = store.clone();
             let spec = spec()?;
             let plan = Plan::new(
                 "acme",
@@ -84,7 +86,7 @@ async fn drive(
             store.create_deployment(&d, &plan, None).await?;
             (store, d, plan)
         }
-        Some((store, d)) => {
+        Some(d) => {
             let previous = store
                 .get_deployment(&d.org, &d.id)
                 .await?
@@ -131,11 +133,9 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
         ..SimulatedConfig::default()
     }));
     let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
-    let steps = Arc::new(Twice(
-        DeploymentSteps::new(compute.clone(), sim_clusters(&compute), settings())
-            .with_parameters(parameters.clone()),
-    ));
-    let (run, status) = drive(steps, PlanKind::Create, None).await?;
+    let store = new_store()?;
+    let steps = Arc::new(Twice(steps_over(&compute, parameters.clone(), &store)));
+    let (run, status) = drive(steps, PlanKind::Create, &store, None).await?;
     assert_eq!(status, PlanStatus::Succeeded);
     let instances = compute.instances(&run.job.deployment_id).await?;
     // The three masters, and only they, bootstrap the cluster.
@@ -183,12 +183,8 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
     assert_eq!(d.status, DeploymentStatus::Running);
 
     // Shutdown terminates every node and keeps the record.
-    let compute_steps = Arc::new(Twice(DeploymentSteps::new(
-        compute.clone(),
-        sim_clusters(&compute),
-        settings(),
-    )));
-    let (_, status) = drive(compute_steps, PlanKind::Shutdown, Some((&run.store, &d))).await?;
+    let compute_steps = Arc::new(Twice(steps_over(&compute, parameters, &run.store)));
+    let (_, status) = drive(compute_steps, PlanKind::Shutdown, &run.store, Some(&d)).await?;
     assert_eq!(status, PlanStatus::Succeeded);
     assert_eq!(live(&compute, &d.id).await?, 0);
     let d = run
@@ -204,12 +200,7 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
 #[tokio::test]
 async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
     let probe_compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
-    let probe = DeploymentSteps::new(
-        probe_compute.clone(),
-        sim_clusters(&probe_compute),
-        settings(),
-    )
-    .with_parameters(Arc::new(SimulatedParameters::new(Vec::new())));
+    let probe = steps_over(&probe_compute, no_parameters(), &new_store()?);
     let now = Utc::now();
     let layout_plan = Plan::new("acme", "x", PlanParams::Create(spec()?), "t", "t", now);
     let dummy = Deployment {
@@ -239,12 +230,12 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
     for at in &layout {
         let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
         let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
+        let store = new_store()?;
         let steps = Arc::new(FailAfter {
-            inner: DeploymentSteps::new(compute.clone(), sim_clusters(&compute), settings())
-                .with_parameters(parameters.clone()),
+            inner: steps_over(&compute, parameters.clone(), &store),
             at: at.clone(),
         });
-        let (run, status) = drive(steps, PlanKind::Create, None).await?;
+        let (run, status) = drive(steps, PlanKind::Create, &store, None).await?;
         assert_eq!(status, PlanStatus::Failed, "failure after {at}");
         assert_eq!(
             live(&compute, &run.job.deployment_id).await?,
@@ -297,12 +288,9 @@ async fn a_zone_without_capacity_moves_the_launch_to_another_zone() -> TestResul
         faults: vec![Fault::NoCapacityInZone(1)],
         ..SimulatedConfig::default()
     }));
-    let steps = Arc::new(DeploymentSteps::new(
-        compute.clone(),
-        sim_clusters(&compute),
-        settings(),
-    ));
-    let (run, status) = drive(steps, PlanKind::Create, None).await?;
+    let store = new_store()?;
+    let steps = Arc::new(steps_over(&compute, no_parameters(), &store));
+    let (run, status) = drive(steps, PlanKind::Create, &store, None).await?;
     assert_eq!(status, PlanStatus::Succeeded);
     let instances = compute.instances(&run.job.deployment_id).await?;
     assert_eq!(instances.len(), 7);
@@ -345,13 +333,11 @@ async fn permanent_and_transient_compute_errors() -> TestResult {
         }],
         ..SimulatedConfig::default()
     }));
+    let store = new_store()?;
     let (_, status) = drive(
-        Arc::new(DeploymentSteps::new(
-            compute.clone(),
-            sim_clusters(&compute),
-            settings(),
-        )),
+        Arc::new(steps_over(&compute, no_parameters(), &store)),
         PlanKind::Create,
+        &store,
         None,
     )
     .await?;
@@ -371,13 +357,11 @@ async fn permanent_and_transient_compute_errors() -> TestResult {
         }],
         ..SimulatedConfig::default()
     }));
+    let store = new_store()?;
     let (run, status) = drive(
-        Arc::new(DeploymentSteps::new(
-            compute.clone(),
-            sim_clusters(&compute),
-            settings(),
-        )),
+        Arc::new(steps_over(&compute, no_parameters(), &store)),
         PlanKind::Create,
+        &store,
         None,
     )
     .await?;
@@ -395,6 +379,34 @@ async fn permanent_and_transient_compute_errors() -> TestResult {
     assert_eq!(live(&compute, &run.job.deployment_id).await?, 0);
     assert!(compute.templates().is_empty());
     Ok(())
+}
+
+fn new_store() -> Result<Store, floe_store::BackendError> {
+    Ok(Store::new(Arc::new(SqliteBackend::in_memory()?)))
+}
+
+/// The steps over `compute` and its simulated clusters, writing the nodes'
+/// parameters to `parameters` and reading repositories from `store`.
+fn steps_over(
+    compute: &Arc<SimulatedCompute>,
+    parameters: Arc<SimulatedParameters>,
+    store: &Store,
+) -> DeploymentSteps {
+    let clusters = sim_clusters(compute);
+    DeploymentSteps::new(
+        StepPorts {
+            compute: compute.clone(),
+            clusters: clusters.clone(),
+            parameters,
+            cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
+            snapshots: floe_snapshots::Snapshotter::new(store.clone(), clusters),
+        },
+        settings(),
+    )
+}
+
+fn no_parameters() -> Arc<SimulatedParameters> {
+    Arc::new(SimulatedParameters::new(Vec::new()))
 }
 
 /// The simulated cluster of each deployment, following the simulated instances.

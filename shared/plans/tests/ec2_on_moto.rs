@@ -25,7 +25,7 @@ use floe_domain::secret::{Sealed, SecretString};
 use floe_elastic_sim::S3Access;
 use floe_parameters_ssm::{SsmParameters, SsmParametersConfig};
 use floe_plans::engine::Steps;
-use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
+use floe_plans::{DeploymentSteps, PlanJob, StepPorts, StepSettings};
 use floe_secrets::{Cipher as _, LocalCipher, Owner};
 use floe_store::Store;
 use floe_store::sqlite::SqliteBackend;
@@ -266,13 +266,16 @@ impl Fixture {
     }
 
     fn steps_on(&self, clusters: Arc<SimulatedClusters>) -> DeploymentSteps {
-        DeploymentSteps::new(self.compute(), clusters.clone(), settings())
-            .with_parameters(self.parameters.clone())
-            .with_snapshots(floe_snapshots::Snapshotter::new(
-                self.store.clone(),
-                clusters,
-            ))
-            .with_cipher(self.cipher.clone())
+        DeploymentSteps::new(
+            StepPorts {
+                compute: self.compute(),
+                clusters: clusters.clone(),
+                parameters: self.parameters.clone(),
+                cipher: self.cipher.clone(),
+                snapshots: floe_snapshots::Snapshotter::new(self.store.clone(), clusters),
+            },
+            settings(),
+        )
     }
 
     /// Every object in the repository's bucket, with its ETag: what a

@@ -8,11 +8,13 @@ use chrono::Utc;
 use floe_clusters::Clusters;
 use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
-use floe_compute::{Compute, InstanceState};
+use floe_compute::{Compute, InstanceState, SimulatedParameters};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanParams, PlanStatus};
 use floe_plans::engine::Steps;
-use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
+use floe_plans::{DeploymentSteps, PlanJob, StepPorts, StepSettings};
+use floe_secrets::LocalCipher;
+use floe_snapshots::Snapshotter;
 use floe_store::Store;
 use floe_store::sqlite::SqliteBackend;
 use serde_json::{Value, json};
@@ -44,6 +46,7 @@ fn settings() -> StepSettings {
 struct World {
     compute: Arc<SimulatedCompute>,
     clusters: Arc<SimulatedClusters>,
+    parameters: Arc<SimulatedParameters>,
     store: Store,
 }
 
@@ -57,12 +60,22 @@ impl World {
         Ok(World {
             compute,
             clusters,
+            parameters: Arc::new(SimulatedParameters::new(Vec::new())),
             store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
         })
     }
 
     fn steps(&self) -> DeploymentSteps {
-        DeploymentSteps::new(self.compute.clone(), self.clusters.clone(), settings())
+        DeploymentSteps::new(
+            StepPorts {
+                compute: self.compute.clone(),
+                clusters: self.clusters.clone(),
+                parameters: self.parameters.clone(),
+                cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
+                snapshots: Snapshotter::new(self.store.clone(), self.clusters.clone()),
+            },
+            settings(),
+        )
     }
 
     async fn deployment(&self, id: &str) -> Result<Deployment, Box<dyn std::error::Error>> {
@@ -257,6 +270,7 @@ async fn resize_three_to_five_to_three_keeps_every_document() -> TestResult {
         ids,
         [
             "begin",
+            "node-security",
             "template:hot",
             "launch:hot",
             "wait-running",
@@ -321,6 +335,7 @@ async fn changing_the_instance_type_moves_to_the_other_architecture() -> TestRes
 async fn a_failure_after_any_update_step_unwinds_or_keeps_the_new_nodes() -> TestResult {
     let steps = [
         "begin",
+        "node-security",
         "template:hot",
         "launch:hot",
         "wait-running",
@@ -346,7 +361,8 @@ async fn a_failure_after_any_update_step_unwinds_or_keeps_the_new_nodes() -> Tes
             .update(&d.id, &spec(5, "m6g.xlarge")?, failing)
             .await?;
         assert_eq!(status, PlanStatus::Failed, "failure after {at}");
-        let after_retire = i >= 7;
+        let retire = steps.iter().position(|s| *s == "retire").ok_or("retire")?;
+        let after_retire = i >= retire;
         let d_now = world.deployment(&d.id).await?;
         let (masters, hot, running) = world.running(&d.id).await?;
         if after_retire {

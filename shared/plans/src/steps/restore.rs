@@ -11,35 +11,14 @@
 //! restore under way shows in `_recovery` with the snapshot as its source;
 //! a mounted index exists), so running one twice starts nothing twice.
 
-use super::{DeploymentSteps, cluster_outcome, target};
-use crate::engine::{Outcome, StepContext, fail};
+use super::{cluster_outcome, target};
+use crate::deployment_steps::DeploymentSteps;
+use crate::engine::{Outcome, StepContext, done, fail};
+use crate::outputs::{MountOutput, RestoreOutput, RestoredOutput, SourceOutput};
 use floe_domain::deployment::NodeRole;
-use floe_domain::plan::{Plan, PlanKind, StepError};
-use floe_domain::restore::{RestoreMode, RestoreTarget, selects};
+use floe_domain::restore::{RestoreTarget, selects};
 use floe_elastic::{ElasticError, MountRequest, MountStorage, RestoreRequest};
-use serde_json::{Value, json};
-
-/// The restore a plan runs, if it runs one.
-pub(super) fn restore_target(plan: &Plan) -> Result<Option<RestoreTarget>, StepError> {
-    Ok(plan.params.restore())
-}
-
-/// The steps that restore `t`.
-pub(super) fn restore_layout(t: &RestoreTarget) -> Vec<String> {
-    let mut steps = Vec::new();
-    if t.foreign_repository {
-        steps.push("register-source".to_string());
-    }
-    steps.push(
-        match t.mode {
-            RestoreMode::Restore => "restore",
-            RestoreMode::Mount => "mount",
-        }
-        .to_string(),
-    );
-    steps.push("wait-restored".to_string());
-    steps
-}
+use serde_json::Value;
 
 /// The earliest start (epoch ms) of a recovery that a step started at
 /// `started` can have caused, with room for the cluster's clock running a
@@ -57,27 +36,21 @@ fn elastic_outcome(e: ElasticError, what: &str, failure_type: &str) -> Outcome {
 }
 
 fn the_target(ctx: &StepContext<'_>) -> Result<RestoreTarget, Outcome> {
-    match restore_target(ctx.plan) {
-        Ok(Some(t)) => Ok(t),
-        Ok(None) => Err(fail("invalid_plan", "this plan restores nothing")),
-        Err(e) => Err(Outcome::Fail(e)),
-    }
+    ctx.plan
+        .params
+        .restore()
+        .ok_or_else(|| fail("invalid_plan", "this plan restores nothing"))
 }
 
 impl DeploymentSteps {
     /// Registers the snapshot's repository read-only on this cluster.
-    pub(super) async fn register_source(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn register_source(&self, ctx: &StepContext<'_>) -> Outcome {
         let t = match the_target(ctx) {
             Ok(t) => t,
             Err(stop) => return stop,
         };
-        let Some(snapshots) = &self.snapshots else {
-            return fail(
-                "not_configured",
-                "this worker has no store to read repositories from",
-            );
-        };
-        let repo = match snapshots
+        let repo = match self
+            .snapshots
             .store()
             .get_repository(&ctx.plan.org, &t.repository)
             .await
@@ -101,7 +74,10 @@ impl DeploymentSteps {
         match client.put_repository(&repo.name, &registration).await {
             Ok(()) => {
                 ctx.log(format!("repository {} registered read-only", repo.name));
-                Outcome::Done(json!({"repository": repo.name, "readonly": true}))
+                done(&SourceOutput {
+                    repository: repo.name,
+                    readonly: true,
+                })
             }
             Err(e) => elastic_outcome(
                 e,
@@ -133,7 +109,7 @@ impl DeploymentSteps {
 
     /// Starts the restore; Elasticsearch refuses it when an open index has
     /// the name a restored one would get, and the step fails with its reason.
-    pub(super) async fn restore(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn restore(&self, ctx: &StepContext<'_>) -> Outcome {
         let t = match the_target(ctx) {
             Ok(t) => t,
             Err(stop) => return stop,
@@ -148,7 +124,10 @@ impl DeploymentSteps {
                     "the restore of {} is already under way",
                     t.snapshot
                 ));
-                return Outcome::Done(json!({"snapshot": t.snapshot, "repository": t.repository}));
+                return done(&RestoreOutput {
+                    snapshot: t.snapshot,
+                    repository: t.repository,
+                });
             }
             Ok(false) => {}
             Err(e) => return elastic_outcome(e, "reading recoveries", "restore_failed"),
@@ -176,7 +155,10 @@ impl DeploymentSteps {
                     "restore of {}:{}{resolved} started",
                     t.repository, t.snapshot
                 ));
-                Outcome::Done(json!({"snapshot": t.snapshot, "repository": t.repository}))
+                done(&RestoreOutput {
+                    snapshot: t.snapshot,
+                    repository: t.repository,
+                })
             }
             Err(e) => elastic_outcome(
                 e,
@@ -188,7 +170,7 @@ impl DeploymentSteps {
 
     /// Mounts every selected index of the snapshot: `shared_cache` when the
     /// deployment has a frozen tier, `full_copy` otherwise.
-    pub(super) async fn mount(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn mount(&self, ctx: &StepContext<'_>) -> Outcome {
         let t = match the_target(ctx) {
             Ok(t) => t,
             Err(stop) => return stop,
@@ -244,12 +226,15 @@ impl DeploymentSteps {
             t.snapshot,
             storage.as_str()
         ));
-        Outcome::Done(json!({"indices": mounted, "storage": storage.as_str()}))
+        done(&MountOutput {
+            indices: mounted,
+            storage: storage.as_str().to_string(),
+        })
     }
 
     /// Done when every shard read from the snapshot has recovered; until
     /// then each look logs how far the restore has got.
-    pub(super) async fn wait_restored(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn wait_restored(&self, ctx: &StepContext<'_>) -> Outcome {
         let t = match the_target(ctx) {
             Ok(t) => t,
             Err(stop) => return stop,
@@ -279,7 +264,7 @@ impl DeploymentSteps {
             })
             .collect();
         let total = shards.len();
-        let done = shards.iter().filter(|s| s.is_done()).count();
+        let recovered = shards.iter().filter(|s| s.is_done()).count();
         let bytes_total: u64 = shards
             .iter()
             .map(|s| s.bytes_total.saturating_sub(s.bytes_reused))
@@ -287,43 +272,44 @@ impl DeploymentSteps {
         let bytes_done: u64 = shards.iter().map(|s| s.bytes_recovered).sum();
         let mut indices: Vec<&str> = shards.iter().map(|s| s.index.as_str()).collect();
         indices.dedup();
-        let figures = json!({
-            "indices": indices,
-            "shards_total": total,
-            "shards_recovered": done,
-            "bytes_total": bytes_total,
-            "bytes_recovered": bytes_done.min(bytes_total),
-        });
-        if done == total {
+        let figures = RestoredOutput {
+            indices: indices.iter().map(|i| i.to_string()).collect(),
+            shards_total: total,
+            shards_recovered: recovered,
+            bytes_total,
+            bytes_recovered: bytes_done.min(bytes_total),
+        };
+        if recovered == total {
             ctx.log(format!(
                 "{} indices, {total} shards, {bytes_total} bytes recovered from {}",
                 indices.len(),
                 t.snapshot
             ));
-            return Outcome::Done(figures);
+            return done(&figures);
         }
         if ctx.elapsed() > self.settings.drain_timeout {
             return fail(
                 "restore_timeout",
-                format!("{done} of {total} shards recovered after the time allowed"),
+                format!("{recovered} of {total} shards recovered after the time allowed"),
             );
         }
         Outcome::Wait {
             after: self.settings.poll,
             note: format!(
-                "recovering: {done}/{total} shards, {}/{bytes_total} bytes",
+                "recovering: {recovered}/{total} shards, {}/{bytes_total} bytes",
                 bytes_done.min(bytes_total)
             ),
         }
     }
 
-    /// A restore into a running deployment leaves what it restored (there
-    /// was nothing under those names, and removing data is not an undo's
-    /// call); a clone's cluster goes as a whole.
-    pub(super) async fn undo_restore_step(&self, ctx: &StepContext<'_>, step_id: &str) -> Outcome {
-        if ctx.plan.kind() == PlanKind::Restore && step_id != "wait-restored" {
-            ctx.log(format!("{step_id}: restored indices are left in place"));
-        }
+    /// Undoes a restore into a running deployment: it leaves what it
+    /// restored (there was nothing under those names, and removing data is
+    /// not an undo's call). A clone's cluster goes as a whole instead.
+    pub(crate) async fn leave_restored(&self, ctx: &StepContext<'_>) -> Outcome {
+        ctx.log(format!(
+            "{}: restored indices are left in place",
+            ctx.step.step_id
+        ));
         Outcome::Done(Value::Null)
     }
 }

@@ -1,0 +1,76 @@
+//! Create: a new deployment's certificates and keys, its nodes, and (for a
+//! clone) the snapshot it starts from. A failure undoes everything: no
+//! instance, launch template or parameter of the deployment is left.
+
+use crate::step::{Saga, action};
+use crate::steps::client_repository_name;
+use floe_domain::deployment::{DeploymentSpec, NodeRole};
+use floe_domain::restore::{RestoreMode, RestoreTarget};
+
+/// The steps that create `spec`, then restore `restore` into it (a clone).
+pub fn saga(spec: &DeploymentSpec, restore: Option<&RestoreTarget>) -> Saga {
+    let mut saga = Saga::default();
+    saga.step(
+        "node-security",
+        action!(node_security),
+        action!(forget_node_security),
+    );
+    // The step itself finds out, when it runs, whether the repository holds keys.
+    if client_repository_name(spec).is_some() {
+        saga.step(
+            "repository-credentials",
+            action!(repository_credentials),
+            action!(forget_repository_credentials),
+        );
+    }
+    for g in &spec.node_groups {
+        saga.group_step(
+            "template",
+            &g.id,
+            action!(ensure_template(group)),
+            action!(delete_template(group)),
+        );
+        saga.group_step(
+            "launch",
+            &g.id,
+            action!(launch(group)),
+            action!(terminate_launched(group)),
+        );
+    }
+    if spec
+        .node_groups
+        .iter()
+        .any(|g| g.roles.contains(&NodeRole::Master))
+    {
+        saga.step(
+            "bootstrap-masters",
+            action!(bootstrap_masters),
+            action!(forget_parameters),
+        );
+    }
+    saga.step("wait-running", action!(wait_running), action!(nothing));
+    saga.step("wait-joined", action!(wait_joined), action!(nothing));
+    if spec.repository().is_some() {
+        saga.step(
+            "register-repository",
+            action!(register_repository),
+            action!(nothing),
+        );
+    }
+    // A clone's restore steps undo nothing: its cluster goes as a whole.
+    if let Some(t) = restore {
+        if t.foreign_repository {
+            saga.step(
+                "register-source",
+                action!(register_source),
+                action!(nothing),
+            );
+        }
+        match t.mode {
+            RestoreMode::Restore => saga.step("restore", action!(restore), action!(nothing)),
+            RestoreMode::Mount => saga.step("mount", action!(mount), action!(nothing)),
+        }
+        saga.step("wait-restored", action!(wait_restored), action!(nothing));
+    }
+    saga
+}

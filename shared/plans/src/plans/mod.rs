@@ -1,0 +1,26 @@
+//! The kinds of deployment plans, one module each. Each declares its steps,
+//! in order, with their `run` and `undo` side by side, from the plan's
+//! params alone (and, for an update or a shutdown, the spec the deployment
+//! runs: data, kept unchanged until the plan ends). How the worker is wired
+//! plays no part, so every worker lays out and runs a plan the same way.
+
+pub mod create;
+pub mod delete;
+pub mod restore;
+pub mod shutdown;
+pub mod update;
+
+use crate::step::Saga;
+use floe_domain::deployment::Deployment;
+use floe_domain::plan::{Plan, PlanParams};
+
+/// The steps of `plan`, a plan of `deployment`.
+pub fn saga(plan: &Plan, deployment: &Deployment) -> Saga {
+    match &plan.params {
+        PlanParams::Create(spec) => create::saga(spec, plan.params.restore().as_ref()),
+        PlanParams::Update(target) => update::saga(&deployment.spec, target),
+        PlanParams::Shutdown(params) => shutdown::saga(params, &deployment.spec),
+        PlanParams::Delete => delete::saga(),
+        PlanParams::Restore(target) => restore::saga(target),
+    }
+}

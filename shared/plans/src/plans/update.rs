@@ -1,0 +1,129 @@
+//! Update: grow and shrink. New nodes first: template:{group} and
+//! launch:{group} for every group that changes (all of them when the
+//! version, user settings or repository change) after node-security and
+//! repository-credentials, then wait-running and wait-joined; then the old
+//! nodes go: drain (exclude them from shard allocation), wait-drained,
+//! retire (terminate them), wait-retired, clear-exclusion, forget-templates.
+//!
+//! `retire` is the point of no return: before it, unwinding terminates the
+//! new nodes and lets shards back onto the old ones, leaving the previous
+//! topology; after it, the old nodes are gone, so unwinding keeps the new
+//! ones (terminating them would leave no cluster at all).
+
+use crate::deployment_steps::DeploymentSteps;
+use crate::engine::{Outcome, StepContext, fail};
+use crate::step::{Saga, action};
+use crate::steps::client_repository_name;
+use crate::steps::drain::update_shape;
+use floe_domain::deployment::DeploymentSpec;
+use floe_domain::plan::StepStatus;
+use serde_json::Value;
+
+/// The steps that take a deployment running `current` to `target`.
+pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
+    let shape = update_shape(current, target);
+    let mut saga = Saga::default();
+    // Does nothing; its undo, the last of an unwinding, lifts the
+    // allocation exclusion the other undos leave behind.
+    saga.step("begin", action!(nothing), action!(clear_exclusion));
+    let grows = !shape.replaced.is_empty();
+    // New nodes join with the deployment's certificates (made here for a
+    // deployment created before Floe made them); the nodes that stay keep
+    // them and the repository's keys, so neither undo removes anything.
+    if grows {
+        saga.step("node-security", action!(node_security), action!(nothing));
+    }
+    if grows && client_repository_name(target).is_some() {
+        saga.step(
+            "repository-credentials",
+            action!(repository_credentials),
+            action!(nothing),
+        );
+    }
+    for g in &shape.replaced {
+        saga.group_step(
+            "template",
+            g,
+            action!(ensure_template(group)),
+            action!(unmake_template(group)),
+        );
+        saga.group_step(
+            "launch",
+            g,
+            action!(launch(group)),
+            action!(unlaunch(group)),
+        );
+    }
+    if grows {
+        saga.step("wait-running", action!(wait_running), action!(nothing));
+    }
+    saga.step("wait-joined", action!(wait_joined), action!(nothing));
+    if target.repository().is_some() && target.repository() != current.repository() {
+        saga.step(
+            "register-repository",
+            action!(register_repository),
+            action!(nothing),
+        );
+    }
+    if !shape.retiring.is_empty() {
+        saga.step("drain", action!(drain), action!(nothing));
+        saga.step("wait-drained", action!(wait_drained), action!(nothing));
+        saga.step("retire", action!(retire), action!(past_no_return));
+        saga.step("wait-retired", action!(wait_retired), action!(nothing));
+        saga.step(
+            "clear-exclusion",
+            action!(clear_exclusion),
+            action!(nothing),
+        );
+        saga.step(
+            "forget-templates",
+            action!(forget_templates),
+            action!(nothing),
+        );
+    }
+    saga
+}
+
+/// Once `retire` has started, old nodes may be gone even if its result was
+/// never recorded (a crash, a failure mid-way).
+fn retire_started(ctx: &StepContext<'_>) -> bool {
+    ctx.plan
+        .steps
+        .iter()
+        .any(|s| s.step_id == "retire" && s.status != StepStatus::Pending)
+}
+
+impl DeploymentSteps {
+    /// Undoes `template:{group}`, unless the old nodes are gone.
+    async fn unmake_template(&self, ctx: &StepContext<'_>, group: &str) -> Outcome {
+        if retire_started(ctx) {
+            ctx.log("the old nodes are gone: the new ones stay");
+            return Outcome::Done(Value::Null);
+        }
+        self.delete_template(ctx, group).await
+    }
+
+    /// Undoes `launch:{group}`, unless the old nodes are gone. The cluster
+    /// may already keep shards on the new nodes (it rebalances onto nodes
+    /// that join): they move back first.
+    async fn unlaunch(&self, ctx: &StepContext<'_>, group: &str) -> Outcome {
+        if retire_started(ctx) {
+            ctx.log("the old nodes are gone: the new ones stay");
+            return Outcome::Done(Value::Null);
+        }
+        if let Some(waiting) = self.drain_new_nodes(ctx).await {
+            return waiting;
+        }
+        self.terminate_launched(ctx, group).await
+    }
+
+    /// `retire` has no undo: undoing anything after it would leave no
+    /// cluster at all. Failing the undo marks the deployment `failed` for a
+    /// person to look at (re-applying the change finishes it).
+    async fn past_no_return(&self, _ctx: &StepContext<'_>) -> Outcome {
+        fail(
+            "point_of_no_return",
+            "the old nodes were terminated and the cluster runs on the new ones; apply the change again to finish it",
+        )
+    }
+}

@@ -1,0 +1,281 @@
+//! The steps that retire an update's old nodes: shards move off them
+//! (drain, wait-drained), they go (retire, wait-retired), and the cluster
+//! and the compute provider forget them (clear-exclusion,
+//! forget-templates).
+
+use super::template_name_of;
+use super::{EXCLUDE_SETTING, cluster_outcome, elastic_outcome, is_gone, outcome_of, target};
+use crate::deployment_steps::DeploymentSteps;
+use crate::engine::{Outcome, StepContext, done, fail};
+use crate::outputs::{
+    DrainOutput, DrainedOutput, ForgottenTemplatesOutput, OldNode, TerminatedOutput,
+};
+use floe_compute::{InstanceState, TAG_NODE_GROUP, TAG_PLAN};
+use floe_domain::deployment::DeploymentSpec;
+use floe_domain::plan::StepError;
+use serde_json::Value;
+
+/// What an update changes: the groups that get new nodes, and the groups
+/// whose current nodes go.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct UpdateShape {
+    pub replaced: Vec<String>,
+    pub retiring: Vec<String>,
+}
+
+/// A group is replaced when it is new or differs in anything; every group
+/// is, when the version, user settings or repository change (they are in
+/// every node's configuration). Groups that are no longer wanted retire.
+pub fn update_shape(current: &DeploymentSpec, target: &DeploymentSpec) -> UpdateShape {
+    let everything = current.version != target.version
+        || current.user_settings != target.user_settings
+        || current.repository() != target.repository();
+    let mut shape = UpdateShape::default();
+    for g in &target.node_groups {
+        let before = current.node_groups.iter().find(|c| c.id == g.id);
+        if everything || before != Some(g) {
+            shape.replaced.push(g.id.clone());
+            if before.is_some() {
+                shape.retiring.push(g.id.clone());
+            }
+        }
+    }
+    for c in &current.node_groups {
+        if !target.node_groups.iter().any(|g| g.id == c.id) {
+            shape.retiring.push(c.id.clone());
+        }
+    }
+    shape
+}
+
+/// The old nodes `drain` recorded (none before it ran).
+fn old_nodes(ctx: &StepContext<'_>) -> Result<Vec<OldNode>, StepError> {
+    Ok(ctx
+        .optional_output_of::<DrainOutput>("drain")?
+        .map(|d| d.nodes)
+        .unwrap_or_default())
+}
+
+/// Shard copies on the named nodes, and copies still moving anywhere.
+fn shards_on(shards: &[floe_elastic::ShardRow], names: &[String]) -> (usize, usize) {
+    // A relocating copy shows as "from -> address id to".
+    let on = shards
+        .iter()
+        .filter(|s| {
+            s.node.as_deref().is_some_and(|n| {
+                names
+                    .iter()
+                    .any(|name| n == name || n.starts_with(&format!("{name} ")))
+            })
+        })
+        .count();
+    let moving = shards
+        .iter()
+        .filter(|s| s.state == "RELOCATING" || s.state == "INITIALIZING")
+        .count();
+    (on, moving)
+}
+
+impl DeploymentSteps {
+    /// Excludes the retiring groups' old nodes from shard allocation, so
+    /// Elasticsearch moves their shards to the new ones.
+    pub(crate) async fn drain(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let (current, target) = match target(ctx.plan) {
+            Ok(t) => (&ctx.deployment.spec, t),
+            Err(e) => return Outcome::Fail(e),
+        };
+        let shape = update_shape(current, &target);
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return outcome_of(e),
+        };
+        let old: Vec<OldNode> = instances
+            .into_iter()
+            .filter(|i| !is_gone(i.state))
+            .filter(|i| i.tags.get(TAG_PLAN) != Some(&ctx.plan.id))
+            .filter_map(|i| {
+                let group = i.tags.get(TAG_NODE_GROUP)?.clone();
+                shape.retiring.contains(&group).then(|| OldNode {
+                    plan: i.tags.get(TAG_PLAN).cloned().unwrap_or_default(),
+                    id: i.id,
+                    group,
+                })
+            })
+            .collect();
+        let names: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
+        let client = match self.clusters.client(ctx.deployment, &names).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
+        };
+        let mut settings = serde_json::Map::new();
+        settings.insert(EXCLUDE_SETTING.into(), Value::String(names.join(",")));
+        if let Err(e) = client.put_persistent_settings(settings).await {
+            return elastic_outcome(e, "excluding the old nodes", poll);
+        }
+        ctx.log(format!("moving shards off {}", names.join(", ")));
+        done(&DrainOutput { nodes: old })
+    }
+
+    /// Excludes this plan's nodes from allocation and waits until no shard
+    /// is left on them; `None` once they hold nothing.
+    pub(crate) async fn drain_new_nodes(&self, ctx: &StepContext<'_>) -> Option<Outcome> {
+        let poll = self.settings.poll;
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return Some(outcome_of(e)),
+        };
+        let names: Vec<String> = instances
+            .into_iter()
+            .filter(|i| i.tags.get(TAG_PLAN) == Some(&ctx.plan.id) && !is_gone(i.state))
+            .map(|i| i.id)
+            .collect();
+        if names.is_empty() {
+            return None;
+        }
+        let client = match self.clusters.client(ctx.deployment, &names).await {
+            Ok(c) => c,
+            Err(e) => return Some(cluster_outcome(e, "reaching the cluster", poll)),
+        };
+        let mut settings = serde_json::Map::new();
+        settings.insert(EXCLUDE_SETTING.into(), Value::String(names.join(",")));
+        if let Err(e) = client.put_persistent_settings(settings).await {
+            return Some(elastic_outcome(e, "excluding the new nodes", poll));
+        }
+        match client.shards().await {
+            Ok(shards) => {
+                let (on, moving) = shards_on(&shards, &names);
+                if on == 0 && moving == 0 {
+                    ctx.log(format!(
+                        "no shard left on the new nodes {}",
+                        names.join(", ")
+                    ));
+                    None
+                } else {
+                    Some(Outcome::Wait {
+                        after: poll,
+                        note: format!("{on} shard copies still on the new nodes, {moving} moving"),
+                    })
+                }
+            }
+            Err(e) => Some(elastic_outcome(e, "listing shards", poll)),
+        }
+    }
+
+    /// No shard copy is left on (or moving off) an old node.
+    pub(crate) async fn wait_drained(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let old = match old_nodes(ctx) {
+            Ok(o) => o,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let names: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
+        let client = match self.clusters.client(ctx.deployment, &names).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
+        };
+        let shards = match client.shards().await {
+            Ok(s) => s,
+            Err(e) => return elastic_outcome(e, "listing shards", poll),
+        };
+        let (on_old, moving) = shards_on(&shards, &names);
+        if on_old == 0 && moving == 0 {
+            ctx.log(format!("no shard left on {} old nodes", names.len()));
+            return done(&DrainedOutput {
+                shards: shards.len(),
+            });
+        }
+        if ctx.elapsed() > self.settings.drain_timeout {
+            return fail(
+                "drain_timeout",
+                format!(
+                    "{on_old} shard copies still on the old nodes after {} s",
+                    ctx.elapsed().as_secs()
+                ),
+            );
+        }
+        Outcome::Wait {
+            after: poll,
+            note: format!("{on_old} shard copies still on the old nodes, {moving} moving"),
+        }
+    }
+
+    pub(crate) async fn retire(&self, ctx: &StepContext<'_>) -> Outcome {
+        let old = match old_nodes(ctx) {
+            Ok(o) => o,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let ids: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
+        if !ids.is_empty() {
+            if let Err(e) = self.compute.terminate(&ids).await {
+                return outcome_of(e);
+            }
+            ctx.log(format!("terminated {}", ids.join(", ")));
+        }
+        done(&TerminatedOutput { terminated: ids })
+    }
+
+    pub(crate) async fn wait_retired(&self, ctx: &StepContext<'_>) -> Outcome {
+        let old = match old_nodes(ctx) {
+            Ok(o) => o,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return outcome_of(e),
+        };
+        let left = instances
+            .iter()
+            .filter(|i| old.iter().any(|o| o.id == i.id))
+            .filter(|i| i.state != InstanceState::Terminated)
+            .count();
+        if left == 0 {
+            return Outcome::Done(Value::Null);
+        }
+        if ctx.elapsed() > self.settings.boot_timeout {
+            return fail(
+                "terminate_timeout",
+                format!("{left} old nodes still not terminated"),
+            );
+        }
+        Outcome::Wait {
+            after: self.settings.poll,
+            note: format!("{left} old nodes still terminating"),
+        }
+    }
+
+    pub(crate) async fn clear_exclusion(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
+        };
+        let mut settings = serde_json::Map::new();
+        settings.insert(EXCLUDE_SETTING.into(), Value::Null);
+        match client.put_persistent_settings(settings).await {
+            Ok(()) => Outcome::Done(Value::Null),
+            Err(e) => elastic_outcome(e, "clearing the allocation exclusion", poll),
+        }
+    }
+
+    /// The old nodes' launch templates (one per group and plan that made them).
+    pub(crate) async fn forget_templates(&self, ctx: &StepContext<'_>) -> Outcome {
+        let old = match old_nodes(ctx) {
+            Ok(o) => o,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let mut names: Vec<String> = old
+            .iter()
+            .filter(|n| !n.plan.is_empty())
+            .map(|n| template_name_of(&ctx.plan.deployment_id, &n.group, &n.plan))
+            .collect();
+        names.sort();
+        names.dedup();
+        for name in &names {
+            if let Err(e) = self.compute.delete_launch_template(name).await {
+                return outcome_of(e);
+            }
+        }
+        done(&ForgottenTemplatesOutput { deleted: names })
+    }
+}

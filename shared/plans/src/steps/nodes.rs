@@ -1,0 +1,370 @@
+//! The steps that start and stop a deployment's nodes: its launch
+//! templates, its instances, and waiting for them to run, to join the
+//! cluster, or to be gone.
+
+use super::{cluster_outcome, elastic_outcome, spread};
+use super::{is_gone, outcome_of, tags, target, target_group, template_name};
+use crate::deployment_steps::DeploymentSteps;
+use crate::engine::{Outcome, StepContext, done, fail};
+use crate::outputs::{JoinedOutput, LaunchOutput, RunningOutput, TemplateOutput, TerminatedOutput};
+use floe_compute::{
+    ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_NODE_GROUP, TAG_PLAN,
+    Volume,
+};
+use floe_domain::catalog;
+use serde_json::Value;
+
+impl DeploymentSteps {
+    /// `template:{group}`: the group's launch template, with the boot
+    /// script of its nodes (named per deployment, group and plan, so a
+    /// second run finds the first one's).
+    pub(crate) async fn ensure_template(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
+        let (spec, g) = match target_group(ctx.plan, group_id) {
+            Ok(found) => found,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let g = &g;
+        let Some(instance) = catalog::lookup(&g.instance_type) else {
+            return fail(
+                "unknown_instance_type",
+                format!("{} is not in the instance catalog", g.instance_type),
+            );
+        };
+        let repo = match self.client_repository(ctx, &spec).await {
+            Ok(r) => r,
+            Err(stop) => return stop,
+        };
+        // Each deployment reads only its own bootstrap parameters.
+        let prefix = self.parameter_path(&ctx.plan.deployment_id);
+        let config = floe_nodeconfig::NodeGroupConfig {
+            deployment_id: &ctx.plan.deployment_id,
+            cluster_name: &spec.name,
+            org: &ctx.plan.org,
+            es_version: &spec.version,
+            group: g,
+            instance,
+            user_settings: &spec.user_settings,
+            region: &self.settings.region,
+            repository: repo
+                .as_ref()
+                .and_then(crate::repository_access::client_settings),
+            parameter_prefix: &prefix,
+        };
+        let name = template_name(ctx.plan, group_id);
+        let template = LaunchTemplateSpec {
+            name: name.clone(),
+            instance_type: g.instance_type.clone(),
+            arch: instance.arch,
+            user_data: floe_nodeconfig::user_data(&config),
+            volume: Volume {
+                size_gb: g.storage.size_gb,
+                volume_type: g.storage.volume_type,
+                iops: g.storage.iops,
+                throughput: g.storage.throughput,
+            },
+            tags: tags(ctx.plan, Some(group_id)),
+        };
+        match self.compute.ensure_launch_template(&template).await {
+            Ok(id) => {
+                ctx.log(format!(
+                    "launch template {name} ({id}) for {} ({})",
+                    g.instance_type,
+                    instance.arch.as_str()
+                ));
+                done(&TemplateOutput { name, id })
+            }
+            Err(e) => outcome_of(e),
+        }
+    }
+
+    /// `launch:{group}`: the group's instances, spread over its zones, each
+    /// zone's launch with a client token of its own so that a second run
+    /// starts nothing more.
+    pub(crate) async fn launch(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
+        let (spec, g) = match target_group(ctx.plan, group_id) {
+            Ok(found) => found,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let g = &g;
+        let template = match ctx.output_of::<TemplateOutput>(&format!("template:{group_id}")) {
+            Ok(t) => t.name,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let index = spec
+            .node_groups
+            .iter()
+            .position(|x| x.id == g.id)
+            .unwrap_or(0);
+        let mut ids = Vec::new();
+        for (zone, count) in spread(g.count, g.zone_count).into_iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            // Deterministic per plan, group and zone: a re-run after a crash
+            // gets the same instances back instead of starting more.
+            let token_base = format!(
+                "{}-{index}-{zone}",
+                ctx.plan.id.get(..24).unwrap_or(&ctx.plan.id)
+            );
+            let mut launched = None;
+            let mut last_error = None;
+            // On a capacity shortage, try the group's other zones in turn.
+            for offset in 0..g.zone_count.max(1) as usize {
+                let z = (zone + offset) % g.zone_count.max(1) as usize;
+                let token = if offset == 0 {
+                    token_base.clone()
+                } else {
+                    format!("{token_base}-{z}")
+                };
+                let request = LaunchRequest {
+                    template_name: template.clone(),
+                    count,
+                    zone: z,
+                    client_token: token,
+                    tags: tags(ctx.plan, Some(group_id)),
+                };
+                match self.compute.launch(&request).await {
+                    Ok(got) => {
+                        ctx.log(format!("{} nodes of {group_id} in zone {z}", got.len()));
+                        launched = Some(got);
+                        break;
+                    }
+                    Err(ComputeError::InsufficientCapacity { zone, message }) => {
+                        ctx.log(format!(
+                            "zone {zone} has no capacity for {}: {message}",
+                            g.instance_type
+                        ));
+                        last_error = Some(ComputeError::InsufficientCapacity { zone, message });
+                    }
+                    Err(e) => return outcome_of(e),
+                }
+            }
+            match launched {
+                Some(got) => ids.extend(got),
+                None => {
+                    return last_error
+                        .map(outcome_of)
+                        .unwrap_or_else(|| Outcome::Retry("no zone accepted the launch".into()));
+                }
+            }
+        }
+        done(&LaunchOutput { instance_ids: ids })
+    }
+
+    /// Terminates the instances this plan started for one group (or all groups).
+    pub(crate) async fn terminate_own(
+        &self,
+        ctx: &StepContext<'_>,
+        group_id: Option<&str>,
+    ) -> Outcome {
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return outcome_of(e),
+        };
+        let ids: Vec<String> = instances
+            .into_iter()
+            .filter(|i| i.tags.get(TAG_PLAN) == Some(&ctx.plan.id))
+            .filter(|i| {
+                group_id.is_none_or(|g| i.tags.get(TAG_NODE_GROUP).map(String::as_str) == Some(g))
+            })
+            .filter(|i| !is_gone(i.state))
+            .map(|i| i.id)
+            .collect();
+        if !ids.is_empty() {
+            if let Err(e) = self.compute.terminate(&ids).await {
+                return outcome_of(e);
+            }
+            ctx.log(format!("terminated {}", ids.join(", ")));
+        }
+        done(&TerminatedOutput { terminated: ids })
+    }
+
+    pub(crate) async fn wait_running(&self, ctx: &StepContext<'_>) -> Outcome {
+        let spec = match target(ctx.plan) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Fail(e),
+        };
+        // Only the groups this plan launches (an update leaves the others be).
+        let launched: Vec<&str> = ctx
+            .plan
+            .steps
+            .iter()
+            .filter_map(|s| s.step_id.strip_prefix("launch:"))
+            .collect();
+        let expected: u32 = spec
+            .node_groups
+            .iter()
+            .filter(|g| launched.contains(&g.id.as_str()))
+            .map(|g| g.count)
+            .sum();
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return outcome_of(e),
+        };
+        let ours: Vec<_> = instances
+            .iter()
+            .filter(|i| i.tags.get(TAG_PLAN) == Some(&ctx.plan.id))
+            .collect();
+        if let Some(lost) = ours.iter().find(|i| is_gone(i.state)) {
+            return fail(
+                "instance_lost",
+                format!("instance {} stopped while the plan waited for it", lost.id),
+            );
+        }
+        let running = ours
+            .iter()
+            .filter(|i| i.state == InstanceState::Running)
+            .count() as u32;
+        if running >= expected {
+            return done(&RunningOutput { running });
+        }
+        if ctx.elapsed() > self.settings.boot_timeout {
+            return fail(
+                "boot_timeout",
+                format!(
+                    "{running} of {expected} nodes running after {} s",
+                    ctx.elapsed().as_secs()
+                ),
+            );
+        }
+        Outcome::Wait {
+            after: self.settings.poll,
+            note: format!("{running} of {expected} nodes running"),
+        }
+    }
+
+    pub(crate) async fn terminate_all(&self, ctx: &StepContext<'_>) -> Outcome {
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return outcome_of(e),
+        };
+        let ids: Vec<String> = instances
+            .into_iter()
+            .filter(|i| !is_gone(i.state))
+            .map(|i| i.id)
+            .collect();
+        if !ids.is_empty()
+            && let Err(e) = self.compute.terminate(&ids).await
+        {
+            return outcome_of(e);
+        }
+        ctx.log(format!("terminating {} nodes", ids.len()));
+        done(&TerminatedOutput { terminated: ids })
+    }
+
+    pub(crate) async fn wait_terminated(&self, ctx: &StepContext<'_>) -> Outcome {
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return outcome_of(e),
+        };
+        let left = instances
+            .iter()
+            .filter(|i| i.state != InstanceState::Terminated)
+            .count();
+        if left == 0 {
+            // No node is left of the cluster: nothing kept for it is of use.
+            self.clusters.forget(&ctx.plan.deployment_id).await;
+            return Outcome::Done(Value::Null);
+        }
+        if ctx.elapsed() > self.settings.boot_timeout {
+            return fail(
+                "terminate_timeout",
+                format!("{left} nodes still not terminated"),
+            );
+        }
+        Outcome::Wait {
+            after: self.settings.poll,
+            note: format!("{left} nodes still terminating"),
+        }
+    }
+
+    /// Every running node of the deployment has joined its cluster.
+    pub(crate) async fn wait_joined(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let running = match floe_clusters::running_nodes(
+            self.compute.as_ref(),
+            &ctx.plan.deployment_id,
+        )
+        .await
+        {
+            Ok(n) => n,
+            Err(e) => return outcome_of(e),
+        };
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => {
+                return self.waiting(
+                    ctx,
+                    cluster_outcome(e, "reaching the cluster", poll),
+                    "join_timeout",
+                );
+            }
+        };
+        let joined = match client.nodes().await {
+            Ok(n) => n,
+            Err(e) => {
+                return self.waiting(
+                    ctx,
+                    elastic_outcome(e, "listing nodes", poll),
+                    "join_timeout",
+                );
+            }
+        };
+        let missing: Vec<&str> = running
+            .iter()
+            .filter(|r| !joined.iter().any(|j| j.name == r.node_name))
+            .map(|r| r.node_name.as_str())
+            .collect();
+        if missing.is_empty() {
+            ctx.log(format!("{} nodes in the cluster", joined.len()));
+            return done(&JoinedOutput {
+                nodes: joined.len(),
+            });
+        }
+        self.waiting(
+            ctx,
+            Outcome::Wait {
+                after: poll,
+                note: format!("waiting for {} to join", missing.join(", ")),
+            },
+            "join_timeout",
+        )
+    }
+
+    /// Turns a wait into a failure once the step has waited too long.
+    pub(crate) fn waiting(
+        &self,
+        ctx: &StepContext<'_>,
+        outcome: Outcome,
+        failure_type: &str,
+    ) -> Outcome {
+        match outcome {
+            Outcome::Wait { note, .. } if ctx.elapsed() > self.settings.boot_timeout => fail(
+                failure_type,
+                format!("gave up after {} s: {note}", ctx.elapsed().as_secs()),
+            ),
+            other => other,
+        }
+    }
+
+    /// Undoes `template:{group}`: the group's launch template goes.
+    pub(crate) async fn delete_template(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
+        match self
+            .compute
+            .delete_launch_template(&template_name(ctx.plan, group_id))
+            .await
+        {
+            Ok(()) => Outcome::Done(Value::Null),
+            Err(e) => outcome_of(e),
+        }
+    }
+
+    /// Undoes `launch:{group}`: the group's instances this plan started go.
+    pub(crate) async fn terminate_launched(
+        &self,
+        ctx: &StepContext<'_>,
+        group_id: &str,
+    ) -> Outcome {
+        self.terminate_own(ctx, Some(group_id)).await
+    }
+}

@@ -1,0 +1,143 @@
+//! The deployment's snapshot repository: reading it (for the nodes'
+//! client settings, for registering it), register-repository, and the
+//! final-snapshot of a shutdown.
+
+use super::{client_repository_name, cluster_outcome, target};
+use crate::deployment_steps::DeploymentSteps;
+use crate::engine::{Outcome, StepContext, done, fail};
+use crate::outputs::{FinalSnapshotOutput, RegisteredOutput};
+use floe_domain::deployment::DeploymentSpec;
+use floe_domain::repository::Repository;
+use serde_json::Value;
+
+impl DeploymentSteps {
+    /// The repository `spec` names, read now: its settings may have changed
+    /// since the plan was made, and the nodes need the current ones.
+    pub(crate) async fn repository_of(
+        &self,
+        ctx: &StepContext<'_>,
+        spec: &DeploymentSpec,
+    ) -> Result<Option<Repository>, Outcome> {
+        let Some(name) = spec.repository() else {
+            return Ok(None);
+        };
+        self.repository_named(ctx, name).await
+    }
+
+    /// The repository whose S3 client the nodes get: the deployment's own,
+    /// else, for a clone, its source's (the API refuses a clone whose own
+    /// repository needs another client than its source).
+    pub(crate) async fn client_repository(
+        &self,
+        ctx: &StepContext<'_>,
+        spec: &DeploymentSpec,
+    ) -> Result<Option<Repository>, Outcome> {
+        match client_repository_name(spec) {
+            Some(name) => self.repository_named(ctx, name).await,
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) async fn repository_named(
+        &self,
+        ctx: &StepContext<'_>,
+        name: &str,
+    ) -> Result<Option<Repository>, Outcome> {
+        match self
+            .snapshots
+            .store()
+            .get_repository(&ctx.plan.org, name)
+            .await
+        {
+            Ok(Some(r)) => Ok(Some(r.value)),
+            Ok(None) => Err(fail(
+                "repository_missing",
+                format!("snapshot repository {name} no longer exists"),
+            )),
+            Err(e) => Err(Outcome::Retry(format!("store: {e}"))),
+        }
+    }
+
+    /// Registers the deployment's repository on its cluster (the only
+    /// writer), with the repository's throttles.
+    pub(crate) async fn register_repository(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let spec = match target(ctx.plan) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Fail(e),
+        };
+        let repo = match self.repository_of(ctx, &spec).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return Outcome::Done(Value::Null),
+            Err(stop) => return stop,
+        };
+        let name = &repo.name;
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
+        };
+        let registration =
+            floe_snapshots::repository_registration(&repo, &ctx.plan.deployment_id, false);
+        match client.put_repository(name, &registration).await {
+            Ok(()) => {
+                ctx.log(format!(
+                    "repository {name} registered ({})",
+                    registration.repository_type
+                ));
+                done(&RegisteredOutput {
+                    repository: name.clone(),
+                })
+            }
+            Err(e) if e.is_transient() => Outcome::Retry(format!("registering {name}: {e}")),
+            Err(e) => fail(
+                "repository_registration_failed",
+                format!("registering {name}: {e}"),
+            ),
+        }
+    }
+
+    /// The last snapshot before the nodes go, unless the shutdown said
+    /// `skip_snapshot`, or there is no repository to take it into.
+    pub(crate) async fn final_snapshot(&self, ctx: &StepContext<'_>) -> Outcome {
+        if ctx.deployment.spec.repository().is_none() {
+            ctx.log("no snapshot repository: no final snapshot");
+            return Outcome::Done(Value::Null);
+        }
+        match ctx.optional_output_of::<FinalSnapshotOutput>("final-snapshot") {
+            Ok(Some(taken)) => return done(&taken),
+            Ok(None) => {}
+            Err(e) => return Outcome::Fail(e),
+        }
+        let name = format!("shutdown-{}", ctx.plan.id.get(..12).unwrap_or(&ctx.plan.id));
+        match self
+            .snapshots
+            .take_final(&ctx.plan.org, &ctx.plan.deployment_id, &name)
+            .await
+        {
+            Ok(taken) => {
+                let state = taken.value.state.as_str();
+                ctx.log(format!("snapshot {name}: {state}"));
+                if state == "SUCCESS" || state == "PARTIAL" {
+                    done(&FinalSnapshotOutput {
+                        snapshot: name,
+                        state: state.to_string(),
+                    })
+                } else if state == "IN_PROGRESS" {
+                    Outcome::Wait {
+                        after: self.settings.poll,
+                        note: format!("snapshot {name} still in progress"),
+                    }
+                } else {
+                    fail(
+                        "final_snapshot_failed",
+                        format!(
+                            "the final snapshot {name} ended {state}; shut down with skip_snapshot=true to go ahead without it"
+                        ),
+                    )
+                }
+            }
+            Err(e) if e.is_transient() => Outcome::Retry(format!("final snapshot: {e}")),
+            Err(e) => fail("final_snapshot_failed", format!("final snapshot: {e}")),
+        }
+    }
+}
