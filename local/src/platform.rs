@@ -7,7 +7,9 @@ use floe_clusters::Clusters;
 use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::Compute;
 use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
-use floe_plans::{DeploymentSteps, Engine, EngineConfig, LocalQueue, StepSettings, WorkQueue};
+use floe_plans::{
+    DeploymentSteps, Engine, EngineConfig, LocalQueue, StepPorts, StepSettings, WorkQueue,
+};
 use floe_schedules::{LocalScheduler, ReconcileNow, SystemClock};
 use floe_secrets::Cipher;
 use floe_store::Store;
@@ -51,12 +53,16 @@ impl LocalPlatform {
             ..StepSettings::default()
         };
         let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
-        let steps = Arc::new(
-            DeploymentSteps::new(compute, clusters.clone(), settings)
-                .with_snapshots(snapshotter.clone())
-                .with_parameters(Arc::new(floe_compute::SimulatedParameters::new(Vec::new())))
-                .with_cipher(cipher),
-        );
+        let steps = Arc::new(DeploymentSteps::new(
+            StepPorts {
+                compute,
+                clusters: clusters.clone(),
+                parameters: Arc::new(floe_compute::SimulatedParameters::new(Vec::new())),
+                cipher,
+                snapshots: snapshotter.clone(),
+            },
+            settings,
+        ));
         let (queue, mut jobs) = LocalQueue::new();
         let queue: Arc<dyn WorkQueue> = Arc::new(queue);
         let scheduler = Arc::new(LocalScheduler::new(Arc::new(SystemClock)));

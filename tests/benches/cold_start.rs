@@ -215,6 +215,7 @@ fn worker(binary: &Path, s: &Setup) -> (Function, serde_json::Value) {
             .env("FLOE_EC2_SUBNETS", "subnet-0a,subnet-0b,subnet-0c")
             .env("FLOE_EC2_SECURITY_GROUPS", "sg-0a")
             .env("FLOE_EC2_INSTANCE_PROFILE", "floe-node")
+            .env("FLOE_KMS_KEY_ID", &s.key_arn)
             .env("AWS_ENDPOINT_URL", &s.endpoint),
         json!({"sweep": true}),
     )

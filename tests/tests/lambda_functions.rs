@@ -81,11 +81,17 @@ fn api_on_aws(endpoint: &str, table: &str, queue_url: &str, key_arn: &str) -> Fu
 
 /// The worker as the template configures it, on simulated compute (no EC2
 /// in these tests) and the AWS endpoint at moto.
-fn worker_on_aws(endpoint: &str, table: &str, queue_url: &str) -> Function {
+/// A key ARN for runs that never seal or open anything (the worker needs
+/// one named to start, as the template always names one).
+const UNUSED_KEY: &str =
+    "arn:aws:kms:us-east-1:123456789012:key/00000000-0000-0000-0000-000000000000";
+
+fn worker_on_aws(endpoint: &str, table: &str, queue_url: &str, key_arn: &str) -> Function {
     Function::built("floe-worker")
         .memory_mb(512)
         .timeout(Duration::from_secs(120))
         .env("FLOE_STORE", format!("dynamodb://{table}"))
+        .env("FLOE_KMS_KEY_ID", key_arn)
         .env("FLOE_QUEUE_URL", queue_url)
         .env("FLOE_COMPUTE", "simulated")
         .env("FLOE_SIM_BOOT_DELAY_MS", "0")
@@ -208,7 +214,9 @@ async fn api_and_worker_run_a_plan_through_sqs_on_dynamodb() -> TestResult {
     let job: Value = serde_json::from_str(&messages[0].body)?;
     assert_eq!(job["deployment_id"], json!(id), "{job}");
 
-    let mut worker = worker_on_aws(&endpoint, &table, &queue_url).start().await?;
+    let mut worker = worker_on_aws(&endpoint, &table, &queue_url, &key_arn)
+        .start()
+        .await?;
     let ran = worker.invoke(&sqs_event(&queue_name, &messages)).await?;
     assert_eq!(
         ran.response_json(),
@@ -254,7 +262,8 @@ async fn worker_reports_exactly_the_failed_records() -> TestResult {
     let sqs = Moto::new(&endpoint);
     let queue_name = unique("floe-work");
     let queue_url = sqs.create_queue(&queue_name).await?;
-    let mut worker = worker_on_aws(&endpoint, &unique("floe-missing"), &queue_url)
+    // These runs never seal or open a secret: the key is only named.
+    let mut worker = worker_on_aws(&endpoint, &unique("floe-missing"), &queue_url, UNUSED_KEY)
         .start()
         .await?;
 
@@ -291,7 +300,8 @@ async fn worker_refuses_an_unknown_event_and_keeps_serving() -> TestResult {
     let endpoint = aws_endpoint();
     let sqs = Moto::new(&endpoint);
     let queue_url = sqs.create_queue(&unique("floe-work")).await?;
-    let mut worker = worker_on_aws(&endpoint, &unique("floe-missing"), &queue_url)
+    // These runs never seal or open a secret: the key is only named.
+    let mut worker = worker_on_aws(&endpoint, &unique("floe-missing"), &queue_url, UNUSED_KEY)
         .start()
         .await?;
 

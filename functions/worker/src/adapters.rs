@@ -5,7 +5,9 @@ use floe_clusters::{Clusters, NodeAddresses};
 use floe_compute::{Compute, NodeParameters};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
 use floe_parameters_ssm::{SsmParameters, SsmParametersConfig};
-use floe_plans::{DeploymentSteps, Engine, EngineConfig, StepSettings, Steps, WorkQueue};
+use floe_plans::{
+    DeploymentSteps, Engine, EngineConfig, StepPorts, StepSettings, Steps, WorkQueue,
+};
 use floe_queue_sqs::SqsQueue;
 use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig};
 use floe_schedules::ReconcileNow;
@@ -37,12 +39,16 @@ impl Adapters {
             parameter_prefix: config.parameter_prefix.clone(),
             ..StepSettings::default()
         };
-        let mut steps = DeploymentSteps::new(compute, clusters, settings)
-            .with_snapshots(snapshotter)
-            .with_parameters(parameters);
-        if config.secrets.kms_key_id.is_some() {
-            steps = steps.with_cipher(build::cipher(&config.secrets).await?);
-        }
+        let steps = DeploymentSteps::new(
+            StepPorts {
+                compute,
+                clusters,
+                parameters,
+                cipher: build::cipher(&config.secrets).await?,
+                snapshots: snapshotter,
+            },
+            settings,
+        );
         let schedules = match &config.scheduler {
             Some(s) => {
                 let scheduler = AwsScheduler::from_env(AwsSchedulerConfig::new(

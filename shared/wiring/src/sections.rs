@@ -184,6 +184,19 @@ impl SecretsConfig {
     }
 }
 
+/// On Lambda the worker opens what the api sealed: that takes the stack's
+/// KMS key (a key file of its own would open nothing), so it must be named.
+fn kms_secrets(env: &Env) -> Result<SecretsConfig, ConfigError> {
+    let secrets = SecretsConfig::read(env);
+    if secrets.kms_key_id.is_none() {
+        return Err(invalid(
+            "FLOE_KMS_KEY_ID",
+            "is required: the KMS key that seals repository credentials and node secrets",
+        ));
+    }
+    Ok(secrets)
+}
+
 /// `FLOE_ALLOW_PRIVATE_ENDPOINTS`: repository endpoints may be private or
 /// loopback addresses.
 pub fn allow_private_endpoints(env: &Env) -> Result<bool, ConfigError> {
@@ -470,7 +483,7 @@ impl WorkerConfig {
             compute: ComputeChoice::read(env)?,
             node_http: NodeHttp::read(env)?,
             scheduler: SchedulerSettings::read(env)?,
-            secrets: SecretsConfig::read(env),
+            secrets: kms_secrets(env)?,
         })
     }
 }
@@ -548,6 +561,10 @@ mod tests {
         ("FLOE_EC2_SUBNETS", "subnet-a, subnet-b,subnet-c"),
         ("FLOE_EC2_SECURITY_GROUPS", "sg-1"),
         ("FLOE_EC2_INSTANCE_PROFILE", "floe-node"),
+        (
+            "FLOE_KMS_KEY_ID",
+            "arn:aws:kms:eu-west-1:123456789012:key/k",
+        ),
     ];
 
     /// The base set with `extra` replacing (or, empty, removing) variables.
@@ -593,6 +610,7 @@ mod tests {
             ("FLOE_QUEUE_URL", "http://127.0.0.1:5000/123456789012/work"),
             ("AWS_REGION", "us-east-1"),
             ("FLOE_COMPUTE", "simulated"),
+            ("FLOE_KMS_KEY_ID", "k"),
         ]))?;
         assert_eq!(c.compute, ComputeChoice::Simulated);
         Ok(())
@@ -633,6 +651,7 @@ mod tests {
             (&[("FLOE_ES_SCHEME", "ftp")], "FLOE_ES_SCHEME"),
             (&[("FLOE_ES_PORT", "0")], "FLOE_ES_PORT"),
             (&[("FLOE_SCHEDULE_GROUP", "floe")], "FLOE_SNAPSHOTTER_ARN"),
+            (&[("FLOE_KMS_KEY_ID", "")], "FLOE_KMS_KEY_ID"),
         ];
         for (extra, name) in cases {
             match WorkerConfig::read(&with(WORKER, extra)) {
