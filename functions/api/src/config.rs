@@ -3,10 +3,10 @@
 
 use floe_api::AppState;
 use floe_auth::{KeySource, Verifier, VerifierConfig};
-use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
 use floe_clusters::{Clusters, NodeAddresses};
+use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::Compute;
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig, SimulatedParameters};
 use floe_domain::repository::EndpointPolicy;
 use floe_plans::queue::QueueError;
 use floe_plans::{
@@ -266,7 +266,7 @@ pub fn local_worker(store: Store, cipher: Arc<dyn Cipher>) -> Result<LocalAdapte
     let steps = Arc::new(
         DeploymentSteps::new(compute, clusters.clone(), settings)
             .with_snapshots(snapshotter.clone())
-            .with_parameters(Arc::new(floe_compute::SimulatedParameters::new(Vec::new())))
+            .with_parameters(Arc::new(SimulatedParameters::new(Vec::new())))
             .with_cipher(cipher),
     );
     let (queue, mut jobs) = LocalQueue::new();

@@ -3,11 +3,11 @@
 //! stops the function at its first start with the variable's name, rather
 //! than failing plans one step at a time.
 
-use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
 use floe_clusters::{Clusters, NodeAddresses};
+use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::Compute;
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_parameters_ssm::{SsmParameters, SsmParametersConfig};
 use floe_plans::{DeploymentSteps, Engine, EngineConfig, StepSettings, Steps, WorkQueue};
 use floe_queue_sqs::SqsQueue;
@@ -267,7 +267,7 @@ impl Adapters {
                     compute.clone(),
                     SimulatedClustersConfig::default(),
                 ));
-                let parameters = Arc::new(floe_compute::SimulatedParameters::new(Vec::new()));
+                let parameters = Arc::new(floe_compute_sim::SimulatedParameters::new(Vec::new()));
                 (compute, clusters, parameters)
             }
         };

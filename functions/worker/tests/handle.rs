@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use chrono::Utc;
 use floe_compute::Compute;
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Lease, Plan, PlanParams, PlanStatus};
 use floe_plans::{DeploymentSteps, Engine, EngineConfig, LocalQueue, PlanJob, StepSettings};
@@ -372,10 +372,10 @@ async fn other_events_are_errors() -> TestResult {
 
 /// The simulated cluster of each deployment, following the simulated instances.
 fn sim_clusters(
-    compute: &std::sync::Arc<floe_compute::simulated::SimulatedCompute>,
+    compute: &std::sync::Arc<floe_compute_sim::SimulatedCompute>,
 ) -> std::sync::Arc<dyn floe_clusters::Clusters> {
-    std::sync::Arc::new(floe_clusters::simulated::SimulatedClusters::new(
+    std::sync::Arc::new(floe_clusters_sim::SimulatedClusters::new(
         compute.clone(),
-        floe_clusters::simulated::SimulatedClustersConfig::default(),
+        floe_clusters_sim::SimulatedClustersConfig::default(),
     ))
 }

@@ -67,11 +67,11 @@ fn api() -> Result<Api, Box<dyn std::error::Error>> {
         verifier: Arc::new(verifier),
         endpoint_policy: EndpointPolicy::default(),
         queue: Arc::new(floe_plans::LocalQueue::new().0),
-        clusters: Arc::new(floe_clusters::simulated::SimulatedClusters::new(
-            Arc::new(floe_compute::simulated::SimulatedCompute::new(
-                floe_compute::simulated::SimulatedConfig::default(),
+        clusters: Arc::new(floe_clusters_sim::SimulatedClusters::new(
+            Arc::new(floe_compute_sim::SimulatedCompute::new(
+                floe_compute_sim::SimulatedConfig::default(),
             )),
-            floe_clusters::simulated::SimulatedClustersConfig::default(),
+            floe_clusters_sim::SimulatedClustersConfig::default(),
         )),
         scheduler: Arc::new(floe_schedules::LocalScheduler::new(Arc::new(
             floe_schedules::SystemClock,

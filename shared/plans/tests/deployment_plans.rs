@@ -4,8 +4,9 @@
 //! move launches to another zone.
 
 use chrono::Utc;
-use floe_compute::simulated::{Fault, SimulatedCompute, SimulatedConfig};
-use floe_compute::{Compute, ComputeError, InstanceState, SimulatedParameters};
+use floe_compute::{Compute, ComputeError, InstanceState};
+use floe_compute_sim::SimulatedParameters;
+use floe_compute_sim::{Fault, SimulatedCompute, SimulatedConfig};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanKind, PlanParams, PlanStatus, StepStatus};
 use floe_plans::engine::Steps;
@@ -399,10 +400,10 @@ async fn permanent_and_transient_compute_errors() -> TestResult {
 
 /// The simulated cluster of each deployment, following the simulated instances.
 fn sim_clusters(
-    compute: &std::sync::Arc<floe_compute::simulated::SimulatedCompute>,
+    compute: &std::sync::Arc<floe_compute_sim::SimulatedCompute>,
 ) -> std::sync::Arc<dyn floe_clusters::Clusters> {
-    std::sync::Arc::new(floe_clusters::simulated::SimulatedClusters::new(
+    std::sync::Arc::new(floe_clusters_sim::SimulatedClusters::new(
         compute.clone(),
-        floe_clusters::simulated::SimulatedClustersConfig::default(),
+        floe_clusters_sim::SimulatedClustersConfig::default(),
     ))
 }

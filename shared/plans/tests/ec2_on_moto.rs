@@ -14,7 +14,7 @@ use aws_sdk_ec2::Client;
 use aws_sdk_ec2::types::{ArchitectureValues, Filter, Instance, InstanceStateName};
 use base64::Engine as _;
 use chrono::Utc;
-use floe_clusters::simulated::SimulatedClusters;
+use floe_clusters_sim::SimulatedClusters;
 use floe_compute::NodeParameters as _;
 use floe_compute::{TAG_DEPLOYMENT, TAG_NODE_GROUP, TAG_ORG, TAG_PLAN};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
@@ -248,7 +248,7 @@ impl Fixture {
     fn clusters(&self) -> Arc<SimulatedClusters> {
         Arc::new(SimulatedClusters::new(
             self.compute(),
-            floe_clusters::simulated::SimulatedClustersConfig {
+            floe_clusters_sim::SimulatedClustersConfig {
                 s3: Some(S3Access {
                     endpoint_url: Some(format!("http://{}", self.s3_endpoint)),
                     region: "us-east-1".into(),

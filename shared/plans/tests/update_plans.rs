@@ -6,9 +6,9 @@
 
 use chrono::Utc;
 use floe_clusters::Clusters;
-use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::{Compute, InstanceState};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanParams, PlanStatus};
 use floe_plans::engine::Steps;
