@@ -16,8 +16,8 @@ use floe_schedules::{LocalScheduler, NoScheduler, ReconcileNow, Scheduler, Syste
 use floe_secrets::{Cipher, Ciphers, KmsCipher, LocalCipher};
 use floe_store::Store;
 use floe_store::backend::Backend;
-use floe_store::dynamo::DynamoBackend;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_dynamo::DynamoBackend;
+use floe_store_sqlite::SqliteBackend;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,7 +75,7 @@ pub fn store_choice() -> Result<StoreChoice, ConfigError> {
                 }
                 Ok(StoreChoice::Sqlite(PathBuf::from(path)))
             } else if let Some(table) = s.strip_prefix("dynamodb://") {
-                if !floe_store::dynamo::is_table_name(table) {
+                if !floe_store_dynamo::is_table_name(table) {
                     return Err(invalid(
                         "FLOE_STORE",
                         "dynamodb://TABLE needs a DynamoDB table name",

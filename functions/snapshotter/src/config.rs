@@ -7,7 +7,7 @@ use floe_compute::Compute;
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
 use floe_snapshots::{Snapshotter, SnapshotterSettings};
 use floe_store::Store;
-use floe_store::dynamo::DynamoBackend;
+use floe_store_dynamo::DynamoBackend;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,7 +63,7 @@ impl SnapshotterConfig {
         // is shared with neither the api function nor the other environments.
         let table = store
             .strip_prefix("dynamodb://")
-            .filter(|t| floe_store::dynamo::is_table_name(t))
+            .filter(|t| floe_store_dynamo::is_table_name(t))
             .ok_or_else(|| {
                 invalid(
                     "FLOE_STORE",

@@ -7,7 +7,7 @@ use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_snapshots::Snapshotter;
 use floe_snapshotter::{ScheduledEvent, handle};
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use serde_json::json;
 use std::sync::Arc;
 

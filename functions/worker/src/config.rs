@@ -15,7 +15,7 @@ use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig};
 use floe_schedules::{ReconcileNow, Scheduler};
 use floe_secrets::KmsCipher;
 use floe_store::Store;
-use floe_store::dynamo::DynamoBackend;
+use floe_store_dynamo::DynamoBackend;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -135,7 +135,7 @@ fn parse_store(value: &str) -> Result<String, ConfigError> {
             "must be dynamodb://TABLE (the worker shares the api's table)",
         ));
     };
-    if !floe_store::dynamo::is_table_name(table) {
+    if !floe_store_dynamo::is_table_name(table) {
         return Err(invalid(
             "FLOE_STORE",
             "dynamodb://TABLE needs a DynamoDB table name",

@@ -11,7 +11,7 @@ use floe_domain::plan::{Lease, Plan, PlanParams, PlanStatus};
 use floe_plans::{DeploymentSteps, Engine, EngineConfig, LocalQueue, PlanJob, StepSettings};
 use floe_store::Store;
 use floe_store::backend::{Backend, BackendError, ListQuery, Record, RecordKey, RecordPage, Write};
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use floe_worker::{WorkerError, handle};
 use serde_json::{Value, json};
 use std::sync::Arc;

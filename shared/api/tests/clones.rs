@@ -23,7 +23,7 @@ use floe_plans::engine::{EngineConfig, Outcome, StepContext, Steps};
 use floe_plans::{DeploymentSteps, Engine, LocalQueue, StepSettings};
 use floe_secrets::LocalCipher;
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};

@@ -8,7 +8,7 @@ use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
 use floe_domain::repository::EndpointPolicy;
 use floe_secrets::LocalCipher;
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -20,7 +20,7 @@ use floe_domain::snapshot::{SnapshotRecord, SnapshotShards, SnapshotState};
 use floe_elastic_sim::SimFaults;
 use floe_secrets::LocalCipher;
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -12,7 +12,7 @@ use floe_domain::plan::{Plan, PlanParams, StepError};
 use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps};
 use floe_plans::{DeploymentSteps, Engine, LocalQueue, PlanJob, StepSettings};
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@ use floe_domain::plan::{Plan, PlanKind, PlanParams, PlanStatus, StepStatus};
 use floe_plans::engine::Steps;
 use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

@@ -28,7 +28,7 @@ use floe_plans::engine::Steps;
 use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
 use floe_secrets::{Cipher as _, LocalCipher, Owner};
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use serde_json::json;
 
 mod support;

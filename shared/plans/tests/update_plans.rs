@@ -14,7 +14,7 @@ use floe_domain::plan::{Plan, PlanParams, PlanStatus};
 use floe_plans::engine::Steps;
 use floe_plans::{DeploymentSteps, PlanJob, StepSettings};
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
