@@ -90,9 +90,9 @@ fn dynamodb_store_registry_matches_its_calls() {
 #[test]
 fn kms_cipher_registry_matches_its_calls() {
     check(
-        "shared/secrets/src/kms.rs",
-        called_operations(&source("shared/secrets/src/kms.rs")),
-        registered("kms", floe_secrets::kms::OPERATIONS),
+        "shared/secrets-kms/src/lib.rs",
+        called_operations(&source("shared/secrets-kms/src/lib.rs")),
+        registered("kms", floe_secrets_kms::OPERATIONS),
     );
 }
 

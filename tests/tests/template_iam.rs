@@ -67,8 +67,8 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
             actions.extend(store);
             add(
                 &mut actions,
-                floe_secrets::kms::OPERATIONS,
-                "floe_secrets::kms::OPERATIONS",
+                floe_secrets_kms::OPERATIONS,
+                "floe_secrets_kms::OPERATIONS",
             );
             add(&mut actions, QUEUE_OPERATIONS, "floe_queue_sqs::OPERATIONS");
             add(

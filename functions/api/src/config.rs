@@ -13,7 +13,8 @@ use floe_plans::{
     DeploymentSteps, Engine, EngineConfig, LocalQueue, PlanJob, StepSettings, WorkQueue,
 };
 use floe_schedules::{LocalScheduler, NoScheduler, ReconcileNow, Scheduler, SystemClock};
-use floe_secrets::{Cipher, Ciphers, KmsCipher, LocalCipher};
+use floe_secrets::{Cipher, Ciphers, LocalCipher};
+use floe_secrets_kms::KmsCipher;
 use floe_store::Store;
 use floe_store::backend::Backend;
 use floe_store_dynamo::DynamoBackend;

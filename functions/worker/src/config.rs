@@ -13,7 +13,7 @@ use floe_plans::{DeploymentSteps, Engine, EngineConfig, StepSettings, Steps, Wor
 use floe_queue_sqs::SqsQueue;
 use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig};
 use floe_schedules::{ReconcileNow, Scheduler};
-use floe_secrets::KmsCipher;
+use floe_secrets_kms::KmsCipher;
 use floe_store::Store;
 use floe_store_dynamo::DynamoBackend;
 use std::sync::Arc;
