@@ -4,9 +4,9 @@
 //! snapshotter as EventBridge Scheduler does in production.
 
 use floe_clusters::Clusters;
-use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
+use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::Compute;
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_plans::{
     DeploymentSteps, Engine, EngineConfig, LocalQueue, StepPorts, StepSettings, WorkQueue,
 };
@@ -57,7 +57,7 @@ impl LocalPlatform {
             StepPorts {
                 compute,
                 clusters: clusters.clone(),
-                parameters: Arc::new(floe_compute::SimulatedParameters::new(Vec::new())),
+                parameters: Arc::new(floe_compute_sim::SimulatedParameters::new(Vec::new())),
                 cipher,
                 snapshots: snapshotter.clone(),
             },

@@ -78,11 +78,11 @@ fn check(adapter: &str, called: BTreeSet<String>, registry: BTreeSet<String>) {
 
 #[test]
 fn dynamodb_store_registry_matches_its_calls() {
-    let mut registry = registered("dynamodb", floe_store::dynamo::OPERATIONS);
-    registry.extend(registered("dynamodb", floe_store::dynamo::SETUP_OPERATIONS));
+    let mut registry = registered("dynamodb", floe_store_dynamo::OPERATIONS);
+    registry.extend(registered("dynamodb", floe_store_dynamo::SETUP_OPERATIONS));
     check(
-        "shared/store/src/dynamo.rs",
-        called_operations(&source("shared/store/src/dynamo.rs")),
+        "shared/store-dynamo/src/lib.rs",
+        called_operations(&source("shared/store-dynamo/src/lib.rs")),
         registry,
     );
 }
@@ -90,9 +90,9 @@ fn dynamodb_store_registry_matches_its_calls() {
 #[test]
 fn kms_cipher_registry_matches_its_calls() {
     check(
-        "shared/secrets/src/kms.rs",
-        called_operations(&source("shared/secrets/src/kms.rs")),
-        registered("kms", floe_secrets::kms::OPERATIONS),
+        "shared/secrets-kms/src/lib.rs",
+        called_operations(&source("shared/secrets-kms/src/lib.rs")),
+        registered("kms", floe_secrets_kms::OPERATIONS),
     );
 }
 
@@ -115,7 +115,7 @@ fn snapshotter_function_calls_aws_only_through_its_adapters() {
         assert!(called.is_empty(), "{path} calls the SDK itself: {called:?}");
     }
     let registry: BTreeSet<&str> = floe_snapshotter::IAM_ACTIONS.iter().copied().collect();
-    for op in floe_store::dynamo::OPERATIONS {
+    for op in floe_store_dynamo::OPERATIONS {
         if *op != "dynamodb:TransactWriteItems" {
             assert!(registry.contains(op), "snapshotter registry lacks {op}");
         }

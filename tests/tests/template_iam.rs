@@ -67,8 +67,8 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
             actions.extend(store);
             add(
                 &mut actions,
-                floe_secrets::kms::OPERATIONS,
-                "floe_secrets::kms::OPERATIONS",
+                floe_secrets_kms::OPERATIONS,
+                "floe_secrets_kms::OPERATIONS",
             );
             add(&mut actions, QUEUE_OPERATIONS, "floe_queue_sqs::OPERATIONS");
             add(
@@ -137,9 +137,9 @@ fn add(into: &mut BTreeMap<String, String>, actions: &[impl AsRef<str>], from: &
 /// the store's transactions carry is read from its code, so that a new kind
 /// (a condition check, say) asks for its action here.
 fn store_iam_actions() -> BTreeMap<String, String> {
-    const REGISTRY: &str = "floe_store::dynamo::OPERATIONS";
+    const REGISTRY: &str = "floe_store_dynamo::OPERATIONS";
     let mut actions = BTreeMap::new();
-    for op in floe_store::dynamo::OPERATIONS {
+    for op in floe_store_dynamo::OPERATIONS {
         if *op == "dynamodb:TransactWriteItems" {
             let from = format!("{REGISTRY}, inside {op}");
             add(&mut actions, &transaction_item_actions(), &from);
@@ -151,7 +151,7 @@ fn store_iam_actions() -> BTreeMap<String, String> {
 }
 
 fn transaction_item_actions() -> Vec<String> {
-    let src = source("shared/store/src/dynamo.rs");
+    let src = source("shared/store-dynamo/src/lib.rs");
     let code = src.split("#[cfg(test)]").next().unwrap_or("");
     let compact: String = code.split_whitespace().collect();
     let kinds = [
@@ -167,7 +167,7 @@ fn transaction_item_actions() -> Vec<String> {
         .collect();
     assert!(
         !found.is_empty(),
-        "shared/store/src/dynamo.rs: no TransactWriteItem::builder().put/update/delete/condition_check(...) \
+        "shared/store-dynamo/src/lib.rs: no TransactWriteItem::builder().put/update/delete/condition_check(...) \
          found; has the call style changed?"
     );
     found

@@ -2,12 +2,12 @@
 //! events are rejected without a retry, schedules that outlived their
 //! deployment are skipped, and the summary is JSON.
 
-use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_snapshots::Snapshotter;
 use floe_snapshotter::{ScheduledEvent, handle};
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use serde_json::json;
 use std::sync::Arc;
 

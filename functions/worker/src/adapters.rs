@@ -136,8 +136,8 @@ async fn nodes(config: &WorkerConfig) -> Result<Nodes, WiringError> {
 /// test crate's); the Lambda zip does not.
 #[cfg(feature = "simulated")]
 fn simulated() -> Result<Nodes, WiringError> {
-    use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
-    use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+    use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
+    use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
     let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
         SimulatedConfig::from_env().map_err(|m| ConfigError {
             name: "FLOE_SIM_*",
@@ -148,7 +148,7 @@ fn simulated() -> Result<Nodes, WiringError> {
         compute.clone(),
         SimulatedClustersConfig::default(),
     ));
-    let parameters = Arc::new(floe_compute::SimulatedParameters::new(Vec::new()));
+    let parameters = Arc::new(floe_compute_sim::SimulatedParameters::new(Vec::new()));
     Ok((compute, clusters, parameters))
 }
 

@@ -5,13 +5,13 @@
 use async_trait::async_trait;
 use chrono::Utc;
 use floe_compute::Compute;
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Lease, Plan, PlanParams, PlanStatus};
 use floe_plans::{DeploymentSteps, Engine, EngineConfig, LocalQueue, PlanJob, StepSettings};
 use floe_store::Store;
 use floe_store::backend::{Backend, BackendError, ListQuery, Record, RecordKey, RecordPage, Write};
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use floe_worker::{WorkerError, handle};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -78,7 +78,7 @@ fn world(backend: Arc<dyn Backend>) -> World {
         floe_plans::StepPorts {
             compute: compute.clone(),
             clusters: clusters.clone(),
-            parameters: Arc::new(floe_compute::SimulatedParameters::new(Vec::new())),
+            parameters: Arc::new(floe_compute_sim::SimulatedParameters::new(Vec::new())),
             cipher: Arc::new(floe_secrets::LocalCipher::from_key(&[7u8; 32])),
             snapshots: floe_snapshots::Snapshotter::new(store.clone(), clusters),
         },
@@ -378,11 +378,11 @@ async fn other_events_are_errors() -> TestResult {
 
 /// The simulated cluster of each deployment, following the simulated instances.
 fn sim_clusters(
-    compute: &std::sync::Arc<floe_compute::simulated::SimulatedCompute>,
+    compute: &std::sync::Arc<floe_compute_sim::SimulatedCompute>,
 ) -> std::sync::Arc<dyn floe_clusters::Clusters> {
-    std::sync::Arc::new(floe_clusters::simulated::SimulatedClusters::new(
+    std::sync::Arc::new(floe_clusters_sim::SimulatedClusters::new(
         compute.clone(),
-        floe_clusters::simulated::SimulatedClustersConfig::default(),
+        floe_clusters_sim::SimulatedClustersConfig::default(),
     ))
 }
 

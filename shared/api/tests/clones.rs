@@ -14,8 +14,8 @@ use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use floe_api::{AppState, app};
 use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
-use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_domain::deployment::Deployment;
 use floe_domain::plan::{Plan, StepError};
 use floe_domain::repository::{EndpointPolicy, FsSettings, Repository, RepositorySettings};
@@ -23,7 +23,7 @@ use floe_plans::engine::{EngineConfig, Outcome, StepContext, Steps};
 use floe_plans::{DeploymentSteps, Engine, LocalQueue, StepSettings};
 use floe_secrets::LocalCipher;
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -122,7 +122,7 @@ async fn world() -> Fallible<World> {
             floe_plans::StepPorts {
                 compute: compute.clone(),
                 clusters: clusters.clone(),
-                parameters: Arc::new(floe_compute::SimulatedParameters::new(Vec::new())),
+                parameters: Arc::new(floe_compute_sim::SimulatedParameters::new(Vec::new())),
                 cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
                 snapshots: floe_snapshots::Snapshotter::new(store.clone(), clusters.clone()),
             },

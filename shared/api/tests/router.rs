@@ -8,7 +8,7 @@ use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
 use floe_domain::repository::EndpointPolicy;
 use floe_secrets::LocalCipher;
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -67,11 +67,11 @@ fn api() -> Result<Api, Box<dyn std::error::Error>> {
         verifier: Arc::new(verifier),
         endpoint_policy: EndpointPolicy::default(),
         queue: Arc::new(floe_plans::LocalQueue::new().0),
-        clusters: Arc::new(floe_clusters::simulated::SimulatedClusters::new(
-            Arc::new(floe_compute::simulated::SimulatedCompute::new(
-                floe_compute::simulated::SimulatedConfig::default(),
+        clusters: Arc::new(floe_clusters_sim::SimulatedClusters::new(
+            Arc::new(floe_compute_sim::SimulatedCompute::new(
+                floe_compute_sim::SimulatedConfig::default(),
             )),
-            floe_clusters::simulated::SimulatedClustersConfig::default(),
+            floe_clusters_sim::SimulatedClustersConfig::default(),
         )),
         scheduler: Arc::new(floe_schedules::LocalScheduler::new(Arc::new(
             floe_schedules::SystemClock,

@@ -5,10 +5,7 @@
 //! [`Clusters`]: on EC2 by a running node's private address
 //! ([`NodeAddresses`]); in local mode and tests by a simulated cluster
 //! per deployment whose nodes follow the simulated instances
-//! ([`simulated::SimulatedClusters`], feature `simulated`).
-
-#[cfg(feature = "simulated")]
-pub mod simulated;
+//! (`floe-clusters-sim`, which no Lambda function links).
 
 use async_trait::async_trait;
 use floe_compute::{Compute, ComputeError, InstanceState, NodeParameters};

@@ -12,8 +12,9 @@ use floe_clusters::{Clusters, NodeAddresses};
 use floe_compute::parameters::SecretOrPlain;
 use floe_compute::{
     Compute, ComputeError, Instance, InstanceState, LaunchRequest, LaunchTemplateSpec,
-    NodeParameters, SimulatedParameters,
+    NodeParameters,
 };
+use floe_compute_sim::SimulatedParameters;
 use floe_domain::deployment::{Deployment, DeploymentStatus};
 use floe_domain::secret::SecretString;
 use floe_elastic::{Auth, ElasticClient};

@@ -1,7 +1,8 @@
 //! The compute port: what the plan engine asks of a cloud to run a node
 //! group. EC2 implements it in production (`floe-compute-ec2`, the only crate
-//! that links `aws-sdk-ec2`); `simulated` implements it for local mode and
-//! tests, with delays and injected failures.
+//! that links `aws-sdk-ec2`); `floe-compute-sim` simulates it for local mode
+//! and tests, with delays and injected failures. This crate is the port
+//! only: no SDK, no simulator.
 //!
 //! Every operation is idempotent, because a plan step may run again after a
 //! crash: launches carry a client token, deletes of what is gone succeed.
@@ -9,9 +10,8 @@
 pub mod parameters;
 #[cfg(feature = "conformance")]
 pub mod parameters_conformance;
-pub mod simulated;
 
-pub use parameters::{NodeParameters, SecretOrPlain, SimulatedParameters};
+pub use parameters::{NodeParameters, SecretOrPlain};
 
 use async_trait::async_trait;
 use floe_domain::catalog::Arch;

@@ -186,46 +186,6 @@ pub async fn scenario(params: &dyn NodeParameters, root: &str) -> ScenarioResult
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SimulatedParameters;
-
-    #[tokio::test]
-    async fn the_simulation_passes_the_scenario() -> ScenarioResult {
-        let sim = SimulatedParameters::default();
-        scenario(&sim, "/floe-test/run-1").await?;
-        assert!(sim.written().is_empty(), "{:?}", sim.written().keys());
-        Ok(())
-    }
-
-    #[tokio::test]
-    async fn the_scenario_can_fail() {
-        // A store that forgets overwrites must not pass.
-        struct FirstWriteWins(SimulatedParameters);
-        #[async_trait::async_trait]
-        impl NodeParameters for FirstWriteWins {
-            async fn put(&self, name: &str, value: &SecretOrPlain) -> Result<(), ComputeError> {
-                if self.0.get(name).await?.is_some() {
-                    return Ok(());
-                }
-                self.0.put(name, value).await
-            }
-            async fn get(&self, name: &str) -> Result<Option<SecretOrPlain>, ComputeError> {
-                self.0.get(name).await
-            }
-            async fn delete(&self, name: &str) -> Result<(), ComputeError> {
-                self.0.delete(name).await
-            }
-            async fn delete_under(&self, path: &str) -> Result<usize, ComputeError> {
-                self.0.delete_under(path).await
-            }
-        }
-        let broken = FirstWriteWins(SimulatedParameters::default());
-        let err = scenario(&broken, "/floe-test/run-2").await.err();
-        assert!(
-            err.as_ref()
-                .is_some_and(|e| e.to_string().contains("overwritten")),
-            "{err:?}"
-        );
-    }
 
     #[test]
     fn the_deployment_has_the_boot_parameters_and_distinct_names() {

@@ -15,7 +15,8 @@ use aws_sdk_ssm::config::{
 use aws_sdk_ssm::types::{ParameterStringFilter, ParameterTier, ParameterType};
 use floe_compute::parameters::{INVALID_PARAMETER, parameter_name};
 use floe_compute::parameters_conformance::{self, DEPLOYMENT_PARAMETERS};
-use floe_compute::{ComputeError, NodeParameters, SecretOrPlain, SimulatedParameters};
+use floe_compute::{ComputeError, NodeParameters, SecretOrPlain};
+use floe_compute_sim::SimulatedParameters;
 use floe_parameters_ssm::{ACCESS_DENIED, SsmParameters, SsmParametersConfig};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

@@ -6,13 +6,13 @@
 use async_trait::async_trait;
 use chrono::Utc;
 use floe_compute::Compute;
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanParams, StepError};
 use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps};
 use floe_plans::{DeploymentSteps, Engine, LocalQueue, PlanJob, StepPorts, StepSettings};
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -85,7 +85,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             StepPorts {
                 compute: compute.clone(),
                 clusters: clusters.clone(),
-                parameters: Arc::new(floe_compute::SimulatedParameters::new(Vec::new())),
+                parameters: Arc::new(floe_compute_sim::SimulatedParameters::new(Vec::new())),
                 cipher: Arc::new(floe_secrets::LocalCipher::from_key(&[5u8; 32])),
                 snapshots: floe_snapshots::Snapshotter::new(store.clone(), clusters),
             },
@@ -228,10 +228,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The simulated cluster of each deployment, following the simulated instances.
 fn sim_clusters(
-    compute: &std::sync::Arc<floe_compute::simulated::SimulatedCompute>,
+    compute: &std::sync::Arc<floe_compute_sim::SimulatedCompute>,
 ) -> std::sync::Arc<dyn floe_clusters::Clusters> {
-    std::sync::Arc::new(floe_clusters::simulated::SimulatedClusters::new(
+    std::sync::Arc::new(floe_clusters_sim::SimulatedClusters::new(
         compute.clone(),
-        floe_clusters::simulated::SimulatedClustersConfig::default(),
+        floe_clusters_sim::SimulatedClustersConfig::default(),
     ))
 }

@@ -4,15 +4,16 @@
 //! move launches to another zone.
 
 use chrono::Utc;
-use floe_compute::simulated::{Fault, SimulatedCompute, SimulatedConfig};
-use floe_compute::{Compute, ComputeError, InstanceState, SimulatedParameters};
+use floe_compute::{Compute, ComputeError, InstanceState};
+use floe_compute_sim::SimulatedParameters;
+use floe_compute_sim::{Fault, SimulatedCompute, SimulatedConfig};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanKind, PlanParams, PlanStatus, StepStatus};
 use floe_plans::engine::Steps;
 use floe_plans::{DeploymentSteps, PlanJob, StepPorts, StepSettings};
 use floe_secrets::LocalCipher;
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -411,10 +412,10 @@ fn no_parameters() -> Arc<SimulatedParameters> {
 
 /// The simulated cluster of each deployment, following the simulated instances.
 fn sim_clusters(
-    compute: &std::sync::Arc<floe_compute::simulated::SimulatedCompute>,
+    compute: &std::sync::Arc<floe_compute_sim::SimulatedCompute>,
 ) -> std::sync::Arc<dyn floe_clusters::Clusters> {
-    std::sync::Arc::new(floe_clusters::simulated::SimulatedClusters::new(
+    std::sync::Arc::new(floe_clusters_sim::SimulatedClusters::new(
         compute.clone(),
-        floe_clusters::simulated::SimulatedClustersConfig::default(),
+        floe_clusters_sim::SimulatedClustersConfig::default(),
     ))
 }

@@ -14,7 +14,7 @@ use aws_sdk_ec2::Client;
 use aws_sdk_ec2::types::{ArchitectureValues, Filter, Instance, InstanceStateName};
 use base64::Engine as _;
 use chrono::Utc;
-use floe_clusters::simulated::SimulatedClusters;
+use floe_clusters_sim::SimulatedClusters;
 use floe_compute::NodeParameters as _;
 use floe_compute::{TAG_DEPLOYMENT, TAG_NODE_GROUP, TAG_ORG, TAG_PLAN};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
@@ -28,7 +28,7 @@ use floe_plans::engine::Steps;
 use floe_plans::{DeploymentSteps, PlanJob, StepPorts, StepSettings};
 use floe_secrets::{Cipher as _, LocalCipher, Owner};
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use serde_json::json;
 
 mod support;
@@ -248,7 +248,7 @@ impl Fixture {
     fn clusters(&self) -> Arc<SimulatedClusters> {
         Arc::new(SimulatedClusters::new(
             self.compute(),
-            floe_clusters::simulated::SimulatedClustersConfig {
+            floe_clusters_sim::SimulatedClustersConfig {
                 s3: Some(S3Access {
                     endpoint_url: Some(format!("http://{}", self.s3_endpoint)),
                     region: "us-east-1".into(),

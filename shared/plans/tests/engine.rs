@@ -9,7 +9,7 @@ use floe_domain::plan::{Plan, PlanKind, PlanParams, PlanStatus, StepError, StepS
 use floe_plans::engine::{EngineConfig, Outcome, RunResult, StepContext, Steps, fail};
 use floe_plans::{Engine, LocalQueue, PlanJob};
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

@@ -7,12 +7,12 @@
 //! `node-security`, `template:hot` and `launch:hot` as JSON. The engine
 //! with today's steps picks it up at its cursor and finishes it.
 
-use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::{
-    Compute, InstanceState, LaunchRequest, LaunchTemplateSpec, SimulatedParameters, TAG_DEPLOYMENT,
-    TAG_NODE_GROUP, TAG_ORG, TAG_PLAN, Volume,
+    Compute, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT, TAG_NODE_GROUP,
+    TAG_ORG, TAG_PLAN, Volume,
 };
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig, SimulatedParameters};
 use floe_domain::catalog::Arch;
 use floe_domain::deployment::{Deployment, DeploymentStatus, VolumeType};
 use floe_domain::plan::{Plan, PlanStatus, StepStatus};
@@ -20,7 +20,7 @@ use floe_plans::outputs::{LaunchOutput, TemplateOutput};
 use floe_plans::{DeploymentSteps, PlanJob, StepPorts, StepSettings};
 use floe_secrets::LocalCipher;
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;

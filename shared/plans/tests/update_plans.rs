@@ -6,9 +6,9 @@
 
 use chrono::Utc;
 use floe_clusters::Clusters;
-use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
-use floe_compute::{Compute, InstanceState, SimulatedParameters};
+use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
+use floe_compute::{Compute, InstanceState};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig, SimulatedParameters};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanParams, PlanStatus};
 use floe_plans::engine::Steps;
@@ -16,7 +16,7 @@ use floe_plans::{DeploymentSteps, PlanJob, StepPorts, StepSettings};
 use floe_secrets::LocalCipher;
 use floe_snapshots::Snapshotter;
 use floe_store::Store;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_sqlite::SqliteBackend;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;

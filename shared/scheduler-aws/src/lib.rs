@@ -31,7 +31,9 @@ use aws_sdk_scheduler::types::{
     DeadLetterConfig, FlexibleTimeWindow, FlexibleTimeWindowMode, RetryPolicy, ScheduleState,
     Target,
 };
-use floe_schedules::{ExistingSchedule, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob};
+use floe_ports::scheduler::{
+    ExistingSchedule, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,
+};
 
 /// Every SDK operation this crate calls, as IAM actions. The role that
 /// reconciles (the worker's) also needs `iam:PassRole` on the scheduler's

@@ -362,7 +362,7 @@ async fn errors_are_sorted_into_kinds() -> TestResult {
 async fn the_reconciliation_scenario_passes_on_eventbridge() -> TestResult {
     let (_client, scheduler) = setup().await?;
     let dir = tempfile::tempdir()?;
-    let backend: Arc<dyn Backend> = Arc::new(floe_store::sqlite::SqliteBackend::open(
+    let backend: Arc<dyn Backend> = Arc::new(floe_store_sqlite::SqliteBackend::open(
         &dir.path().join("floe.db"),
     )?);
     let store = Store::new(backend);

@@ -2,7 +2,8 @@
 //! one schedule that hands a [`SnapshotJob`] to the snapshotter.
 //!
 //! - [`port`]: the [`Scheduler`] port and the job payload, the contract
-//!   between the scheduler adapters and the snapshotter.
+//!   between the scheduler adapters and the snapshotter (defined in
+//!   `floe-ports`, re-exported).
 //! - [`names`]: deterministic, EventBridge-safe schedule names.
 //! - [`reconcile`]: computes the wanted schedules from the store and makes a
 //!   scheduler match them.

@@ -16,7 +16,7 @@ type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 fn sqlite_store(
     dir: &tempfile::TempDir,
 ) -> Result<Store, Box<dyn std::error::Error + Send + Sync>> {
-    let backend: Arc<dyn Backend> = Arc::new(floe_store::sqlite::SqliteBackend::open(
+    let backend: Arc<dyn Backend> = Arc::new(floe_store_sqlite::SqliteBackend::open(
         &dir.path().join("floe.db"),
     )?);
     Ok(Store::new(backend))

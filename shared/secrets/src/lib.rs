@@ -2,14 +2,13 @@
 //!
 //! A sealed secret is a string `scheme:v1:base64`, so a stored record says
 //! which key can open it: `local` (AES-256-GCM with a key file, for local
-//! mode and tests) or `kms` (AWS KMS, production). The secret's owner (an
+//! mode and tests) or `kms` (AWS KMS, production: `floe-secrets-kms`, the
+//! adapter of the [`Cipher`] port this crate defines). The secret's owner (an
 //! organization and repository) is bound in as associated data / encryption
 //! context, so a ciphertext copied onto another record does not open.
 
-pub mod kms;
 mod local;
 
-pub use kms::KmsCipher;
 pub use local::LocalCipher;
 
 use async_trait::async_trait;

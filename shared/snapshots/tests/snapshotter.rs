@@ -4,9 +4,9 @@
 
 use chrono::Utc;
 use floe_clusters::Clusters;
-use floe_clusters::simulated::{SimulatedClusters, SimulatedClustersConfig};
-use floe_compute::simulated::{SimulatedCompute, SimulatedConfig};
+use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::{Compute, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT, Volume};
+use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_domain::catalog::Arch;
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::names::new_resource_id;
@@ -18,8 +18,8 @@ use floe_domain::snapshot::{RunOutcome, SnapshotState};
 use floe_elastic::ElasticClient;
 use floe_elastic_sim::{S3Access, SimFaults, SnapshotFault};
 use floe_snapshots::{SnapshotError, Snapshotter, SnapshotterSettings, repository_registration};
-use floe_store::sqlite::SqliteBackend;
 use floe_store::{PageRequest, Store};
+use floe_store_sqlite::SqliteBackend;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,10 +1,11 @@
 //! Storage of Floe's records. `backend` is the port the adapters implement
-//! (SQLite embedded, DynamoDB in production); `stores` holds the typed,
-//! per-aggregate operations every caller uses.
+//! (`floe-store-sqlite` embedded, `floe-store-dynamo` in production);
+//! `stores` holds the typed, per-aggregate operations every caller uses;
+//! `conformance` (feature `conformance`) is the suite every adapter passes.
 
 pub mod backend;
-pub mod dynamo;
-pub mod sqlite;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod stores;
 
 pub use backend::{Backend, BackendError, Filter, Kind};

@@ -3,10 +3,11 @@
 use crate::env::ConfigError;
 use crate::sections::{AuthConfig, SecretsConfig, StoreChoice, TokenKeys};
 use floe_auth::{KeySource, Verifier, VerifierConfig};
-use floe_secrets::{Cipher, Ciphers, KmsCipher, LocalCipher};
+use floe_secrets::{Cipher, Ciphers, LocalCipher};
+use floe_secrets_kms::KmsCipher;
 use floe_store::Store;
-use floe_store::dynamo::DynamoBackend;
-use floe_store::sqlite::SqliteBackend;
+use floe_store_dynamo::DynamoBackend;
+use floe_store_sqlite::SqliteBackend;
 use std::sync::Arc;
 
 /// A start-up failure: a setting is wrong, or what it names cannot be used.

@@ -2,10 +2,10 @@
 //! when something first needs it. Its nodes follow the deployment's running
 //! (simulated) instances, so a node group that grows joins nodes, and
 //! instances terminated before their shards were moved off take those
-//! shards with them, as on EC2.
+//! shards with them, as on EC2. It implements the port of `floe-clusters`.
 
-use crate::{ClusterError, Clusters, running_nodes};
 use async_trait::async_trait;
+use floe_clusters::{ClusterError, Clusters, running_nodes};
 use floe_compute::Compute;
 use floe_domain::deployment::Deployment;
 use floe_elastic::ElasticClient;

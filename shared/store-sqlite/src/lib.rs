@@ -1,11 +1,11 @@
 //! The embedded default: every record in one SQLite table, mirroring the
 //! DynamoDB single-table layout so that both adapters behave alike.
 
-use crate::backend::{
+use async_trait::async_trait;
+use floe_store::backend::{
     Attrs, Backend, BackendError, Kind, ListQuery, Record, RecordKey, RecordPage, Write,
     WriteFailure, now_epoch,
 };
-use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use std::path::Path;
 use std::sync::{Arc, Mutex};

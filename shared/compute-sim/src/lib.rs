@@ -1,5 +1,6 @@
-//! A simulated compute provider: local mode and tests run the same plans as
-//! production against it, without AWS.
+//! The simulated compute provider and node parameters: local mode and tests
+//! run the same plans as production against them, without AWS. They
+//! implement the ports of `floe-compute`.
 //!
 //! It keeps EC2's observable behaviour where plans depend on it: instances go
 //! `pending` → `running` and `shutting_down` → `terminated` as time passes
@@ -8,11 +9,15 @@
 //! terminated instances stay listed. Failures are injected by configuration
 //! ([`Fault`]) so that undo paths and retries can be exercised.
 
-use crate::{
+pub mod parameters;
+
+pub use parameters::SimulatedParameters;
+
+use async_trait::async_trait;
+use floe_compute::{
     Compute, ComputeError, Instance, InstanceState, LaunchRequest, LaunchTemplateSpec,
     TAG_DEPLOYMENT,
 };
-use async_trait::async_trait;
 use floe_domain::catalog;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -527,7 +532,7 @@ fn free_hosts(state: &State, zone: usize, now: Instant, terminate: Duration) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{TAG_NODE_GROUP, Volume};
+    use floe_compute::{TAG_NODE_GROUP, Volume};
     use floe_domain::catalog::Arch;
     use floe_domain::deployment::VolumeType;
     use std::ffi::OsString;

@@ -1,7 +1,18 @@
-//! One conformance suite, run unchanged against every storage adapter:
-//! SQLite (a temporary file) and DynamoDB (moto on 127.0.0.1, through the
-//! real `aws-sdk-dynamodb` client; started by scripts/test.sh).
+//! One conformance suite, run unchanged against every storage adapter
+//! (`floe-store-sqlite` on a temporary file, `floe-store-dynamo` on moto
+//! through the real `aws-sdk-dynamodb` client). Each scenario takes a
+//! [`Store`] over a fresh backend; [`conformance_suite!`](crate::conformance_suite)
+//! makes one test per scenario in the adapter's own tests:
+//!
+//! ```ignore
+//! async fn store() -> Result<(Store, impl Sized), Box<dyn std::error::Error>> { ... }
+//! floe_store::conformance_suite!(store);
+//! ```
+//!
+//! The second value of the pair is kept alive for the test's length (a
+//! temporary directory, say).
 
+use crate::{Filter, Idempotency, Kind, PageRequest, Store, StoreError};
 use chrono::Utc;
 use floe_domain::deployment::{
     Deployment, DeploymentSpec, DeploymentStatus, Metadata, NodeGroup, NodeRole,
@@ -12,12 +23,10 @@ use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
 use floe_domain::repository::{FsSettings, Repository, RepositorySettings};
 use floe_domain::snapshot::{PolicyRun, SnapshotRecord, SnapshotShards, SnapshotState};
-use floe_store::backend::Backend;
-use floe_store::{Filter, Idempotency, Kind, PageRequest, Store, StoreError};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-type TestResult = Result<(), Box<dyn std::error::Error>>;
+/// What every scenario returns: an error names what the adapter got wrong.
+pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 fn repo(org: &str, name: &str) -> Repository {
     let now = Utc::now();
@@ -130,7 +139,7 @@ fn org() -> String {
     format!("org-{}", &new_resource_id()[20..])
 }
 
-async fn repositories_round_trip(store: Store) -> TestResult {
+pub async fn repositories_round_trip(store: Store) -> TestResult {
     let org = org();
     let r = repo(&org, "main");
     store.create_repository(&r).await?;
@@ -172,7 +181,7 @@ async fn repositories_round_trip(store: Store) -> TestResult {
     Ok(())
 }
 
-async fn organizations_are_isolated(store: Store) -> TestResult {
+pub async fn organizations_are_isolated(store: Store) -> TestResult {
     let (a, b) = (org(), org());
     store.create_repository(&repo(&a, "shared-name")).await?;
     assert!(store.get_repository(&b, "shared-name").await?.is_none());
@@ -198,7 +207,7 @@ async fn organizations_are_isolated(store: Store) -> TestResult {
     Ok(())
 }
 
-async fn references_guard_deletes(store: Store) -> TestResult {
+pub async fn references_guard_deletes(store: Store) -> TestResult {
     let org = org();
     store.create_repository(&repo(&org, "backups")).await?;
     let p = policy(&org, "backups");
@@ -240,7 +249,7 @@ async fn references_guard_deletes(store: Store) -> TestResult {
     Ok(())
 }
 
-async fn dangling_references_write_nothing(store: Store) -> TestResult {
+pub async fn dangling_references_write_nothing(store: Store) -> TestResult {
     let org = org();
     store.create_repository(&repo(&org, "backups")).await?;
     let missing_policy = new_resource_id();
@@ -275,7 +284,7 @@ async fn dangling_references_write_nothing(store: Store) -> TestResult {
     Ok(())
 }
 
-async fn deployments_move_references_and_keep_plans(store: Store) -> TestResult {
+pub async fn deployments_move_references_and_keep_plans(store: Store) -> TestResult {
     let org = org();
     store.create_repository(&repo(&org, "one")).await?;
     store.create_repository(&repo(&org, "two")).await?;
@@ -342,7 +351,7 @@ async fn deployments_move_references_and_keep_plans(store: Store) -> TestResult 
     Ok(())
 }
 
-async fn lists_page_and_filter(store: Store) -> TestResult {
+pub async fn lists_page_and_filter(store: Store) -> TestResult {
     let org = org();
     let mut ids = Vec::new();
     for (i, name) in ["alpha-1", "alpha-2", "beta-1", "alpha-3", "gamma-1"]
@@ -463,7 +472,7 @@ async fn lists_page_and_filter(store: Store) -> TestResult {
     Ok(())
 }
 
-async fn idempotency_keys(store: Store) -> TestResult {
+pub async fn idempotency_keys(store: Store) -> TestResult {
     let org = org();
     let idem = Idempotency {
         key_hash: "k1".into(),
@@ -489,7 +498,7 @@ async fn idempotency_keys(store: Store) -> TestResult {
     Ok(())
 }
 
-async fn concurrent_updates_one_wins(store: Store) -> TestResult {
+pub async fn concurrent_updates_one_wins(store: Store) -> TestResult {
     let org = org();
     store.create_repository(&repo(&org, "contended")).await?;
     let base = store
@@ -558,7 +567,7 @@ fn snapshot(
     }
 }
 
-async fn snapshots_newest_first_by_name_and_paged(store: Store) -> TestResult {
+pub async fn snapshots_newest_first_by_name_and_paged(store: Store) -> TestResult {
     let org = org();
     let dep = new_resource_id();
     let other = new_resource_id();
@@ -687,7 +696,7 @@ async fn snapshots_newest_first_by_name_and_paged(store: Store) -> TestResult {
     );
     assert!(
         store
-            .get_snapshot(&crate::org(), &dep, "snap-1700000300")
+            .get_snapshot(&self::org(), &dep, "snap-1700000300")
             .await?
             .is_none()
     );
@@ -745,7 +754,7 @@ async fn snapshots_newest_first_by_name_and_paged(store: Store) -> TestResult {
     Ok(())
 }
 
-async fn policy_runs_round_trip(store: Store) -> TestResult {
+pub async fn policy_runs_round_trip(store: Store) -> TestResult {
     let org = org();
     let dep = new_resource_id();
     assert!(store.get_policy_run(&org, &dep, "pol").await?.is_none());
@@ -770,7 +779,7 @@ async fn policy_runs_round_trip(store: Store) -> TestResult {
     Ok(())
 }
 
-async fn active_plans_are_listed(store: Store) -> TestResult {
+pub async fn active_plans_are_listed(store: Store) -> TestResult {
     let org = org();
     let (d, p) = deployment(&org, "active", None, &[], &[]);
     store.create_deployment(&d, &p, None).await?;
@@ -779,69 +788,21 @@ async fn active_plans_are_listed(store: Store) -> TestResult {
     Ok(())
 }
 
-macro_rules! conformance {
-    ($($test:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() -> super::TestResult {
-                    let dir = tempfile::tempdir()?;
-                    super::$test(super::sqlite_store(&dir)?).await
-                }
-            )*
-        }
-        mod dynamodb {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() -> super::TestResult {
-                    super::$test(super::dynamo_store().await?).await
-                }
-            )*
-        }
+/// One `#[tokio::test]` per conformance scenario, each on the store that
+/// `$make` (an async fn returning `Result<(Store, keep), Box<dyn Error>>`)
+/// builds. The calling crate needs `tokio` with `macros` and `rt-multi-thread`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:path) => {
+        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed);
     };
-}
-
-conformance!(
-    repositories_round_trip,
-    organizations_are_isolated,
-    references_guard_deletes,
-    dangling_references_write_nothing,
-    deployments_move_references_and_keep_plans,
-    lists_page_and_filter,
-    idempotency_keys,
-    concurrent_updates_one_wins,
-    snapshots_newest_first_by_name_and_paged,
-    policy_runs_round_trip,
-    active_plans_are_listed,
-);
-
-fn sqlite_store(dir: &tempfile::TempDir) -> Result<Store, Box<dyn std::error::Error>> {
-    let backend: Arc<dyn Backend> = Arc::new(floe_store::sqlite::SqliteBackend::open(
-        &dir.path().join("floe.db"),
-    )?);
-    Ok(Store::new(backend))
-}
-
-async fn dynamo_store() -> Result<Store, Box<dyn std::error::Error>> {
-    let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
-        "FLOE_TEST_AWS_ENDPOINT is not set: run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
-    })?;
-    let config = aws_sdk_dynamodb::config::Builder::new()
-        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "floe-tests",
-        ))
-        .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(config);
-    let table = format!("floe-conformance-{}", new_resource_id());
-    let backend = floe_store::dynamo::DynamoBackend::new(client, table);
-    backend.ensure_table().await?;
-    let backend: Arc<dyn Backend> = Arc::new(backend);
-    Ok(Store::new(backend))
+    (@tests $make:path; $($test:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() -> $crate::conformance::TestResult {
+                let (store, _keep) = $make().await?;
+                $crate::conformance::$test(store).await
+            }
+        )*
+    };
 }

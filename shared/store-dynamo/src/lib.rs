@@ -37,7 +37,7 @@ use aws_sdk_dynamodb::types::{
     TimeToLiveStatus, TransactWriteItem, Update,
 };
 
-use crate::backend::{
+use floe_store::backend::{
     Attrs, Backend, BackendError, Kind, ListQuery, Record, RecordKey, RecordPage, Write,
     WriteFailure, now_epoch,
 };
@@ -923,7 +923,7 @@ mod tests {
     use aws_sdk_dynamodb::error::BoxError;
 
     use super::*;
-    use crate::backend::Filter;
+    use floe_store::backend::Filter;
 
     const ORG: &str = "acme";
 

@@ -1,7 +1,8 @@
 //! The KMS cipher against moto's KMS (127.0.0.1, started by scripts/test.sh),
 //! through the real `aws-sdk-kms` client.
 
-use floe_secrets::{Cipher, Ciphers, KmsCipher, LocalCipher, Owner};
+use floe_secrets::{Cipher, Ciphers, LocalCipher, Owner};
+use floe_secrets_kms::KmsCipher;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 

@@ -1,8 +1,12 @@
-use crate::{Cipher, Owner, SecretError};
+//! The AWS KMS adapter of the cipher port of `floe-secrets` (the only crate
+//! that links `aws-sdk-kms`): sealed secrets `kms:v1:base64`, bound to
+//! their owner by the encryption context.
+
 use async_trait::async_trait;
 use aws_sdk_kms::primitives::Blob;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use floe_secrets::{Cipher, Owner, SecretError};
 
 const PREFIX: &str = "kms:v1:";
 

@@ -1,0 +1,350 @@
+//! The crate graph keeps DESIGN.md §2: dependencies point one way, from the
+//! functions down through the wiring, the API, the use cases and the
+//! engine to the ports, with the adapters beside the engine on top of the
+//! ports. An adapter depends on ports (and domain-level libraries) only,
+//! never on the engine or on another adapter; nothing but an adapter links
+//! an AWS SDK; no Lambda function links a simulator.
+//!
+//! Read from `cargo metadata`, normal dependencies only: tests and benches
+//! may use whatever they like. A new crate fails [`every_crate_has_a_layer`]
+//! until it is given a layer in [`LAYERS`].
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Layer {
+    /// Entities, validation, clients and rendering with no port behind them.
+    Domain,
+    /// The traits adapters implement, and what is shared between them.
+    Ports,
+    /// One backing service (and its SDK) each, or a simulator of local mode.
+    Adapters,
+    /// The plan engine, the snapshotter, schedule reconciliation.
+    Services,
+    /// The use cases.
+    App,
+    /// The axum router.
+    Api,
+    /// Chooses the adapters from configuration.
+    Wiring,
+    /// The Lambda binaries, and local mode's server.
+    Functions,
+    /// Black-box tests and benchmark baselines: above everything.
+    Tests,
+}
+
+impl Layer {
+    fn name(self) -> &'static str {
+        match self {
+            Layer::Domain => "domain",
+            Layer::Ports => "ports",
+            Layer::Adapters => "adapter",
+            Layer::Services => "services",
+            Layer::App => "app",
+            Layer::Api => "api",
+            Layer::Wiring => "wiring",
+            Layer::Functions => "functions",
+            Layer::Tests => "tests",
+        }
+    }
+}
+
+/// Every workspace crate's layer. Crates not written yet (floe-app,
+/// floe-wiring) are listed so that they are classified when they land.
+const LAYERS: &[(&str, Layer)] = &[
+    ("floe-domain", Layer::Domain),
+    ("floe-elastic", Layer::Domain),
+    ("floe-nodeconfig", Layer::Domain),
+    ("floe-node-security", Layer::Domain),
+    ("floe-auth", Layer::Domain),
+    ("floe-telemetry", Layer::Domain),
+    ("floe-ports", Layer::Ports),
+    ("floe-compute", Layer::Ports),
+    // The clusters port, and NodeAddresses: no SDK, only the compute and
+    // node parameters ports and the Elasticsearch client.
+    ("floe-clusters", Layer::Ports),
+    ("floe-store", Layer::Ports),
+    ("floe-secrets", Layer::Ports),
+    ("floe-compute-ec2", Layer::Adapters),
+    ("floe-compute-sim", Layer::Adapters),
+    ("floe-parameters-ssm", Layer::Adapters),
+    ("floe-clusters-sim", Layer::Adapters),
+    ("floe-elastic-sim", Layer::Adapters),
+    ("floe-store-sqlite", Layer::Adapters),
+    ("floe-store-dynamo", Layer::Adapters),
+    ("floe-secrets-kms", Layer::Adapters),
+    ("floe-queue-sqs", Layer::Adapters),
+    ("floe-scheduler-aws", Layer::Adapters),
+    ("floe-plans", Layer::Services),
+    ("floe-snapshots", Layer::Services),
+    ("floe-schedules", Layer::Services),
+    ("floe-app", Layer::App),
+    ("floe-api", Layer::Api),
+    ("floe-wiring", Layer::Wiring),
+    ("floe-api-function", Layer::Functions),
+    ("floe-worker-function", Layer::Functions),
+    ("floe-snapshotter-function", Layer::Functions),
+    // Local mode's server: the three functions' work in one process.
+    ("floe-local", Layer::Functions),
+    ("floe-tests", Layer::Tests),
+    ("floe-hello-lambda", Layer::Tests),
+    ("floe-dynamo-baseline", Layer::Tests),
+];
+
+/// Edges that break the layering on purpose, each with its reason.
+const ALLOWED: &[(&str, &str, &str)] = &[(
+    "floe-clusters-sim",
+    "floe-elastic-sim",
+    // The simulated clusters adapter runs one simulated Elasticsearch per
+    // deployment: the simulator is what it adapts, not a port it could
+    // depend on instead. Both are local mode only.
+    "the simulated clusters are simulated Elasticsearch clusters",
+)];
+
+/// The crates of local mode and tests that no Lambda function may link.
+const SIMULATORS: &[&str] = &["floe-compute-sim", "floe-clusters-sim", "floe-elastic-sim"];
+
+const LAMBDA_FUNCTIONS: &[&str] = &[
+    "floe-api-function",
+    "floe-worker-function",
+    "floe-snapshotter-function",
+];
+
+/// The workspace's crates and, for every crate in the resolved graph, its
+/// normal (not dev, not build) dependencies, by name.
+struct Graph {
+    members: BTreeSet<String>,
+    normal: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Graph {
+    fn load() -> Graph {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let out = std::process::Command::new(env!("CARGO"))
+            .args(["metadata", "--format-version", "1"])
+            .current_dir(root)
+            .output()
+            .expect("cargo metadata runs");
+        assert!(
+            out.status.success(),
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata is JSON");
+        let names: BTreeMap<&str, &str> = meta["packages"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
+            .collect();
+        let name_of = |id: &str| -> String {
+            names
+                .get(id)
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| panic!("no package {id}"))
+        };
+        let members = meta["workspace_members"]
+            .as_array()
+            .expect("workspace_members")
+            .iter()
+            .filter_map(Value::as_str)
+            .map(name_of)
+            .collect();
+        let mut normal = BTreeMap::new();
+        for node in meta["resolve"]["nodes"].as_array().expect("resolve.nodes") {
+            let from = name_of(node["id"].as_str().expect("node id"));
+            let deps: BTreeSet<String> = node["deps"]
+                .as_array()
+                .expect("deps")
+                .iter()
+                .filter(|d| {
+                    d["dep_kinds"]
+                        .as_array()
+                        .is_some_and(|kinds| kinds.iter().any(|k| k["kind"].is_null()))
+                })
+                .filter_map(|d| d["pkg"].as_str())
+                .map(name_of)
+                .collect();
+            normal
+                .entry(from)
+                .or_insert_with(BTreeSet::new)
+                .extend(deps);
+        }
+        Graph { members, normal }
+    }
+
+    /// The workspace crates `from` depends on directly.
+    fn member_deps(&self, from: &str) -> Vec<&str> {
+        self.normal
+            .get(from)
+            .into_iter()
+            .flatten()
+            .filter(|d| self.members.contains(*d))
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Everything `from` links, itself excluded, with the path to each.
+    fn closure(&self, from: &str) -> BTreeMap<String, Vec<String>> {
+        let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut todo = vec![(from.to_string(), vec![from.to_string()])];
+        while let Some((at, path)) = todo.pop() {
+            for dep in self.normal.get(&at).into_iter().flatten() {
+                if dep != from && !seen.contains_key(dep) {
+                    let mut p = path.clone();
+                    p.push(dep.clone());
+                    seen.insert(dep.clone(), p.clone());
+                    todo.push((dep.clone(), p));
+                }
+            }
+        }
+        seen
+    }
+}
+
+fn layer(name: &str) -> Option<Layer> {
+    LAYERS.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
+}
+
+#[test]
+fn every_crate_has_a_layer() {
+    let graph = Graph::load();
+    let missing: Vec<&String> = graph
+        .members
+        .iter()
+        .filter(|m| layer(m).is_none())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "crates without a layer in tests/tests/crate_graph.rs LAYERS: {missing:?}"
+    );
+}
+
+#[test]
+fn dependencies_point_down_and_adapters_stand_alone() {
+    let graph = Graph::load();
+    let mut wrong = Vec::new();
+    let mut allowed_used = BTreeSet::new();
+    for from in &graph.members {
+        let Some(from_layer) = layer(from) else {
+            continue; // every_crate_has_a_layer says so
+        };
+        for to in graph.member_deps(from) {
+            let Some(to_layer) = layer(to) else { continue };
+            let why = if to_layer > from_layer {
+                format!(
+                    "{} must not depend on {}",
+                    from_layer.name(),
+                    to_layer.name()
+                )
+            } else if to_layer == Layer::Adapters && from_layer == Layer::Adapters {
+                "adapter must not depend on another adapter".to_string()
+            } else {
+                continue;
+            };
+            if ALLOWED.iter().any(|(f, t, _)| f == from && *t == to) {
+                allowed_used.insert((from.clone(), to.to_string()));
+                continue;
+            }
+            wrong.push(format!("{from} -> {to}: {why}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "edges against the layering:\n{}",
+        wrong.join("\n")
+    );
+    let stale: Vec<String> = ALLOWED
+        .iter()
+        .filter(|(f, t, _)| !allowed_used.contains(&(f.to_string(), t.to_string())))
+        .map(|(f, t, _)| format!("{f} -> {t}"))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "allowed edges that no longer exist (remove them from ALLOWED): {stale:?}"
+    );
+}
+
+#[test]
+fn only_adapters_link_an_aws_sdk_and_each_sdk_has_one_adapter() {
+    let graph = Graph::load();
+    let mut by_sdk: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for from in &graph.members {
+        for dep in graph.normal.get(from).into_iter().flatten() {
+            if !dep.starts_with("aws-sdk-") {
+                continue;
+            }
+            by_sdk.entry(dep).or_default().push(from);
+            if layer(from) != Some(Layer::Adapters) {
+                wrong.push(format!("{from} -> {dep}: only an adapter links an SDK"));
+            }
+        }
+    }
+    for (sdk, users) in &by_sdk {
+        if users.len() > 1 {
+            wrong.push(format!("{sdk} is linked by {users:?}: one adapter per SDK"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_engine_and_the_api_link_no_sdk_and_no_simulator() {
+    let graph = Graph::load();
+    let mut wrong = Vec::new();
+    for from in &graph.members {
+        let Some(l) = layer(from) else { continue };
+        if l == Layer::Adapters || l > Layer::Api {
+            continue;
+        }
+        for (dep, path) in graph.closure(from) {
+            if dep.starts_with("aws-sdk-") || SIMULATORS.contains(&dep.as_str()) {
+                wrong.push(format!("{from} links {dep}: {}", path.join(" -> ")));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// What `function` links when it is built on its own, as its Lambda zip
+/// is (`cargo tree -p`, default features). The workspace graph above unifies
+/// the features every member asks for, so it shows the simulators that the
+/// test crate turns on in the worker for the emulator tests.
+fn linked_alone(function: &str) -> BTreeSet<String> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree", "-p", function, "-e", "normal", "--prefix", "none", "--format", "{p}",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {function} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != function)
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn no_lambda_function_links_a_simulator() {
+    let mut wrong = Vec::new();
+    for function in LAMBDA_FUNCTIONS {
+        for dep in linked_alone(function) {
+            if SIMULATORS.contains(&dep.as_str()) {
+                wrong.push(format!(
+                    "{function} links {dep} (cargo tree -p {function} -i {dep})"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
