@@ -9,7 +9,7 @@ pub mod routes;
 pub mod state;
 
 pub use error::ApiError;
-pub use state::AppState;
+pub use state::{ApiState, AppState};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -63,7 +63,7 @@ impl Modify for BearerAuth {
     }
 }
 
-fn collected() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+fn collected() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(routes::platform::router())
         .merge(routes::repositories::router())
@@ -92,7 +92,8 @@ pub fn openapi_json() -> String {
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole application: routes, auth, limits, request ids and tracing.
-pub fn app(state: AppState) -> Router {
+pub fn app(state: impl Into<ApiState>) -> Router {
+    let state: ApiState = state.into();
     let (router, _) = collected();
     let document: Arc<str> = Arc::from(openapi_json());
     router

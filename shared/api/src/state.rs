@@ -1,12 +1,32 @@
+use floe_app::App;
 use floe_auth::Verifier;
 use floe_domain::repository::EndpointPolicy;
-use floe_plans::{PlanJob, WorkQueue};
+use floe_ports::WorkQueue;
 use floe_secrets::Cipher;
 use floe_store::Store;
 use std::sync::Arc;
-use std::time::Duration;
 
-/// What every handler may use; built once per process (per cold start on Lambda).
+/// What the router holds: the use cases and the token verifier. Built once
+/// per process (per cold start on Lambda).
+#[derive(Clone)]
+pub struct ApiState {
+    pub app: Arc<App>,
+    pub verifier: Arc<Verifier>,
+}
+
+impl ApiState {
+    pub fn new(app: App, verifier: Arc<Verifier>) -> ApiState {
+        ApiState {
+            app: Arc::new(app),
+            verifier,
+        }
+    }
+}
+
+/// The parts `functions/api` hands over today. Transitional: the wiring
+/// is to build an [`App`] (with its `ScheduleSync` adapter) and an
+/// [`ApiState`] itself; this keeps the old shape building meanwhile, with
+/// the schedules reconciled on the spot as before.
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
@@ -21,54 +41,22 @@ pub struct AppState {
     pub scheduler: Arc<dyn floe_schedules::Scheduler>,
 }
 
-impl AppState {
-    /// Makes the deployment's schedules match its record. The record is
-    /// already written, so a failure here is logged, not returned: the
-    /// next change or plan end reconciles again (it is idempotent).
-    pub async fn reconcile_schedules(&self, org: &str, deployment_id: &str) {
-        match floe_schedules::reconcile_deployment(
-            &self.store,
-            self.scheduler.as_ref(),
-            org,
-            deployment_id,
+impl From<AppState> for ApiState {
+    fn from(s: AppState) -> ApiState {
+        let schedules = Arc::new(floe_schedules::ReconcileNow::new(
+            s.store.clone(),
+            s.scheduler,
+        ));
+        ApiState::new(
+            App {
+                store: s.store,
+                cipher: s.cipher,
+                endpoint_policy: s.endpoint_policy,
+                queue: s.queue,
+                schedules,
+                clusters: s.clusters,
+            },
+            s.verifier,
         )
-        .await
-        {
-            Ok(summary) if !summary.is_noop() => {
-                tracing::info!(deployment = deployment_id, ?summary, "schedules reconciled");
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(deployment = deployment_id, error = %e, "schedules not reconciled; the next change retries");
-            }
-        }
-    }
-
-    /// The schedules of every deployment that attaches the policy.
-    pub async fn reconcile_policy_schedules(&self, org: &str, policy_id: &str) {
-        match floe_schedules::reconcile_policy(&self.store, self.scheduler.as_ref(), org, policy_id)
-            .await
-        {
-            Ok(summary) if !summary.is_noop() => {
-                tracing::info!(policy = policy_id, ?summary, "schedules reconciled");
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(policy = policy_id, error = %e, "schedules not reconciled; the next change retries");
-            }
-        }
-    }
-
-    /// Wakes a worker for the plan. The plan is already stored, so a queue
-    /// outage delays it (the sweep re-queues it) but never loses it.
-    pub async fn wake(&self, org: &str, deployment_id: &str, plan_id: &str) {
-        let job = PlanJob {
-            org: org.into(),
-            deployment_id: deployment_id.into(),
-            plan_id: plan_id.into(),
-        };
-        if let Err(e) = self.queue.enqueue(job, Duration::ZERO).await {
-            tracing::warn!(error = %e, plan = plan_id, "could not enqueue the plan; the sweep will pick it up");
-        }
     }
 }

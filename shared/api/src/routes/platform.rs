@@ -2,7 +2,7 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, only_params};
-use crate::state::AppState;
+use crate::state::ApiState;
 use axum::Json;
 use axum::extract::Query;
 use floe_domain::catalog::{self, Arch};
@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(health))
         .routes(routes!(list_instance_types))
@@ -82,7 +82,7 @@ async fn list_instance_types(
     caller: Caller,
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Result<Json<InstanceTypeList>, ApiError> {
-    caller.require_read()?;
+    caller.reader()?;
     only_params(&query, &["arch"])?;
     let arch = match query.get("arch") {
         None => None,
