@@ -74,3 +74,6 @@ impl App {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
