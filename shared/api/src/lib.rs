@@ -5,6 +5,7 @@ pub mod error;
 mod examples;
 pub mod extract;
 mod respond;
+mod responses;
 pub mod routes;
 pub mod state;
 

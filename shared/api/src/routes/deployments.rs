@@ -5,6 +5,7 @@ use crate::extract::{
     Caller, JsonSpec, PathParam, expected_version, idempotency_key, only_params, page_request,
 };
 use crate::respond::{CreatedOr, NoContent, Versioned, deployment_created};
+use crate::responses::{BodyErrors, ManageErrors, ReadErrors};
 use crate::state::ApiState;
 use axum::Json;
 use axum::extract::{Query, State};
@@ -45,11 +46,9 @@ pub fn router() -> OpenApiRouter<ApiState> {
          example = json!(crate::examples::deployment_view())),
         (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody,
          example = json!({"errors": [{"code": "validation.instance_type", "message": "node_groups[0].instance_type: 'm6g.huge' is not in the instance catalog", "fields": ["node_groups[0].instance_type"]}]})),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 409, description = "Idempotency key reused with another body.", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB.", body = ErrorBody),
-        (status = 415, description = "Body is not JSON.", body = ErrorBody),
+        BodyErrors,
     ),
     security(("bearer" = []))
 )]
@@ -87,8 +86,7 @@ async fn create_deployment(
         (status = 200, description = "One page, oldest first.", body = DeploymentList,
          example = json!({"deployments": [crate::examples::deployment_view()]})),
         (status = 400, description = "Bad parameters.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
     ),
     security(("bearer" = []))
 )]
@@ -118,8 +116,7 @@ async fn list_deployments(
     responses(
         (status = 200, description = "The deployment, with each node group's architecture and JVM heap.", body = DeploymentView,
          example = json!(crate::examples::deployment_view())),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
         (status = 404, description = "No such deployment in this organization.", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -153,14 +150,12 @@ async fn get_deployment(
     responses(
         (status = 200, description = "Updated.", body = DeploymentView, example = json!(crate::examples::deployment_view())),
         (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such deployment.", body = ErrorBody),
         (status = 409, description = "A plan is pending, or a concurrent change won.", body = ErrorBody,
          example = json!({"errors": [{"code": "deployments.plan_in_progress", "message": "plan 0193a0c4d2b87c3e9a4b5c6d7e8f9a0c (create) is pending; wait for it or cancel it"}]})),
         (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB.", body = ErrorBody),
-        (status = 415, description = "Body is not JSON.", body = ErrorBody),
+        BodyErrors,
     ),
     security(("bearer" = []))
 )]
@@ -195,8 +190,7 @@ async fn put_deployment(
     ),
     responses(
         (status = 204, description = "Deleted."),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such deployment.", body = ErrorBody),
         (status = 409, description = "The deployment is not stopped (shut it down first).", body = ErrorBody,
          example = json!({"errors": [{"code": "deployments.deployment_not_stopped", "message": "deployment 0193a0c4d2b77c3e9a4b5c6d7e8f9a0b is initializing; shut it down before deleting it"}]})),

@@ -4,6 +4,7 @@
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, PathParam, bool_param, only_params, page_request};
 use crate::respond::{Accepted, Versioned};
+use crate::responses::{ManageErrors, ReadErrors};
 use crate::state::ApiState;
 use axum::Json;
 use axum::extract::{Query, State};
@@ -49,8 +50,7 @@ fn plans_example() -> serde_json::Value {
         (status = 200, description = "Plans with their steps: status, timing, attempts, log lines and errors.", body = DeploymentPlans,
          example = json!(plans_example())),
         (status = 400, description = "Bad paging parameters.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
         (status = 404, description = "No such deployment.", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -77,8 +77,7 @@ async fn get_plans(
     responses(
         (status = 202, description = "Cancellation requested; the plan unwinds what it did.", body = PlanView,
          example = json!(plans_example()["pending"])),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such deployment, or no pending plan.", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -106,8 +105,7 @@ async fn cancel_pending_plan(
     responses(
         (status = 202, description = "A shutdown plan is pending; the deployment is stopping.", body = DeploymentView,
          example = json!(crate::examples::deployment_view())),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such deployment.", body = ErrorBody),
         (status = 409, description = "Another plan is pending, or the deployment is already stopped.", body = ErrorBody),
     ),

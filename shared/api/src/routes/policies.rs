@@ -3,6 +3,7 @@
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, JsonSpec, PathParam, expected_version, only_params, page_request};
 use crate::respond::{Created, NoContent, Versioned};
+use crate::responses::{BodyErrors, ManageErrors, ReadErrors};
 use crate::state::ApiState;
 use axum::Json;
 use axum::extract::{Query, State};
@@ -35,10 +36,8 @@ pub fn router() -> OpenApiRouter<ApiState> {
         (status = 201, description = "Created.", body = PolicyView, example = json!(crate::examples::policy_view())),
         (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody,
          example = json!({"errors": [{"code": "validation.interval", "message": "schedule.interval: must be at least 1m (EventBridge Scheduler's shortest rate)", "fields": ["schedule.interval"]}]})),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB.", body = ErrorBody),
-        (status = 415, description = "Body is not JSON.", body = ErrorBody),
+        ManageErrors,
+        BodyErrors,
     ),
     security(("bearer" = []))
 )]
@@ -71,8 +70,7 @@ async fn create_policy(
         (status = 200, description = "One page, oldest first.", body = PolicyList,
          example = json!({"policies": [crate::examples::policy_view()]})),
         (status = 400, description = "Bad parameters.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
     ),
     security(("bearer" = []))
 )]
@@ -96,8 +94,7 @@ async fn list_policies(
     params(("id" = String, Path, description = "Policy id.")),
     responses(
         (status = 200, description = "The policy.", body = PolicyView, example = json!(crate::examples::policy_view())),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
         (status = 404, description = "No such policy in this organization.", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -126,13 +123,11 @@ async fn get_policy(
     responses(
         (status = 200, description = "Updated.", body = PolicyView, example = json!(crate::examples::policy_view())),
         (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such policy.", body = ErrorBody),
         (status = 409, description = "Changed concurrently.", body = ErrorBody),
         (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB.", body = ErrorBody),
-        (status = 415, description = "Body is not JSON.", body = ErrorBody),
+        BodyErrors,
     ),
     security(("bearer" = []))
 )]
@@ -164,8 +159,7 @@ async fn put_policy(
     ),
     responses(
         (status = 204, description = "Deleted."),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such policy.", body = ErrorBody),
         (status = 409, description = "Still attached to a deployment.", body = ErrorBody),
         (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),

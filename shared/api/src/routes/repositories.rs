@@ -5,6 +5,7 @@ use crate::extract::{
     Caller, JsonBody, PathParam, expected_version, only_params, page_request, parse_value_at,
 };
 use crate::respond::{Created, CreatedOr, NoContent, Versioned};
+use crate::responses::{AdminErrors, BodyErrors, ReadErrors};
 use crate::state::ApiState;
 use axum::Json;
 use axum::extract::{Query, State};
@@ -72,8 +73,7 @@ impl RawRepository {
         (status = 200, description = "One page of repositories, by name.", body = RepositoryList,
          example = json!({"repositories": [crate::examples::repository_view()], "next_cursor": null})),
         (status = 400, description = "Bad paging parameters.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
     ),
     security(("bearer" = []))
 )]
@@ -98,8 +98,7 @@ async fn list_repositories(
     responses(
         (status = 200, description = "The repository; secrets show only whether they are set.", body = RepositoryView,
          example = json!(crate::examples::repository_view())),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
         (status = 404, description = "No such repository in this organization.", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -133,12 +132,10 @@ async fn get_repository(
         (status = 200, description = "Replaced.", body = RepositoryView, example = json!(crate::examples::repository_view())),
         (status = 201, description = "Created.", body = RepositoryView, example = json!(crate::examples::repository_view())),
         (status = 400, description = "Invalid settings; every offending field is listed.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs platform_admin.", body = ErrorBody),
+        AdminErrors,
         (status = 409, description = "Changed concurrently.", body = ErrorBody),
         (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB.", body = ErrorBody),
-        (status = 415, description = "Body is not JSON.", body = ErrorBody),
+        BodyErrors,
     ),
     security(("bearer" = []))
 )]
@@ -184,8 +181,7 @@ async fn put_repository(
     ),
     responses(
         (status = 204, description = "Deleted."),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs platform_admin.", body = ErrorBody),
+        AdminErrors,
         (status = 404, description = "No such repository.", body = ErrorBody),
         (status = 409, description = "A deployment or policy still uses it.", body = ErrorBody,
          example = json!({"errors": [{"code": "repositories.repository_in_use", "message": "snapshot repository 'main-backups' is used by 2 deployments or policies; detach it first"}]})),

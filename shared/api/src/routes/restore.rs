@@ -5,6 +5,7 @@
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, JsonSpec, PathParam, idempotency_key, only_params};
 use crate::respond::{CreatedOr, Versioned, deployment_created};
+use crate::responses::ManageErrors;
 use crate::state::ApiState;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -40,8 +41,7 @@ pub fn router() -> OpenApiRouter<ApiState> {
         (status = 202, description = "A restore plan is pending.", body = DeploymentView,
          example = json!(crate::examples::deployment_view())),
         (status = 400, description = "Invalid, an unknown snapshot or repository, or one the nodes cannot reach; the field is named.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such deployment.", body = ErrorBody),
         (status = 409, description = "Another plan is pending, the deployment is not running, no successful snapshot, or the snapshot failed.", body = ErrorBody),
     ),
@@ -82,8 +82,7 @@ async fn restore_deployment(
         (status = 201, description = "The clone, with its pending create plan.", body = DeploymentView,
          example = json!(crate::examples::deployment_view())),
         (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such source deployment.", body = ErrorBody),
         (status = 409, description = "The source has no successful snapshot, or the snapshot failed.", body = ErrorBody),
     ),

@@ -4,6 +4,7 @@
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, PathParam, bool_param, only_params, page_request, parse_json};
 use crate::respond::{Accepted, DoneOr, NoContent};
+use crate::responses::{ManageErrors, ReadErrors};
 use crate::state::ApiState;
 use axum::Json;
 use axum::body::Bytes;
@@ -89,8 +90,7 @@ fn list_example() -> serde_json::Value {
         (status = 202, description = "The snapshot started; poll it with GET …/snapshots/{name}.", body = SnapshotView,
          example = json!(running_example())),
         (status = 400, description = "Bad name, indices or parameters; `fields` names them.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such deployment.", body = ErrorBody),
         (status = 409, description = "A snapshot is already running (`snapshots.concurrent_snapshot`), the name is taken, the deployment is not running or has no repository.", body = ErrorBody),
         (status = 502, description = "The cluster refused the snapshot.", body = ErrorBody),
@@ -136,8 +136,7 @@ async fn take_snapshot(
         (status = 200, description = "One page of snapshots; the first page carries `count`, `latest_status`, `latest_successful_end_time` and `healthy`.", body = SnapshotList,
          example = json!(list_example())),
         (status = 400, description = "Bad paging parameters.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
         (status = 404, description = "No such deployment.", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -167,8 +166,7 @@ async fn list_snapshots(
     responses(
         (status = 200, description = "The snapshot: state, times, indices, shards and size.", body = SnapshotView,
          example = json!(snapshot_example())),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
         (status = 404, description = "No such deployment (`deployments.deployment_not_found`) or snapshot (`snapshots.snapshot_not_found`).", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -196,8 +194,7 @@ async fn get_snapshot(
     ),
     responses(
         (status = 204, description = "Deleted (a snapshot already gone from the repository counts as deleted)."),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such deployment or snapshot.", body = ErrorBody),
         (status = 409, description = "The deployment is not running, so its cluster cannot delete it.", body = ErrorBody),
         (status = 502, description = "The cluster refused the delete.", body = ErrorBody),
