@@ -65,7 +65,7 @@ impl Modify for BearerAuth {
 }
 
 fn collected() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(routes::platform::router())
         .merge(routes::repositories::router())
         .merge(routes::deployments::router())
@@ -73,7 +73,10 @@ fn collected() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .merge(routes::restore::router())
         .merge(routes::snapshots::router())
         .merge(routes::policies::router())
-        .split_for_parts()
+        .split_for_parts();
+    // Headers the typed answers send, once every route is collected.
+    respond::VersionHeaders.modify(&mut doc);
+    (router, doc)
 }
 
 /// The OpenAPI document, as collected from the router.

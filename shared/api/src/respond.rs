@@ -151,3 +151,68 @@ pub fn deployment_created(creation: Creation) -> CreatedOr<DeploymentView> {
         Creation::Replayed(view) => CreatedOr::Existing(Versioned::ok(view)),
     }
 }
+
+/// The schemas answered through [`Versioned`] and [`Created`]: every
+/// response with one of them as its body carries the version headers.
+fn versioned_schemas() -> [String; 3] {
+    use utoipa::ToSchema;
+    [
+        DeploymentView::name().into_owned(),
+        RepositoryView::name().into_owned(),
+        PolicyView::name().into_owned(),
+    ]
+}
+
+/// Documents the headers the typed answers send: `ETag` and
+/// `x-cloud-resource-version` on a versioned resource, and `Location` on
+/// a created one.
+pub struct VersionHeaders;
+
+impl utoipa::Modify for VersionHeaders {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::schema::{Object, Type};
+        use utoipa::openapi::{Header, RefOr};
+        let refs = versioned_schemas().map(|name| format!("#/components/schemas/{name}"));
+        let header = |ty: Type, description: &str| {
+            let mut h = Header::new(Object::with_type(ty));
+            h.description = Some(description.into());
+            h
+        };
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                item.get.as_mut(),
+                item.put.as_mut(),
+                item.post.as_mut(),
+                item.delete.as_mut(),
+            ];
+            for op in operations.into_iter().flatten() {
+                for (status, response) in op.responses.responses.iter_mut() {
+                    let RefOr::T(response) = response else {
+                        continue;
+                    };
+                    let versioned = status.starts_with('2')
+                        && response.content.get("application/json").is_some_and(|c| {
+                            matches!(&c.schema, Some(RefOr::Ref(r)) if refs.contains(&r.ref_location))
+                        });
+                    if !versioned {
+                        continue;
+                    }
+                    response.headers.insert(
+                        "ETag".into(),
+                        header(Type::String, "The resource's version, for `If-Match`."),
+                    );
+                    response.headers.insert(
+                        "x-cloud-resource-version".into(),
+                        header(Type::Integer, "The resource's version (ECE)."),
+                    );
+                    if status == "201" {
+                        response.headers.insert(
+                            "Location".into(),
+                            header(Type::String, "The new resource's path."),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -709,3 +709,48 @@ fn every_operation_is_fully_documented() -> TestResult {
     );
     Ok(())
 }
+
+/// The headers the document promises on a versioned answer are the ones
+/// the typed answers send.
+#[tokio::test]
+async fn documented_version_headers_are_sent() -> TestResult {
+    let doc: Value = serde_json::from_str(&floe_api::openapi_json())?;
+    let documented = |path: &str, method: &str, status: &str| -> Vec<String> {
+        doc["paths"][path][method]["responses"][status]["headers"]
+            .as_object()
+            .map(|h| h.keys().map(|k| k.to_ascii_lowercase()).collect())
+            .unwrap_or_default()
+    };
+    let api = api()?;
+    let created = api
+        .admin(
+            "POST",
+            "/api/v1/deployments",
+            Some(deployment_body("logs", None, &[])),
+        )
+        .await?;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let headers = documented("/api/v1/deployments", "post", "201");
+    assert_eq!(headers, ["etag", "location", "x-cloud-resource-version"]);
+    for h in &headers {
+        assert!(created.headers.contains_key(h.as_str()), "{h} not sent");
+    }
+    let id = created.body["id"].as_str().ok_or("id")?;
+    let got = api
+        .admin("GET", &format!("/api/v1/deployments/{id}"), None)
+        .await?;
+    let headers = documented("/api/v1/deployments/{id}", "get", "200");
+    assert_eq!(headers, ["etag", "x-cloud-resource-version"]);
+    for h in &headers {
+        assert!(got.headers.contains_key(h.as_str()), "{h} not sent");
+    }
+    assert_eq!(
+        got.headers
+            .get("x-cloud-resource-version")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    // Answers without a version document none.
+    assert!(documented("/api/v1/deployments", "get", "200").is_empty());
+    Ok(())
+}
