@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use floe_api::{AppState, app};
+use floe_api::{ApiState, app};
 use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
 use floe_domain::repository::EndpointPolicy;
 use floe_secrets::LocalCipher;
@@ -61,22 +61,25 @@ fn api() -> Result<Api, Box<dyn std::error::Error>> {
         keys: KeySource::Hs256Secret(SECRET.to_vec()),
         leeway_secs: 0,
     })?;
-    let state = AppState {
-        store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
+    // The state as the wiring builds it: the use cases and the verifier.
+    let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+    let scheduler = Arc::new(floe_schedules::LocalScheduler::new(Arc::new(
+        floe_schedules::SystemClock,
+    )));
+    let app_layer = floe_app::App {
+        store: store.clone(),
         cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
-        verifier: Arc::new(verifier),
         endpoint_policy: EndpointPolicy::default(),
         queue: Arc::new(floe_plans::LocalQueue::new().0),
+        schedules: Arc::new(floe_schedules::ReconcileNow::new(store, scheduler)),
         clusters: Arc::new(floe_clusters::simulated::SimulatedClusters::new(
             Arc::new(floe_compute::simulated::SimulatedCompute::new(
                 floe_compute::simulated::SimulatedConfig::default(),
             )),
             floe_clusters::simulated::SimulatedClustersConfig::default(),
         )),
-        scheduler: Arc::new(floe_schedules::LocalScheduler::new(Arc::new(
-            floe_schedules::SystemClock,
-        ))),
     };
+    let state = ApiState::new(app_layer, Arc::new(verifier));
     Ok(Api { app: app(state) })
 }
 
