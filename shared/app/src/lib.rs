@@ -9,6 +9,7 @@
 //! plan engine or a scheduler.
 
 pub mod caller;
+pub mod catalog;
 pub mod deployments;
 pub mod error;
 pub mod plans;
