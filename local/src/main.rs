@@ -76,18 +76,17 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
     let verifier = build::verifier(&config.auth).await?;
     let platform =
         LocalPlatform::start(&config, store.clone(), cipher.clone()).map_err(WiringError::from)?;
-    let state = floe_api::AppState {
+    let app = floe_app::App {
         store,
         cipher,
-        verifier: Arc::new(verifier),
         endpoint_policy: EndpointPolicy {
             allow_private: config.allow_private_endpoints,
         },
         queue: platform.queue,
+        schedules: platform.schedules,
         clusters: platform.clusters,
-        scheduler: platform.scheduler,
     };
-    let app = floe_api::app(state);
+    let app = floe_api::app(floe_api::ApiState::new(app, Arc::new(verifier)));
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .map_err(|e| ServeError::Listen(config.listen.clone(), e))?;

@@ -10,6 +10,7 @@ use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_plans::{
     DeploymentSteps, Engine, EngineConfig, LocalQueue, StepPorts, StepSettings, WorkQueue,
 };
+use floe_ports::ScheduleSync;
 use floe_schedules::{LocalScheduler, ReconcileNow, SystemClock};
 use floe_secrets::Cipher;
 use floe_store::Store;
@@ -21,7 +22,8 @@ use std::time::Duration;
 pub struct LocalPlatform {
     pub queue: Arc<dyn WorkQueue>,
     pub clusters: Arc<dyn Clusters>,
-    pub scheduler: Arc<LocalScheduler>,
+    /// Reconciles schedules on the spot, as the worker does on Lambda.
+    pub schedules: Arc<dyn ScheduleSync>,
 }
 
 impl LocalPlatform {
@@ -118,7 +120,7 @@ impl LocalPlatform {
         Ok(LocalPlatform {
             queue,
             clusters,
-            scheduler,
+            schedules: reconcile,
         })
     }
 }

@@ -1,42 +1,57 @@
 //! The api function's adapters, built once per cold start from its
-//! configuration.
+//! configuration. SQS carries both the plan jobs and the schedule
+//! reconciliations to the worker: the api calls no EventBridge Scheduler,
+//! EC2 or SSM API.
 
-use floe_api::AppState;
+use floe_api::ApiState;
+use floe_app::App;
 use floe_domain::repository::EndpointPolicy;
-use floe_ports::{PlanJob, QueueError, WorkQueue};
+use floe_ports::{PlanJob, QueueError, ReconcileJob, ScheduleSync, WorkQueue};
 use floe_wiring::{ApiConfig, Env, WiringError, build};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub async fn state() -> Result<AppState, WiringError> {
+pub async fn state() -> Result<ApiState, WiringError> {
     let config = ApiConfig::read(&Env::process())?;
     let store = build::store(&config.store).await?;
     let cipher = build::cipher(&config.secrets).await?;
     let verifier = build::verifier(&config.auth).await?;
-    let queue: Arc<dyn WorkQueue> = match &config.queue_url {
-        Some(url) => Arc::new(floe_queue_sqs::SqsQueue::from_env(url.clone()).await),
-        None => Arc::new(NoWorkerQueue),
+    let (queue, schedules): (Arc<dyn WorkQueue>, Arc<dyn ScheduleSync>) = match &config.queue_url {
+        Some(url) => {
+            let sqs = Arc::new(floe_queue_sqs::SqsQueue::from_env(url.clone()).await);
+            (sqs.clone(), sqs)
+        }
+        None => (Arc::new(NoWorker), Arc::new(NoWorker)),
     };
-    Ok(AppState {
+    let app = App {
+        clusters: clusters(&config).await,
         store,
         cipher,
-        verifier: Arc::new(verifier),
         endpoint_policy: EndpointPolicy {
             allow_private: config.allow_private_endpoints,
         },
         queue,
-        clusters: clusters(&config).await,
-        scheduler: scheduler().await,
-    })
+        schedules,
+    };
+    Ok(ApiState::new(app, Arc::new(verifier)))
 }
 
-/// Plans recorded without a queue wait for the worker's sweep.
-struct NoWorkerQueue;
+/// Without a queue, plans wait for the worker's sweep, and schedules for
+/// the next plan end (both are recorded; nothing is lost).
+struct NoWorker;
 
 #[async_trait::async_trait]
-impl WorkQueue for NoWorkerQueue {
+impl WorkQueue for NoWorker {
     async fn enqueue(&self, job: PlanJob, _delay: Duration) -> Result<(), QueueError> {
         tracing::info!(plan = %job.plan_id, "plan recorded; no work queue is configured, the sweep will start it");
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl ScheduleSync for NoWorker {
+    async fn sync(&self, job: ReconcileJob) -> Result<(), QueueError> {
+        tracing::info!(org = %job.org, "no work queue is configured: schedules follow at the next plan end");
         Ok(())
     }
 }
@@ -68,21 +83,4 @@ async fn clusters(config: &ApiConfig) -> Arc<dyn floe_clusters::Clusters> {
         )
         .with_security(Arc::new(parameters), config.parameter_prefix.clone()),
     )
-}
-
-async fn scheduler() -> Arc<dyn floe_schedules::Scheduler> {
-    match floe_wiring::SchedulerSettings::read(&Env::process()) {
-        Ok(Some(s)) => Arc::new(
-            floe_scheduler_aws::AwsScheduler::from_env(
-                floe_scheduler_aws::AwsSchedulerConfig::new(
-                    s.group,
-                    s.target_arn,
-                    s.role_arn,
-                    s.dead_letter_arn,
-                ),
-            )
-            .await,
-        ),
-        _ => Arc::new(floe_schedules::NoScheduler),
-    }
 }

@@ -9,7 +9,7 @@
 use axum::body::Body;
 use axum::http::Request;
 use chrono::Utc;
-use floe_api::{AppState, app};
+use floe_api::{ApiState, app};
 use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
 use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
@@ -133,20 +133,25 @@ async fn world(root: &std::path::Path) -> Fallible<World> {
             });
         }
     });
-    let state = AppState {
-        store: store.clone(),
-        cipher: Arc::new(LocalCipher::from_key(&[5u8; 32])),
-        verifier: Arc::new(Verifier::new(VerifierConfig {
+    let state = ApiState::new(
+        floe_app::App {
+            store: store.clone(),
+            cipher: Arc::new(LocalCipher::from_key(&[5u8; 32])),
+            endpoint_policy: EndpointPolicy::default(),
+            queue,
+            clusters: clusters.clone(),
+            schedules: Arc::new(floe_schedules::ReconcileNow::new(
+                store.clone(),
+                Arc::new(floe_schedules::NoScheduler),
+            )),
+        },
+        Arc::new(Verifier::new(VerifierConfig {
             issuer: "floe-local".into(),
             audience: "floe-api".into(),
             keys: KeySource::Hs256Secret(SECRET.to_vec()),
             leeway_secs: 0,
         })?),
-        endpoint_policy: EndpointPolicy::default(),
-        queue,
-        clusters: clusters.clone(),
-        scheduler: Arc::new(floe_schedules::NoScheduler),
-    };
+    );
     let token = issue_hs256(
         SECRET,
         "floe-local",

@@ -5,8 +5,8 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use floe_app::{AppError, Resource};
 use floe_domain::validation::Invalid;
-use floe_store::{Kind, StoreError};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -115,42 +115,6 @@ impl ApiError {
     pub fn codes(&self) -> Vec<&str> {
         self.errors.iter().map(|e| e.code.as_str()).collect()
     }
-
-    /// Maps a store failure that the handler did not handle specifically.
-    pub fn from_store(e: StoreError) -> ApiError {
-        match e {
-            StoreError::Unavailable(detail) => {
-                tracing::error!(error = %detail, "store unavailable");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "internal.store_unavailable",
-                    "storage is unavailable right now; nothing was changed, retry later",
-                )
-            }
-            StoreError::VersionMismatch { .. } => ApiError::concurrent_change(),
-            StoreError::BadCursor => ApiError::invalid_field(
-                "validation.cursor",
-                "cursor",
-                "is not a cursor this API returned",
-            ),
-            StoreError::MissingReference { kind, key } => {
-                let (field, what) = match kind {
-                    Kind::Repository => ("repository", "snapshot repository"),
-                    Kind::Policy => ("policies", "snapshot policy"),
-                    _ => ("reference", "resource"),
-                };
-                ApiError::invalid_field(
-                    "validation.reference_not_found",
-                    field,
-                    format!("{what} '{key}' does not exist"),
-                )
-            }
-            other => {
-                tracing::error!(error = %other, "unexpected store error");
-                ApiError::internal()
-            }
-        }
-    }
 }
 
 impl From<Invalid> for ApiError {
@@ -166,6 +130,60 @@ impl From<Invalid> for ApiError {
                     fields: vec![p.field],
                 })
                 .collect(),
+        }
+    }
+}
+
+/// The one place an app error becomes a status and a code.
+impl From<AppError> for ApiError {
+    fn from(e: AppError) -> ApiError {
+        match e {
+            AppError::Forbidden(message) => ApiError::forbidden(message),
+            AppError::NotFound { what, id } => {
+                let (code, message) = match what {
+                    Resource::Deployment => (
+                        "deployments.deployment_not_found",
+                        format!("deployment {id} was not found"),
+                    ),
+                    Resource::Repository => (
+                        "repositories.repository_not_found",
+                        format!("snapshot repository '{id}' was not found"),
+                    ),
+                    Resource::Policy => (
+                        "policies.policy_not_found",
+                        format!("snapshot policy {id} was not found"),
+                    ),
+                    Resource::Snapshot => (
+                        "snapshots.snapshot_not_found",
+                        format!("snapshot {id} was not found"),
+                    ),
+                    Resource::PendingPlan => (
+                        "deployments.no_pending_plan",
+                        format!("deployment {id} has no pending plan"),
+                    ),
+                };
+                ApiError::not_found(code, message)
+            }
+            AppError::Invalid(invalid) => invalid.into(),
+            AppError::Conflict {
+                code,
+                message,
+                field: None,
+            } => ApiError::conflict(code, message),
+            AppError::Conflict {
+                code,
+                message,
+                field: Some(field),
+            } => ApiError::field(StatusCode::CONFLICT, code, field, message),
+            AppError::PreconditionFailed { current } => ApiError::precondition_failed(current),
+            AppError::ConcurrentChange => ApiError::concurrent_change(),
+            AppError::Unavailable { code, message } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+            }
+            AppError::Upstream { code, message } => {
+                ApiError::new(StatusCode::BAD_GATEWAY, code, message)
+            }
+            AppError::Internal => ApiError::internal(),
         }
     }
 }

@@ -2,13 +2,12 @@
 //! caller, preconditions (`If-Match` / `?version=`) and idempotency keys.
 
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::ApiState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
-use floe_auth::Principal;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -205,20 +204,19 @@ fn strip_position(m: &str) -> String {
     }
 }
 
-/// The verified caller and the organization the request acts in.
+/// The verified caller and the organization the request acts in. The
+/// use cases take one of its capabilities ([`Caller::reader`],
+/// [`Caller::manager`], [`Caller::admin`]).
 #[derive(Debug, Clone)]
-pub struct Caller {
-    pub principal: Principal,
-    pub org: String,
-}
+pub struct Caller(pub floe_app::Caller);
 
 /// Platform roles act on every organization; they pick one with this header.
 pub const ORG_HEADER: &str = "x-floe-organization";
 
-impl FromRequestParts<AppState> for Caller {
+impl FromRequestParts<ApiState> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
         let unauthorized =
             |code: &str, message: &str| ApiError::new(StatusCode::UNAUTHORIZED, code, message);
         let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
@@ -266,35 +264,25 @@ impl FromRequestParts<AppState> for Caller {
             }
         };
         tracing::Span::current().record("org", org.as_str());
-        Ok(Caller { principal, org })
+        Ok(Caller(floe_app::Caller {
+            org,
+            subject: principal.subject,
+            roles: principal.roles,
+        }))
     }
 }
 
 impl Caller {
-    pub fn require_read(&self) -> Result<(), ApiError> {
-        if self.principal.can_read() {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden("this token has no role that may read"))
-        }
+    pub fn reader(&self) -> Result<floe_app::Reader, ApiError> {
+        Ok(self.0.reader()?)
     }
 
-    pub fn require_deployment_manager(&self) -> Result<(), ApiError> {
-        if self.principal.can_manage_deployments() {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden(
-                "this needs the deployment_manager or platform_admin role",
-            ))
-        }
+    pub fn manager(&self) -> Result<floe_app::Manager, ApiError> {
+        Ok(self.0.manager()?)
     }
 
-    pub fn require_platform_admin(&self) -> Result<(), ApiError> {
-        if self.principal.can_manage_platform() {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden("this needs the platform_admin role"))
-        }
+    pub fn admin(&self) -> Result<floe_app::Admin, ApiError> {
+        Ok(self.0.admin()?)
     }
 }
 
@@ -334,14 +322,6 @@ pub fn expected_version(
             "disagrees with If-Match; send one of them",
         )),
         (h, q) => Ok(h.or(q)),
-    }
-}
-
-/// Checks the expected version against the current one (412 when stale).
-pub fn check_version(expected: Option<u64>, current: u64) -> Result<(), ApiError> {
-    match expected {
-        Some(e) if e != current => Err(ApiError::precondition_failed(current)),
-        _ => Ok(()),
     }
 }
 
@@ -398,27 +378,15 @@ pub fn page_request(query: &BTreeMap<String, String>) -> Result<floe_store::Page
     })
 }
 
-/// Idempotency key of a create: `Idempotency-Key` header or ECE's `request_id`.
-pub fn idempotency_key(
-    headers: &HeaderMap,
-    query: &BTreeMap<String, String>,
-) -> Result<Option<String>, ApiError> {
-    let key = match (headers.get("idempotency-key"), query.get("request_id")) {
+/// Idempotency key of a create: `Idempotency-Key` header or ECE's
+/// `request_id`, as sent (the use case checks it). A header that is not
+/// text is kept as a key no check accepts.
+pub fn idempotency_key(headers: &HeaderMap, query: &BTreeMap<String, String>) -> Option<String> {
+    match (headers.get("idempotency-key"), query.get("request_id")) {
         (Some(h), _) => Some(h.to_str().unwrap_or("\u{0}").to_string()),
         (None, Some(q)) => Some(q.clone()),
         (None, None) => None,
-    };
-    if let Some(k) = &key {
-        let ok = !k.is_empty() && k.len() <= 128 && k.bytes().all(|b| b.is_ascii_graphic());
-        if !ok {
-            return Err(ApiError::invalid_field(
-                "validation.idempotency_key",
-                "Idempotency-Key",
-                "must be 1 to 128 visible ASCII characters",
-            ));
-        }
     }
-    Ok(key)
 }
 
 /// One path segment (a name or an id). A segment axum cannot decode (not

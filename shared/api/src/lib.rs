@@ -5,11 +5,12 @@ pub mod error;
 mod examples;
 pub mod extract;
 mod respond;
+mod responses;
 pub mod routes;
 pub mod state;
 
 pub use error::ApiError;
-pub use state::AppState;
+pub use state::ApiState;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -63,8 +64,8 @@ impl Modify for BearerAuth {
     }
 }
 
-fn collected() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+fn collected() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
+    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(routes::platform::router())
         .merge(routes::repositories::router())
         .merge(routes::deployments::router())
@@ -72,7 +73,10 @@ fn collected() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(routes::restore::router())
         .merge(routes::snapshots::router())
         .merge(routes::policies::router())
-        .split_for_parts()
+        .split_for_parts();
+    // Headers the typed answers send, once every route is collected.
+    respond::VersionHeaders.modify(&mut doc);
+    (router, doc)
 }
 
 /// The OpenAPI document, as collected from the router.
@@ -92,7 +96,8 @@ pub fn openapi_json() -> String {
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole application: routes, auth, limits, request ids and tracing.
-pub fn app(state: AppState) -> Router {
+pub fn app(state: impl Into<ApiState>) -> Router {
+    let state: ApiState = state.into();
     let (router, _) = collected();
     let document: Arc<str> = Arc::from(openapi_json());
     router

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Utc;
-use floe_api::{AppState, app};
+use floe_api::{ApiState, app};
 use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
 use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
@@ -159,15 +159,20 @@ async fn world() -> Fallible<World> {
         keys: KeySource::Hs256Secret(SECRET.to_vec()),
         leeway_secs: 0,
     })?;
-    let state = AppState {
-        store: store.clone(),
-        cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
-        verifier: Arc::new(verifier),
-        endpoint_policy: EndpointPolicy::default(),
-        queue,
-        clusters: clusters.clone(),
-        scheduler: Arc::new(floe_schedules::NoScheduler),
-    };
+    let state = ApiState::new(
+        floe_app::App {
+            store: store.clone(),
+            cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
+            endpoint_policy: EndpointPolicy::default(),
+            queue,
+            clusters: clusters.clone(),
+            schedules: Arc::new(floe_schedules::ReconcileNow::new(
+                store.clone(),
+                Arc::new(floe_schedules::NoScheduler),
+            )),
+        },
+        Arc::new(verifier),
+    );
     Ok(World {
         app: app(state),
         store,

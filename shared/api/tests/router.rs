@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use floe_api::{AppState, app};
+use floe_api::{ApiState, app};
 use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
 use floe_domain::repository::EndpointPolicy;
 use floe_secrets::LocalCipher;
@@ -61,22 +61,25 @@ fn api() -> Result<Api, Box<dyn std::error::Error>> {
         keys: KeySource::Hs256Secret(SECRET.to_vec()),
         leeway_secs: 0,
     })?;
-    let state = AppState {
-        store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
+    // The state as the wiring builds it: the use cases and the verifier.
+    let store = Store::new(Arc::new(SqliteBackend::in_memory()?));
+    let scheduler = Arc::new(floe_schedules::LocalScheduler::new(Arc::new(
+        floe_schedules::SystemClock,
+    )));
+    let app_layer = floe_app::App {
+        store: store.clone(),
         cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
-        verifier: Arc::new(verifier),
         endpoint_policy: EndpointPolicy::default(),
         queue: Arc::new(floe_plans::LocalQueue::new().0),
+        schedules: Arc::new(floe_schedules::ReconcileNow::new(store, scheduler)),
         clusters: Arc::new(floe_clusters_sim::SimulatedClusters::new(
             Arc::new(floe_compute_sim::SimulatedCompute::new(
                 floe_compute_sim::SimulatedConfig::default(),
             )),
             floe_clusters_sim::SimulatedClustersConfig::default(),
         )),
-        scheduler: Arc::new(floe_schedules::LocalScheduler::new(Arc::new(
-            floe_schedules::SystemClock,
-        ))),
     };
+    let state = ApiState::new(app_layer, Arc::new(verifier));
     Ok(Api { app: app(state) })
 }
 
@@ -645,7 +648,7 @@ fn openapi_document_is_up_to_date() {
     let generated = floe_api::openapi_json();
     assert!(
         committed == generated,
-        "openapi/openapi.json differs from what the router generates; rewrite it with:\n    cargo run -q --bin floe-api -- openapi > openapi/openapi.json"
+        "openapi/openapi.json differs from what the router generates; rewrite it with:\n    cargo run -q --bin floe-local -- openapi > openapi/openapi.json"
     );
 }
 
@@ -707,5 +710,50 @@ fn every_operation_is_fully_documented() -> TestResult {
         !text.contains("AKIA") && !text.contains("wJalr"),
         "no real-looking credentials in examples"
     );
+    Ok(())
+}
+
+/// The headers the document promises on a versioned answer are the ones
+/// the typed answers send.
+#[tokio::test]
+async fn documented_version_headers_are_sent() -> TestResult {
+    let doc: Value = serde_json::from_str(&floe_api::openapi_json())?;
+    let documented = |path: &str, method: &str, status: &str| -> Vec<String> {
+        doc["paths"][path][method]["responses"][status]["headers"]
+            .as_object()
+            .map(|h| h.keys().map(|k| k.to_ascii_lowercase()).collect())
+            .unwrap_or_default()
+    };
+    let api = api()?;
+    let created = api
+        .admin(
+            "POST",
+            "/api/v1/deployments",
+            Some(deployment_body("logs", None, &[])),
+        )
+        .await?;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let headers = documented("/api/v1/deployments", "post", "201");
+    assert_eq!(headers, ["etag", "location", "x-cloud-resource-version"]);
+    for h in &headers {
+        assert!(created.headers.contains_key(h.as_str()), "{h} not sent");
+    }
+    let id = created.body["id"].as_str().ok_or("id")?;
+    let got = api
+        .admin("GET", &format!("/api/v1/deployments/{id}"), None)
+        .await?;
+    let headers = documented("/api/v1/deployments/{id}", "get", "200");
+    assert_eq!(headers, ["etag", "x-cloud-resource-version"]);
+    for h in &headers {
+        assert!(got.headers.contains_key(h.as_str()), "{h} not sent");
+    }
+    assert_eq!(
+        got.headers
+            .get("x-cloud-resource-version")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    // Answers without a version document none.
+    assert!(documented("/api/v1/deployments", "get", "200").is_empty());
     Ok(())
 }

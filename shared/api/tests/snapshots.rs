@@ -4,7 +4,7 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Utc;
-use floe_api::{AppState, app};
+use floe_api::{ApiState, app};
 use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
 use floe_clusters::Clusters;
 use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
@@ -167,17 +167,22 @@ async fn api(delay: Duration) -> Fallible<Api> {
         keys: KeySource::Hs256Secret(SECRET.to_vec()),
         leeway_secs: 0,
     })?;
-    let state = AppState {
-        store: store.clone(),
-        cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
-        verifier: Arc::new(verifier),
-        endpoint_policy: EndpointPolicy::default(),
-        queue: Arc::new(floe_plans::LocalQueue::new().0),
-        clusters,
-        scheduler: Arc::new(floe_schedules::LocalScheduler::new(Arc::new(
-            floe_schedules::SystemClock,
-        ))),
-    };
+    let state = ApiState::new(
+        floe_app::App {
+            store: store.clone(),
+            cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
+            endpoint_policy: EndpointPolicy::default(),
+            queue: Arc::new(floe_plans::LocalQueue::new().0),
+            clusters,
+            schedules: Arc::new(floe_schedules::ReconcileNow::new(
+                store.clone(),
+                Arc::new(floe_schedules::LocalScheduler::new(Arc::new(
+                    floe_schedules::SystemClock,
+                ))),
+            )),
+        },
+        Arc::new(verifier),
+    );
     Ok(Api {
         app: app(state),
         store,

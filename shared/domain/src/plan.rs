@@ -399,8 +399,9 @@ pub mod lifecycle {
             PlanKind::Create => DeploymentStatus::Initializing,
             PlanKind::Update => DeploymentStatus::Reconfiguring,
             PlanKind::Shutdown | PlanKind::Delete => DeploymentStatus::Stopping,
-            // The cluster keeps serving while a snapshot is restored into it.
-            PlanKind::Restore => DeploymentStatus::Running,
+            // The cluster keeps serving while a snapshot is restored into
+            // it, but a plan runs: clients wait for `running` again.
+            PlanKind::Restore => DeploymentStatus::Reconfiguring,
         }
     }
 
@@ -486,6 +487,10 @@ mod tests {
             assert_eq!(lifecycle::after(kind, PlanEnd::UndoFailed), S::Failed);
         }
         assert_eq!(lifecycle::while_running(PlanKind::Create), S::Initializing);
+        assert_eq!(
+            lifecycle::while_running(PlanKind::Restore),
+            S::Reconfiguring
+        );
         assert_eq!(
             lifecycle::after(PlanKind::Create, PlanEnd::RolledBack),
             S::Stopped

@@ -2,17 +2,17 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, only_params};
-use crate::state::AppState;
+use crate::state::ApiState;
 use axum::Json;
-use axum::extract::Query;
-use floe_domain::catalog::{self, Arch};
+use axum::extract::{Query, State};
+use floe_app::catalog::InstanceTypeList;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(health))
         .routes(routes!(list_instance_types))
@@ -43,26 +43,6 @@ async fn health() -> Json<Health> {
     })
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct InstanceTypeView {
-    #[schema(example = "m6g.xlarge")]
-    pub name: String,
-    #[schema(example = "m6g")]
-    pub family: String,
-    pub arch: Arch,
-    pub vcpus: u32,
-    pub memory_mib: u32,
-    /// The heap the platform sets on this type: half the RAM, at most 31 GiB.
-    pub jvm_heap_mib: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub local_nvme_gb: Option<u32>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct InstanceTypeList {
-    pub instance_types: Vec<InstanceTypeView>,
-}
-
 /// The EC2 instance types deployments can use.
 #[utoipa::path(
     get,
@@ -79,33 +59,14 @@ pub struct InstanceTypeList {
     security(("bearer" = []))
 )]
 async fn list_instance_types(
+    State(state): State<ApiState>,
     caller: Caller,
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Result<Json<InstanceTypeList>, ApiError> {
-    caller.require_read()?;
+    let who = caller.reader()?;
     only_params(&query, &["arch"])?;
-    let arch = match query.get("arch") {
-        None => None,
-        Some(a) => Some(Arch::parse(a).ok_or_else(|| {
-            ApiError::invalid_field(
-                "validation.unknown_value",
-                "arch",
-                "must be arm64 or x86_64",
-            )
-        })?),
-    };
-    let instance_types = catalog::all()
-        .iter()
-        .filter(|t| arch.is_none_or(|a| t.arch == a))
-        .map(|t| InstanceTypeView {
-            name: t.name.to_string(),
-            family: t.family.to_string(),
-            arch: t.arch,
-            vcpus: t.vcpus,
-            memory_mib: t.memory_mib,
-            jvm_heap_mib: catalog::jvm_heap_mib(t.memory_mib),
-            local_nvme_gb: t.local_nvme_gb,
-        })
-        .collect();
-    Ok(Json(InstanceTypeList { instance_types }))
+    Ok(Json(state.app.instance_types(
+        &who,
+        query.get("arch").map(String::as_str),
+    )?))
 }

@@ -1,73 +1,25 @@
 //! Snapshot policies: `/api/v1/snapshot-policies`.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{
-    Caller, JsonSpec, PathParam, check_version, expected_version, only_params, page_request,
-};
-use crate::respond::{versioned, with_location};
-use crate::state::AppState;
+use crate::extract::{Caller, JsonSpec, PathParam, expected_version, only_params, page_request};
+use crate::respond::{Created, NoContent, Versioned};
+use crate::responses::{BodyErrors, ManageErrors, ReadErrors};
+use crate::state::ApiState;
+use axum::Json;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use floe_domain::names::{is_resource_id, new_resource_id};
-use floe_domain::policy::{Policy, PolicySpec, PolicyView};
-use floe_store::{Kind, StoreError, Versioned};
-use serde::Serialize;
+use axum::http::HeaderMap;
+use floe_app::policies::PolicyList;
+use floe_domain::policy::{PolicySpec, PolicyView};
 use std::collections::BTreeMap;
-use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub const TAG: &str = "snapshot-policies";
 
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(create_policy, list_policies))
         .routes(routes!(get_policy, put_policy, delete_policy))
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PolicyList {
-    pub policies: Vec<PolicyView>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-}
-
-fn not_found(id: &str) -> ApiError {
-    ApiError::not_found(
-        "policies.policy_not_found",
-        format!("snapshot policy {id} was not found"),
-    )
-}
-
-fn view(p: &Versioned<Policy>) -> PolicyView {
-    PolicyView::new(&p.value, p.version, p.refs)
-}
-
-fn reference_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::MissingReference {
-            kind: Kind::Repository,
-            key,
-        } => ApiError::invalid_field(
-            "validation.repository_not_found",
-            "repository",
-            format!("snapshot repository '{key}' does not exist"),
-        ),
-        other => ApiError::from_store(other),
-    }
-}
-
-async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Versioned<Policy>, ApiError> {
-    if !is_resource_id(id) {
-        return Err(not_found(id));
-    }
-    state
-        .store
-        .get_policy(&caller.org, id)
-        .await
-        .map_err(ApiError::from_store)?
-        .ok_or_else(|| not_found(id))
 }
 
 /// Create a snapshot policy.
@@ -84,47 +36,24 @@ async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Versioned<P
         (status = 201, description = "Created.", body = PolicyView, example = json!(crate::examples::policy_view())),
         (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody,
          example = json!({"errors": [{"code": "validation.interval", "message": "schedule.interval: must be at least 1m (EventBridge Scheduler's shortest rate)", "fields": ["schedule.interval"]}]})),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB.", body = ErrorBody),
-        (status = 415, description = "Body is not JSON.", body = ErrorBody),
+        ManageErrors,
+        BodyErrors,
     ),
     security(("bearer" = []))
 )]
 async fn create_policy(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     caller: Caller,
     Query(query): Query<BTreeMap<String, String>>,
     JsonSpec(spec): JsonSpec<PolicySpec>,
-) -> Result<Response, ApiError> {
-    caller.require_deployment_manager()?;
+) -> Result<Created<PolicyView>, ApiError> {
+    let who = caller.manager()?;
     only_params(&query, &[])?;
-    let schedule_expression = spec.validate_spec()?;
-    let now = chrono::Utc::now();
-    let policy = Policy {
-        id: new_resource_id(),
-        org: caller.org.clone(),
-        spec,
-        schedule_expression,
-        created: now,
-        updated: now,
-    };
-    state
-        .store
-        .create_policy(&policy)
-        .await
-        .map_err(reference_error)?;
-    tracing::info!(policy = %policy.id, "snapshot policy created");
-    let location = format!("/api/v1/snapshot-policies/{}", policy.id);
-    let stored = Versioned {
-        value: policy,
-        version: 1,
-        refs: 0,
-    };
-    Ok(with_location(
-        versioned(StatusCode::CREATED, &view(&stored), 1),
-        &location,
-    ))
+    let policy = state.app.create_policy(&who, spec).await?;
+    Ok(Created {
+        location: format!("/api/v1/snapshot-policies/{}", policy.id),
+        body: policy,
+    })
 }
 
 /// List snapshot policies.
@@ -141,28 +70,19 @@ async fn create_policy(
         (status = 200, description = "One page, oldest first.", body = PolicyList,
          example = json!({"policies": [crate::examples::policy_view()]})),
         (status = 400, description = "Bad parameters.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
     ),
     security(("bearer" = []))
 )]
 async fn list_policies(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     caller: Caller,
     Query(query): Query<BTreeMap<String, String>>,
-) -> Result<Response, ApiError> {
-    caller.require_read()?;
+) -> Result<Json<PolicyList>, ApiError> {
+    let who = caller.reader()?;
     only_params(&query, &["size", "cursor"])?;
-    let page = state
-        .store
-        .list_policies(&caller.org, &page_request(&query)?)
-        .await
-        .map_err(ApiError::from_store)?;
-    Ok(axum::Json(PolicyList {
-        policies: page.items.iter().map(view).collect(),
-        next_cursor: page.next_cursor,
-    })
-    .into_response())
+    let page = page_request(&query)?;
+    Ok(Json(state.app.list_policies(&who, page).await?))
 }
 
 /// Read a snapshot policy.
@@ -174,20 +94,18 @@ async fn list_policies(
     params(("id" = String, Path, description = "Policy id.")),
     responses(
         (status = 200, description = "The policy.", body = PolicyView, example = json!(crate::examples::policy_view())),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Role too weak.", body = ErrorBody),
+        ReadErrors,
         (status = 404, description = "No such policy in this organization.", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
 async fn get_policy(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
-) -> Result<Response, ApiError> {
-    caller.require_read()?;
-    let p = load(&state, &caller, &id).await?;
-    Ok(versioned(StatusCode::OK, &view(&p), p.version))
+) -> Result<Versioned<PolicyView>, ApiError> {
+    let who = caller.reader()?;
+    Ok(Versioned::ok(state.app.get_policy(&who, &id).await?))
 }
 
 /// Replace a snapshot policy.
@@ -205,55 +123,27 @@ async fn get_policy(
     responses(
         (status = 200, description = "Updated.", body = PolicyView, example = json!(crate::examples::policy_view())),
         (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such policy.", body = ErrorBody),
         (status = 409, description = "Changed concurrently.", body = ErrorBody),
         (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB.", body = ErrorBody),
-        (status = 415, description = "Body is not JSON.", body = ErrorBody),
+        BodyErrors,
     ),
     security(("bearer" = []))
 )]
 async fn put_policy(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
     JsonSpec(spec): JsonSpec<PolicySpec>,
-) -> Result<Response, ApiError> {
-    caller.require_deployment_manager()?;
+) -> Result<Versioned<PolicyView>, ApiError> {
+    let who = caller.manager()?;
     only_params(&query, &["version"])?;
     let expected = expected_version(&headers, &query)?;
-    let previous = load(&state, &caller, &id).await?;
-    check_version(expected, previous.version)?;
-    let schedule_expression = spec.validate_spec()?;
-    let policy = Policy {
-        spec,
-        schedule_expression,
-        updated: chrono::Utc::now(),
-        ..previous.value.clone()
-    };
-    let version = state
-        .store
-        .replace_policy(&policy, &previous)
-        .await
-        .map_err(|e| match e {
-            StoreError::VersionMismatch { current } if expected.is_some() => {
-                ApiError::precondition_failed(current)
-            }
-            StoreError::NotFound => not_found(&id),
-            other => reference_error(other),
-        })?;
-    tracing::info!(policy = %id, version, "snapshot policy updated");
-    state.reconcile_policy_schedules(&caller.org, &id).await;
-    let stored = Versioned {
-        value: policy,
-        version,
-        refs: previous.refs,
-    };
-    Ok(versioned(StatusCode::OK, &view(&stored), version))
+    let updated = state.app.update_policy(&who, &id, expected, spec).await?;
+    Ok(Versioned::ok(updated))
 }
 
 /// Delete a snapshot policy that no deployment has attached.
@@ -269,8 +159,7 @@ async fn put_policy(
     ),
     responses(
         (status = 204, description = "Deleted."),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-        (status = 403, description = "Needs deployment_manager or platform_admin.", body = ErrorBody),
+        ManageErrors,
         (status = 404, description = "No such policy.", body = ErrorBody),
         (status = 409, description = "Still attached to a deployment.", body = ErrorBody),
         (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
@@ -278,32 +167,15 @@ async fn put_policy(
     security(("bearer" = []))
 )]
 async fn delete_policy(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
-) -> Result<Response, ApiError> {
-    caller.require_deployment_manager()?;
+) -> Result<NoContent, ApiError> {
+    let who = caller.manager()?;
     only_params(&query, &["version"])?;
     let expected = expected_version(&headers, &query)?;
-    let current = load(&state, &caller, &id).await?;
-    check_version(expected, current.version)?;
-    state
-        .store
-        .delete_policy(&current)
-        .await
-        .map_err(|e| match e {
-            StoreError::InUse { refs } => ApiError::conflict(
-                "policies.policy_in_use",
-                format!("snapshot policy {id} is attached to {refs} deployments; detach it first"),
-            ),
-            StoreError::VersionMismatch { current } if expected.is_some() => {
-                ApiError::precondition_failed(current)
-            }
-            StoreError::NotFound => not_found(&id),
-            other => ApiError::from_store(other),
-        })?;
-    tracing::info!(policy = %id, "snapshot policy deleted");
-    Ok(StatusCode::NO_CONTENT.into_response())
+    state.app.delete_policy(&who, &id, expected).await?;
+    Ok(NoContent)
 }

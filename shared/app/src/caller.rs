@@ -1,0 +1,109 @@
+//! Who is asking, and what they may do. A use case takes one of the
+//! capability types ([`Reader`], [`Manager`], [`Admin`]), which only the
+//! checks here hand out, so every entry point enforces the same rule.
+
+use crate::AppError;
+use floe_auth::Role;
+use std::ops::Deref;
+
+/// A verified caller acting in one organization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The organization the request acts in (the token's own, or the one a
+    /// platform role picked).
+    pub org: String,
+    /// The token's subject; plans record it as their author.
+    pub subject: String,
+    pub roles: Vec<Role>,
+}
+
+macro_rules! capability {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone)]
+        pub struct $name(Caller);
+
+        impl Deref for $name {
+            type Target = Caller;
+            fn deref(&self) -> &Caller {
+                &self.0
+            }
+        }
+    };
+}
+
+capability!(
+    /// May read everything in the organization.
+    Reader
+);
+capability!(
+    /// May create, change and remove deployments and snapshot policies.
+    Manager
+);
+capability!(
+    /// May change the platform's configuration (snapshot repositories).
+    Admin
+);
+
+impl Caller {
+    fn has(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+
+    pub fn reader(&self) -> Result<Reader, AppError> {
+        if self.roles.is_empty() {
+            return Err(AppError::Forbidden("this token has no role that may read"));
+        }
+        Ok(Reader(self.clone()))
+    }
+
+    pub fn manager(&self) -> Result<Manager, AppError> {
+        if self.has(Role::PlatformAdmin) || self.has(Role::DeploymentManager) {
+            Ok(Manager(self.clone()))
+        } else {
+            Err(AppError::Forbidden(
+                "this needs the deployment_manager or platform_admin role",
+            ))
+        }
+    }
+
+    pub fn admin(&self) -> Result<Admin, AppError> {
+        if self.has(Role::PlatformAdmin) {
+            Ok(Admin(self.clone()))
+        } else {
+            Err(AppError::Forbidden("this needs the platform_admin role"))
+        }
+    }
+}
+
+/// Whoever may change deployments may read them.
+impl From<&Manager> for Reader {
+    fn from(m: &Manager) -> Reader {
+        Reader(m.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(roles: &[Role]) -> Caller {
+        Caller {
+            org: "acme".into(),
+            subject: "alice".into(),
+            roles: roles.to_vec(),
+        }
+    }
+
+    #[test]
+    fn each_capability_needs_its_roles() {
+        assert!(caller(&[]).reader().is_err());
+        assert!(caller(&[Role::DeploymentViewer]).reader().is_ok());
+        assert!(caller(&[Role::DeploymentViewer]).manager().is_err());
+        assert!(caller(&[Role::DeploymentManager]).manager().is_ok());
+        assert!(caller(&[Role::PlatformAdmin]).manager().is_ok());
+        assert!(caller(&[Role::DeploymentManager]).admin().is_err());
+        assert!(caller(&[Role::PlatformViewer]).admin().is_err());
+        assert!(caller(&[Role::PlatformAdmin]).admin().is_ok());
+    }
+}

@@ -1,0 +1,431 @@
+//! Deployments: create (and clone), read, list, update, shut down, delete.
+
+use crate::error::{Holder, reference_error};
+use crate::{App, AppError, Manager, Reader, Resource};
+use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus, DeploymentView};
+use floe_domain::names::{is_resource_id, new_resource_id};
+use floe_domain::plan::{Plan, PlanKind, PlanParams, ShutdownParams, lifecycle};
+use floe_ports::ReconcileJob;
+use floe_store::{Filter, Idempotency, PageRequest, StoreError, Versioned};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeploymentList {
+    pub deployments: Vec<DeploymentView>,
+    /// Present when more may follow. A page can hold fewer than `size`
+    /// deployments when filters are given; follow the cursor until it is absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// What a listing asks for. `status` and `tag` are checked here, as the
+/// client sent them.
+#[derive(Debug, Clone, Default)]
+pub struct DeploymentQuery {
+    pub page: PageRequest,
+    pub name_prefix: Option<String>,
+    pub status: Option<String>,
+    /// `key:value`.
+    pub tag: Option<String>,
+}
+
+/// A create's outcome: a new deployment, or the first result of a retry
+/// with the same idempotency key and body.
+#[derive(Debug)]
+pub enum Creation {
+    Created(DeploymentView),
+    Replayed(DeploymentView),
+}
+
+pub(crate) fn view(d: &Versioned<Deployment>) -> DeploymentView {
+    DeploymentView::new(&d.value, d.version)
+}
+
+pub(crate) fn plan_in_progress(plan_id: &str, kind: PlanKind) -> AppError {
+    AppError::conflict(
+        "deployments.plan_in_progress",
+        format!(
+            "plan {plan_id} ({}) is pending; wait for it or cancel it (DELETE …/plans/pending)",
+            kind.as_str()
+        ),
+    )
+}
+
+fn hash(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p);
+    }
+    hex::encode(h.finalize())
+}
+
+impl App {
+    /// The deployment `id` of the caller's organization.
+    pub(crate) async fn load_deployment(
+        &self,
+        org: &str,
+        id: &str,
+    ) -> Result<Versioned<Deployment>, AppError> {
+        if !is_resource_id(id) {
+            return Err(AppError::not_found(Resource::Deployment, id));
+        }
+        self.store
+            .get_deployment(org, id)
+            .await?
+            .ok_or_else(|| AppError::not_found(Resource::Deployment, id))
+    }
+
+    /// Stores `plan` as the deployment's pending plan, moves the deployment
+    /// to the status its kind shows while it runs, and wakes a worker.
+    pub(crate) async fn start_plan(
+        &self,
+        previous: &Versioned<Deployment>,
+        plan: &Plan,
+    ) -> Result<DeploymentView, AppError> {
+        let mut next = previous.value.clone();
+        next.status = lifecycle::while_running(plan.kind());
+        next.pending_plan = Some(plan.reference());
+        next.updated = plan.created;
+        let version = self
+            .store
+            .replace_deployment(&next, previous, Some(plan))
+            .await
+            .map_err(|e| AppError::from_write(e, None, Resource::Deployment, &next.id))?;
+        self.wake(&plan.org, &plan.deployment_id, &plan.id).await;
+        Ok(DeploymentView::new(&next, version))
+    }
+
+    /// Create a deployment: stored as `initializing` with a pending create
+    /// plan. With `idempotency_key`, a retry with the same body answers the
+    /// first result and another body is a conflict.
+    pub async fn create_deployment(
+        &self,
+        who: &Manager,
+        spec: DeploymentSpec,
+        idempotency_key: Option<&str>,
+    ) -> Result<Creation, AppError> {
+        self.create_validated(who, spec, idempotency_key).await
+    }
+
+    /// Creates a deployment from `spec` (a create's body, or a clone's):
+    /// normalized, validated, a clone's source resolved, then stored with
+    /// its create plan.
+    pub(crate) async fn create_validated(
+        &self,
+        who: &Manager,
+        mut spec: DeploymentSpec,
+        key: Option<&str>,
+    ) -> Result<Creation, AppError> {
+        if let Some(k) = key {
+            check_idempotency_key(k)?;
+        }
+        spec.normalize()?;
+        spec.validate_spec()?;
+        let idempotency = match key {
+            None => None,
+            Some(k) => {
+                let canonical = serde_json::to_vec(&spec).map_err(|_| AppError::Internal)?;
+                Some(Idempotency {
+                    key_hash: hash(&[k.as_bytes()]),
+                    request_hash: hash(&[who.subject.as_bytes(), &canonical]),
+                })
+            }
+        };
+        if let Some(idem) = &idempotency
+            && let Some(first) = self.replay(&who.org, idem).await?
+        {
+            return Ok(Creation::Replayed(first));
+        }
+        let warnings = self.resolve_clone(&who.org, &mut spec).await?;
+
+        let now = chrono::Utc::now();
+        let id = new_resource_id();
+        // The plan restores the clone's source; the deployment does not keep it.
+        let params = PlanParams::Create(spec.clone());
+        spec.restore_snapshot = None;
+        let plan = Plan::new(
+            &who.org,
+            &id,
+            params,
+            "deployments.create",
+            &who.subject,
+            now,
+        );
+        let deployment = Deployment {
+            id: id.clone(),
+            org: who.org.clone(),
+            spec,
+            status: lifecycle::while_running(plan.kind()),
+            pending_plan: Some(plan.reference()),
+            created: now,
+            updated: now,
+        };
+        match self
+            .store
+            .create_deployment(&deployment, &plan, idempotency.as_ref())
+            .await
+        {
+            Ok(()) => {}
+            Err(StoreError::IdempotencyKeyReused) => {
+                // A concurrent request with the same key won the race.
+                if let Some(idem) = &idempotency
+                    && let Some(first) = self.replay(&who.org, idem).await?
+                {
+                    return Ok(Creation::Replayed(first));
+                }
+                return Err(AppError::ConcurrentChange);
+            }
+            Err(e) => {
+                let policies = deployment.spec.policies();
+                return Err(reference_error(Holder::Deployment { policies }, e));
+            }
+        }
+        tracing::info!(deployment = %id, plan = %plan.id, "deployment created with a pending create plan");
+        self.wake(&who.org, &id, &plan.id).await;
+        let stored = Versioned {
+            value: deployment,
+            version: 1,
+            refs: 0,
+        };
+        let mut created = view(&stored);
+        created.warnings = warnings;
+        Ok(Creation::Created(created))
+    }
+
+    /// The first result of an idempotent create, or a conflict when the key
+    /// was used with another body.
+    async fn replay(
+        &self,
+        org: &str,
+        idem: &Idempotency,
+    ) -> Result<Option<DeploymentView>, AppError> {
+        let Some(first) = self.store.get_idempotency(org, &idem.key_hash).await? else {
+            return Ok(None);
+        };
+        if first.request_hash != idem.request_hash {
+            return Err(AppError::conflict(
+                "request.idempotency_key_reused",
+                "this idempotency key was already used with a different request body",
+            ));
+        }
+        let d = self.load_deployment(org, &first.deployment_id).await?;
+        Ok(Some(view(&d)))
+    }
+
+    /// One page of the organization's deployments, oldest first.
+    pub async fn list_deployments(
+        &self,
+        who: &Reader,
+        query: DeploymentQuery,
+    ) -> Result<DeploymentList, AppError> {
+        let status = match &query.status {
+            None => None,
+            Some(s) => Some(
+                DeploymentStatus::parse(s)
+                    .ok_or_else(|| {
+                        AppError::invalid(
+                            "validation.unknown_value",
+                            "status",
+                            "must be one of initializing, reconfiguring, running, stopping, stopped, failed",
+                        )
+                    })?
+                    .as_str()
+                    .to_string(),
+            ),
+        };
+        if let Some(tag) = &query.tag
+            && !tag.contains(':')
+        {
+            return Err(AppError::invalid(
+                "validation.tag",
+                "tag",
+                "must be key:value",
+            ));
+        }
+        let filter = Filter {
+            name_prefix: query.name_prefix,
+            status,
+            tag: query.tag,
+        };
+        let result = self
+            .store
+            .list_deployments(&who.org, filter, &query.page)
+            .await?;
+        Ok(DeploymentList {
+            deployments: result.items.iter().map(view).collect(),
+            next_cursor: result.next_cursor,
+        })
+    }
+
+    pub async fn get_deployment(&self, who: &Reader, id: &str) -> Result<DeploymentView, AppError> {
+        let d = self.load_deployment(&who.org, id).await?;
+        Ok(view(&d))
+    }
+
+    /// Replace a deployment's spec. Changes to the name, tags and policy
+    /// attachments apply at once; the others need an update plan, refused
+    /// while another plan is pending or the deployment is not running.
+    pub async fn update_deployment(
+        &self,
+        who: &Manager,
+        id: &str,
+        expected: Option<u64>,
+        mut spec: DeploymentSpec,
+    ) -> Result<DeploymentView, AppError> {
+        let previous = self.load_deployment(&who.org, id).await?;
+        check_version(expected, previous.version)?;
+        spec.normalize()?;
+        spec.validate_spec()?;
+        if spec.restore_snapshot.is_some() {
+            return Err(AppError::invalid(
+                "validation.create_only",
+                "restore_snapshot",
+                "is for creating a deployment; restore into this one with POST /api/v1/deployments/{id}/_restore",
+            ));
+        }
+
+        let now = chrono::Utc::now();
+        let mut next = previous.value.clone();
+        let mut plan = None;
+        if previous.value.spec.needs_plan_to_become(&spec) {
+            if let Some(pending) = &previous.value.pending_plan {
+                return Err(plan_in_progress(&pending.plan_id, pending.kind));
+            }
+            if previous.value.status != DeploymentStatus::Running {
+                return Err(AppError::conflict(
+                    "deployments.not_running",
+                    format!(
+                        "the deployment is {}; only a running deployment can be reconfigured",
+                        previous.value.status.as_str()
+                    ),
+                ));
+            }
+            let p = Plan::new(
+                &who.org,
+                id,
+                PlanParams::Update(spec),
+                "deployments.update",
+                &who.subject,
+                now,
+            );
+            next.pending_plan = Some(p.reference());
+            next.status = lifecycle::while_running(p.kind());
+            plan = Some(p);
+        } else {
+            // The cluster runs the spec of its last successful plan: a change that
+            // needs a plan becomes the record's spec only when that plan succeeds.
+            next.spec = spec;
+        }
+        next.updated = now;
+        let version = self
+            .store
+            .replace_deployment(&next, &previous, plan.as_ref())
+            .await
+            .map_err(|e| match e {
+                e @ (StoreError::VersionMismatch { .. } | StoreError::NotFound) => {
+                    AppError::from_write(e, expected, Resource::Deployment, id)
+                }
+                other => {
+                    let policies = next.spec.policies();
+                    reference_error(Holder::Deployment { policies }, other)
+                }
+            })?;
+        tracing::info!(deployment = %id, version, plan = plan.as_ref().map(|p| p.id.as_str()), "deployment updated");
+        if let Some(p) = &plan {
+            self.wake(&who.org, id, &p.id).await;
+        }
+        if previous.value.spec.snapshot != next.spec.snapshot
+            || previous.value.status != next.status
+        {
+            self.sync_schedules(ReconcileJob::deployment(&who.org, id))
+                .await;
+        }
+        Ok(DeploymentView::new(&next, version))
+    }
+
+    /// Shut a deployment down: a shutdown plan terminates its nodes (after a
+    /// final snapshot unless `skip_snapshot`); the record stays.
+    pub async fn shutdown_deployment(
+        &self,
+        who: &Manager,
+        id: &str,
+        skip_snapshot: bool,
+    ) -> Result<DeploymentView, AppError> {
+        let previous = self.load_deployment(&who.org, id).await?;
+        if let Some(pending) = &previous.value.pending_plan {
+            return Err(plan_in_progress(&pending.plan_id, pending.kind));
+        }
+        if previous.value.status == DeploymentStatus::Stopped {
+            return Err(AppError::conflict(
+                "deployments.already_stopped",
+                format!("deployment {id} is already stopped"),
+            ));
+        }
+        let plan = Plan::new(
+            &who.org,
+            id,
+            PlanParams::Shutdown(ShutdownParams { skip_snapshot }),
+            "deployments.shutdown",
+            &who.subject,
+            chrono::Utc::now(),
+        );
+        let answer = self.start_plan(&previous, &plan).await?;
+        tracing::info!(deployment = %id, plan = %plan.id, "shutdown plan pending");
+        self.sync_schedules(ReconcileJob::deployment(&who.org, id))
+            .await;
+        Ok(answer)
+    }
+
+    /// Delete a stopped deployment's record.
+    pub async fn delete_deployment(
+        &self,
+        who: &Manager,
+        id: &str,
+        expected: Option<u64>,
+    ) -> Result<(), AppError> {
+        let current = self.load_deployment(&who.org, id).await?;
+        check_version(expected, current.version)?;
+        if current.value.status != DeploymentStatus::Stopped {
+            return Err(AppError::conflict(
+                "deployments.deployment_not_stopped",
+                format!(
+                    "deployment {id} is {}; shut it down before deleting it",
+                    current.value.status.as_str()
+                ),
+            ));
+        }
+        self.store
+            .delete_deployment(&current)
+            .await
+            .map_err(|e| AppError::from_write(e, expected, Resource::Deployment, id))?;
+        tracing::info!(deployment = %id, "deployment deleted");
+        self.sync_schedules(ReconcileJob::deployment(&who.org, id))
+            .await;
+        Ok(())
+    }
+}
+
+/// An idempotency key is 1 to 128 visible ASCII characters.
+fn check_idempotency_key(key: &str) -> Result<(), AppError> {
+    let ok = !key.is_empty() && key.len() <= 128 && key.bytes().all(|b| b.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(AppError::invalid(
+            "validation.idempotency_key",
+            "Idempotency-Key",
+            "must be 1 to 128 visible ASCII characters",
+        ))
+    }
+}
+
+/// Checks the version a caller expects against the current one.
+pub(crate) fn check_version(expected: Option<u64>, current: u64) -> Result<(), AppError> {
+    match expected {
+        Some(e) if e != current => Err(AppError::PreconditionFailed { current }),
+        _ => Ok(()),
+    }
+}

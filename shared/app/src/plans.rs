@@ -1,0 +1,127 @@
+//! A deployment's plans: the current, pending and finished ones, and
+//! cancelling the pending one.
+
+use crate::{App, AppError, Manager, Reader, Resource};
+use floe_domain::plan::{Plan, PlanKind, PlanSource, PlanStatus, StepError, StepRecord};
+use floe_store::{PageRequest, StoreError};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// One plan attempt, as ECE shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlanView {
+    pub plan_attempt_id: String,
+    pub kind: PlanKind,
+    pub status: PlanStatus,
+    pub source: PlanSource,
+    pub created: chrono::DateTime<chrono::Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished: Option<chrono::DateTime<chrono::Utc>>,
+    pub cancel_requested: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepError>,
+    pub steps: Vec<StepRecord>,
+}
+
+impl PlanView {
+    pub fn new(p: &Plan) -> PlanView {
+        PlanView {
+            plan_attempt_id: p.id.clone(),
+            kind: p.kind(),
+            status: p.status,
+            source: p.source.clone(),
+            created: p.created,
+            finished: p.finished,
+            cancel_requested: p.cancel_requested,
+            error: p.error.clone(),
+            // Step outputs are the engine's working memory, not the user's view.
+            steps: p
+                .steps
+                .iter()
+                .map(|s| StepRecord {
+                    output: serde_json::Value::Null,
+                    ..s.clone()
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeploymentPlans {
+    /// The last plan that succeeded: what the deployment runs now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current: Option<PlanView>,
+    /// The plan in progress, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PlanView>,
+    /// Finished plans, oldest first (one page; see `next_cursor`).
+    pub history: Vec<PlanView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+impl App {
+    /// The deployment's plans: the current one, the pending one, and one
+    /// page of the finished ones.
+    pub async fn deployment_plans(
+        &self,
+        who: &Reader,
+        id: &str,
+        page: PageRequest,
+    ) -> Result<DeploymentPlans, AppError> {
+        let deployment = self.load_deployment(&who.org, id).await?;
+        let pending = match &deployment.value.pending_plan {
+            Some(p) => self.store.get_plan(&who.org, id, &p.plan_id).await?,
+            None => None,
+        };
+        let listed = self.store.list_plans(&who.org, id, &page).await?;
+        let history: Vec<&Plan> = listed
+            .items
+            .iter()
+            .map(|v| &v.value)
+            .filter(|p| p.status.is_finished())
+            .collect();
+        let current = history
+            .iter()
+            .rev()
+            .find(|p| p.status == PlanStatus::Succeeded)
+            .map(|p| PlanView::new(p));
+        Ok(DeploymentPlans {
+            current,
+            pending: pending.map(|p| PlanView::new(&p.value)),
+            history: history.into_iter().map(PlanView::new).collect(),
+            next_cursor: listed.next_cursor,
+        })
+    }
+
+    /// Asks the pending plan to stop at its next step boundary and unwind.
+    pub async fn cancel_pending_plan(&self, who: &Manager, id: &str) -> Result<PlanView, AppError> {
+        let deployment = self.load_deployment(&who.org, id).await?;
+        let no_plan = || AppError::not_found(Resource::PendingPlan, id);
+        let pending = deployment.value.pending_plan.as_ref().ok_or_else(no_plan)?;
+        // The engine writes the plan as it goes: retry on a lost race.
+        for _ in 0..5 {
+            let pv = self
+                .store
+                .get_plan(&who.org, id, &pending.plan_id)
+                .await?
+                .ok_or_else(no_plan)?;
+            if pv.value.status.is_finished() {
+                return Err(no_plan());
+            }
+            let mut plan = pv.value;
+            plan.cancel_requested = true;
+            match self.store.update_plan(&plan, pv.version).await {
+                Ok(_) => {
+                    tracing::info!(deployment = %id, plan = %plan.id, "plan cancellation requested");
+                    self.wake(&who.org, id, &plan.id).await;
+                    return Ok(PlanView::new(&plan));
+                }
+                Err(StoreError::VersionMismatch { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(AppError::ConcurrentChange)
+    }
+}

@@ -1,0 +1,205 @@
+//! Snapshot repositories: create or replace, read, list, delete.
+
+use crate::deployments::check_version;
+use crate::{Admin, App, AppError, Reader, Resource};
+use floe_domain::repository::{
+    Repository, RepositoryRequest, RepositorySettings, RepositoryView, S3Settings,
+    validate_repository_name,
+};
+use floe_domain::secret::{Sealed, SecretString};
+use floe_secrets::Owner;
+use floe_store::{PageRequest, StoreError};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RepositoryList {
+    pub repositories: Vec<RepositoryView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A put's outcome: the repository is new, or replaced an existing one.
+#[derive(Debug)]
+pub enum Put {
+    Created(RepositoryView),
+    Replaced(RepositoryView),
+}
+
+impl App {
+    pub async fn list_repositories(
+        &self,
+        who: &Reader,
+        page: PageRequest,
+    ) -> Result<RepositoryList, AppError> {
+        let page = self.store.list_repositories(&who.org, &page).await?;
+        Ok(RepositoryList {
+            repositories: page
+                .items
+                .iter()
+                .map(|v| RepositoryView::new(&v.value, v.version, v.refs))
+                .collect(),
+            next_cursor: page.next_cursor,
+        })
+    }
+
+    /// One repository; its secrets show only whether they are set.
+    pub async fn get_repository(
+        &self,
+        who: &Reader,
+        name: &str,
+    ) -> Result<RepositoryView, AppError> {
+        let v = self
+            .store
+            .get_repository(&who.org, name)
+            .await?
+            .ok_or_else(|| AppError::not_found(Resource::Repository, name))?;
+        Ok(RepositoryView::new(&v.value, v.version, v.refs))
+    }
+
+    /// Create or replace a repository. Secrets are sealed; on replace,
+    /// omitted secrets are kept when `access_key` is unchanged.
+    pub async fn put_repository(
+        &self,
+        who: &Admin,
+        name: &str,
+        expected: Option<u64>,
+        req: RepositoryRequest,
+    ) -> Result<Put, AppError> {
+        check_name(name)?;
+        req.validate(self.endpoint_policy)?;
+        let existing = self.store.get_repository(&who.org, name).await?;
+        match (&existing, expected) {
+            (Some(e), _) => check_version(expected, e.version)?,
+            (None, Some(_)) => return Err(AppError::not_found(Resource::Repository, name)),
+            (None, None) => {}
+        }
+
+        let now = chrono::Utc::now();
+        let settings = match &req {
+            RepositoryRequest::Fs(fs) => RepositorySettings::Fs(fs.clone()),
+            RepositoryRequest::S3(s3) => {
+                let previous = existing.as_ref().and_then(|e| match &e.value.settings {
+                    RepositorySettings::S3(p) if p.access_key == s3.access_key => Some(p),
+                    _ => None,
+                });
+                let owner = |field| Owner {
+                    org: &who.org,
+                    repository: name,
+                    field,
+                };
+                let secret_key = self
+                    .seal(
+                        owner("secret_key"),
+                        s3.secret_key.as_ref(),
+                        previous.and_then(|p| p.secret_key.as_ref()),
+                    )
+                    .await?;
+                let session_token = self
+                    .seal(
+                        owner("session_token"),
+                        s3.session_token.as_ref(),
+                        previous.and_then(|p: &S3Settings| p.session_token.as_ref()),
+                    )
+                    .await?;
+                RepositorySettings::S3(Repository::s3_settings_from_request(
+                    s3,
+                    secret_key,
+                    session_token,
+                ))
+            }
+        };
+        let repo = Repository {
+            org: who.org.clone(),
+            name: name.to_string(),
+            settings,
+            created: existing.as_ref().map(|e| e.value.created).unwrap_or(now),
+            updated: now,
+        };
+        match existing {
+            None => match self.store.create_repository(&repo).await {
+                Ok(()) => {
+                    tracing::info!(repository = %name, "repository created");
+                    Ok(Put::Created(RepositoryView::new(&repo, 1, 0)))
+                }
+                Err(StoreError::AlreadyExists) => Err(AppError::ConcurrentChange),
+                Err(e) => Err(e.into()),
+            },
+            Some(previous) => {
+                let version = self
+                    .store
+                    .replace_repository(&repo, previous.version)
+                    .await
+                    .map_err(|e| match e {
+                        StoreError::NotFound => AppError::ConcurrentChange,
+                        other => AppError::from_write(other, expected, Resource::Repository, name),
+                    })?;
+                tracing::info!(repository = %name, version, "repository replaced");
+                Ok(Put::Replaced(RepositoryView::new(
+                    &repo,
+                    version,
+                    previous.refs,
+                )))
+            }
+        }
+    }
+
+    /// Seals a newly sent secret, or keeps the stored one when none was sent.
+    async fn seal(
+        &self,
+        owner: Owner<'_>,
+        sent: Option<&SecretString>,
+        kept: Option<&Sealed>,
+    ) -> Result<Option<Sealed>, AppError> {
+        let Some(secret) = sent else {
+            return Ok(kept.cloned());
+        };
+        let field = owner.field;
+        let sealed = self
+            .cipher
+            .seal(secret.expose(), &owner)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, field, "could not encrypt a repository secret");
+                AppError::Unavailable {
+                    code: "internal.secrets_unavailable",
+                    message:
+                        "credentials cannot be encrypted right now; nothing was stored, retry later"
+                            .into(),
+                }
+            })?;
+        Ok(Some(Sealed::new(sealed)))
+    }
+
+    /// Delete a repository that no deployment or policy uses.
+    pub async fn delete_repository(
+        &self,
+        who: &Admin,
+        name: &str,
+        expected: Option<u64>,
+    ) -> Result<(), AppError> {
+        let current = self
+            .store
+            .get_repository(&who.org, name)
+            .await?
+            .ok_or_else(|| AppError::not_found(Resource::Repository, name))?;
+        check_version(expected, current.version)?;
+        self.store
+            .delete_repository(&who.org, name, current.version)
+            .await
+            .map_err(|e| match e {
+                StoreError::InUse { refs } => AppError::conflict(
+                    "repositories.repository_in_use",
+                    format!("snapshot repository '{name}' is used by {refs} deployments or policies; detach it first"),
+                ),
+                other => AppError::from_write(other, expected, Resource::Repository, name),
+            })?;
+        tracing::info!(repository = %name, "repository deleted");
+        Ok(())
+    }
+}
+
+/// Checks a repository's name (1–63 of a-z, 0-9, '-').
+pub fn check_name(name: &str) -> Result<(), AppError> {
+    validate_repository_name(name).map_err(|m| AppError::invalid("validation.name", "name", m))
+}

@@ -1,0 +1,375 @@
+//! Restores and clones: restoring into a running deployment, cloning one
+//! into a new deployment, and the `restore_snapshot` of a create.
+//!
+//! Everything a client can get wrong is found here, before a plan exists:
+//! the source deployment, the snapshot (`__latest_success__` is resolved
+//! from the snapshot records, so the plan records the name it restores),
+//! the repository, and whether the nodes can reach it. The plan then only
+//! meets what the cluster itself refuses.
+
+use crate::deployments::{Creation, plan_in_progress};
+use crate::{App, AppError, Manager};
+use floe_domain::deployment::{DeploymentSpec, DeploymentStatus, DeploymentView, NodeGroup};
+use floe_domain::plan::{Plan, PlanParams};
+use floe_domain::repository::{Repository, RepositorySettings};
+use floe_domain::restore::{LATEST_SUCCESS, RestoreMode, RestoreRequest, RestoreSnapshot};
+use floe_domain::snapshot::{SnapshotRecord, SnapshotState};
+use floe_store::PageRequest;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The short form of a clone: a new deployment like `{id}`, from its snapshot.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloneRequest {
+    /// The new deployment's name.
+    #[schema(example = "logs-analysis")]
+    pub name: String,
+    /// A snapshot name, or `__latest_success__` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_name: Option<String>,
+    /// By default the source's node groups; any others may be given, on
+    /// another architecture or size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_groups: Option<Vec<NodeGroup>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indices: Vec<String>,
+    #[serde(default)]
+    pub mode: RestoreMode,
+}
+
+/// A snapshot resolved: its record and repository.
+struct Resolved {
+    record: SnapshotRecord,
+    repository: Repository,
+}
+
+/// Whether nodes set up for `own` (the deployment's repository, or none:
+/// the instance role on AWS S3) can read `other`. Each node has one S3
+/// client, so a repository needing another endpoint or other keys is out
+/// of its reach. (The plans check the same before registering one.)
+pub fn reachable_with(own: Option<&Repository>, other: &Repository) -> bool {
+    let RepositorySettings::S3(o) = &other.settings else {
+        // A shared filesystem needs no client.
+        return true;
+    };
+    match own.map(|r| &r.settings) {
+        Some(RepositorySettings::S3(a)) => {
+            a.endpoint == o.endpoint
+                && a.protocol == o.protocol
+                && a.path_style_access == o.path_style_access
+                && a.region == o.region
+                && a.access_key == o.access_key
+        }
+        // The default client: AWS S3 with the nodes' instance role.
+        _ => o.endpoint.is_none() && o.access_key.is_none(),
+    }
+}
+
+fn unreachable(field: &str, repo: &str) -> AppError {
+    AppError::invalid(
+        "restore.repository_unreachable",
+        field,
+        format!(
+            "the nodes cannot reach repository {repo}: they have one S3 client, set up for the deployment's own repository (same endpoint, protocol, path style, region and access key needed)"
+        ),
+    )
+}
+
+impl App {
+    /// Finds the snapshot `name` (or the newest success) of `deployment_id`,
+    /// in `repository` when given. `field` prefixes the error fields.
+    async fn resolve(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        name: &str,
+        repository: Option<&str>,
+        field: &str,
+    ) -> Result<Resolved, AppError> {
+        let mut page = PageRequest {
+            size: Some(floe_store::stores::MAX_PAGE_SIZE),
+            cursor: None,
+        };
+        let mut found = None;
+        'pages: loop {
+            let listed = self
+                .store
+                .list_snapshots(org, deployment_id, None, &page)
+                .await?;
+            for item in listed.items {
+                let s = item.value;
+                if repository.is_some_and(|r| r != s.repository) {
+                    continue;
+                }
+                let wanted = if name == LATEST_SUCCESS {
+                    s.state == SnapshotState::Success
+                } else {
+                    s.name == name
+                };
+                if wanted {
+                    found = Some(s);
+                    break 'pages;
+                }
+            }
+            match listed.next_cursor {
+                Some(c) => page.cursor = Some(c),
+                None => break,
+            }
+        }
+        let in_repo = repository
+            .map(|r| format!(" in repository {r}"))
+            .unwrap_or_default();
+        let Some(record) = found else {
+            return Err(if name == LATEST_SUCCESS {
+                AppError::conflict_on(
+                    "restore.no_successful_snapshot",
+                    format!("{field}snapshot_name"),
+                    format!("deployment {deployment_id} has no successful snapshot{in_repo}"),
+                )
+            } else {
+                AppError::invalid(
+                    "restore.snapshot_not_found",
+                    format!("{field}snapshot_name"),
+                    format!("deployment {deployment_id} has no snapshot {name}{in_repo}"),
+                )
+            });
+        };
+        if !matches!(
+            record.state,
+            SnapshotState::Success | SnapshotState::Partial
+        ) {
+            return Err(AppError::conflict_on(
+                "restore.snapshot_not_restorable",
+                format!("{field}snapshot_name"),
+                format!(
+                    "snapshot {} is {}; only a SUCCESS or PARTIAL snapshot can be restored",
+                    record.name,
+                    record.state.as_str()
+                ),
+            ));
+        }
+        let repository = self
+            .store
+            .get_repository(org, &record.repository)
+            .await?
+            .ok_or_else(|| {
+                AppError::invalid(
+                    "restore.repository_not_found",
+                    format!("{field}repository"),
+                    format!(
+                        "snapshot {} is in repository {}, which no longer exists",
+                        record.name, record.repository
+                    ),
+                )
+            })?
+            .value;
+        Ok(Resolved { record, repository })
+    }
+
+    async fn repository_named(
+        &self,
+        org: &str,
+        name: Option<&str>,
+    ) -> Result<Option<Repository>, AppError> {
+        match name {
+            None => Ok(None),
+            Some(n) => Ok(self.store.get_repository(org, n).await?.map(|r| r.value)),
+        }
+    }
+
+    /// Checks a create's `restore_snapshot` and resolves it in place: the
+    /// snapshot's name and repository are what the plan restores.
+    /// Returns the warnings the request deserves.
+    pub(crate) async fn resolve_clone(
+        &self,
+        org: &str,
+        spec: &mut DeploymentSpec,
+    ) -> Result<Vec<String>, AppError> {
+        let Some(r) = spec.restore_snapshot.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let source = self
+            .store
+            .get_deployment(org, &r.source_deployment_id)
+            .await?;
+        if source.is_none() {
+            // Another organization's deployment is as absent as a missing one.
+            return Err(AppError::invalid(
+                "restore.source_not_found",
+                "restore_snapshot.source_deployment_id",
+                format!("deployment {} was not found", r.source_deployment_id),
+            ));
+        }
+        let resolved = self
+            .resolve(
+                org,
+                &r.source_deployment_id,
+                &r.snapshot_name,
+                r.repository.as_deref(),
+                "restore_snapshot.",
+            )
+            .await?;
+        let source_repo = &resolved.repository;
+        if spec.repository() == Some(source_repo.name.as_str()) {
+            return Err(AppError::invalid(
+                "restore.source_repository_writable",
+                "snapshot.repository",
+                format!(
+                    "a clone cannot write to its source's repository {}: two writers corrupt a repository; attach another one, or none",
+                    source_repo.name
+                ),
+            ));
+        }
+        if let Some(own) = self.repository_named(org, spec.repository()).await?
+            && !reachable_with(Some(&own), source_repo)
+        {
+            return Err(unreachable(
+                "restore_snapshot.repository",
+                &source_repo.name,
+            ));
+        }
+        if let Some(r) = spec.restore_snapshot.as_mut() {
+            tracing::info!(source = %r.source_deployment_id, requested = %r.snapshot_name, snapshot = %resolved.record.name, repository = %source_repo.name, "clone source resolved");
+            r.resolved_snapshot = Some(resolved.record.name.clone());
+            r.repository = Some(source_repo.name.clone());
+        }
+        Ok(cache_warnings(spec, &resolved.record))
+    }
+
+    /// Restore a snapshot into a running deployment, as a `restore` plan.
+    pub async fn restore_deployment(
+        &self,
+        who: &Manager,
+        id: &str,
+        request: RestoreRequest,
+    ) -> Result<DeploymentView, AppError> {
+        request.validate_request()?;
+        let previous = self.load_deployment(&who.org, id).await?;
+        if let Some(pending) = &previous.value.pending_plan {
+            return Err(plan_in_progress(&pending.plan_id, pending.kind));
+        }
+        if previous.value.status != DeploymentStatus::Running {
+            return Err(AppError::conflict(
+                "deployments.not_running",
+                format!(
+                    "deployment {id} is {}; only a running deployment can restore",
+                    previous.value.status.as_str()
+                ),
+            ));
+        }
+        let own = previous.value.spec.repository();
+        let Some(wanted) = request.repository.as_deref().or(own) else {
+            return Err(AppError::invalid(
+                "restore.repository_required",
+                "repository",
+                "the deployment has no repository of its own: name the one to restore from",
+            ));
+        };
+        // A foreign repository's snapshots are found through the deployment
+        // that took them only when it is this one; otherwise the name is
+        // trusted and the cluster says whether it exists.
+        let (snapshot, repo) = match self
+            .resolve(&who.org, id, &request.snapshot_name, Some(wanted), "")
+            .await
+        {
+            Ok(r) => (r.record.name, r.repository),
+            Err(e) if request.snapshot_name != LATEST_SUCCESS && request.repository.is_some() => {
+                let Some(repo) = self.repository_named(&who.org, Some(wanted)).await? else {
+                    return Err(AppError::invalid(
+                        "restore.repository_not_found",
+                        "repository",
+                        format!("snapshot repository {wanted} does not exist"),
+                    ));
+                };
+                tracing::debug!(error = %e, "snapshot not among this deployment's records");
+                (request.snapshot_name.clone(), repo)
+            }
+            Err(e) => return Err(e),
+        };
+        if own != Some(repo.name.as_str()) {
+            let own_repo = self.repository_named(&who.org, own).await?;
+            if !reachable_with(own_repo.as_ref(), &repo) {
+                return Err(unreachable("repository", &repo.name));
+            }
+        }
+        let target = request.target(id, &repo.name, own, &snapshot);
+        let plan = Plan::new(
+            &who.org,
+            id,
+            PlanParams::Restore(target),
+            "deployments.restore",
+            &who.subject,
+            chrono::Utc::now(),
+        );
+        let answer = self.start_plan(&previous, &plan).await?;
+        tracing::info!(deployment = %id, plan = %plan.id, snapshot = %snapshot, repository = %repo.name, "restore plan pending");
+        Ok(answer)
+    }
+
+    /// Clone a deployment from its snapshot: the short form of a create
+    /// with `restore_snapshot`, with the source's version, user settings
+    /// and (unless given) node groups.
+    pub async fn clone_deployment(
+        &self,
+        who: &Manager,
+        source_id: &str,
+        request: CloneRequest,
+        idempotency_key: Option<&str>,
+    ) -> Result<Creation, AppError> {
+        let source = self.load_deployment(&who.org, source_id).await?.value;
+        let spec = DeploymentSpec {
+            name: request.name,
+            version: source.spec.version.clone(),
+            node_groups: request
+                .node_groups
+                .unwrap_or_else(|| source.spec.node_groups.clone()),
+            user_settings: source.spec.user_settings.clone(),
+            snapshot: None,
+            metadata: Default::default(),
+            restore_snapshot: Some(RestoreSnapshot {
+                source_deployment_id: source_id.to_string(),
+                snapshot_name: request
+                    .snapshot_name
+                    .unwrap_or_else(|| LATEST_SUCCESS.to_string()),
+                repository: None,
+                indices: request.indices,
+                rename_pattern: None,
+                rename_replacement: None,
+                mode: request.mode,
+                resolved_snapshot: None,
+            }),
+        };
+        self.create_validated(who, spec, idempotency_key).await
+    }
+}
+
+/// A frozen tier's cache is worth its disk between 1 % and 10 % of the
+/// data it mounts: below, most searches miss it; above, it is paid for and
+/// idle.
+fn cache_warnings(spec: &DeploymentSpec, snapshot: &SnapshotRecord) -> Vec<String> {
+    let mounting = spec
+        .restore_snapshot
+        .as_ref()
+        .is_some_and(|r| r.mode == RestoreMode::Mount);
+    let cache: u64 = spec
+        .node_groups
+        .iter()
+        .map(|g| g.shared_cache_bytes() * u64::from(g.count))
+        .sum();
+    let Some(data) = snapshot.size_in_bytes.filter(|d| *d > 0) else {
+        return Vec::new();
+    };
+    if !mounting || cache == 0 {
+        return Vec::new();
+    }
+    let percent = cache as f64 * 100.0 / data as f64;
+    if (1.0..=10.0).contains(&percent) {
+        return Vec::new();
+    }
+    vec![format!(
+        "the frozen tier's shared cache ({}) is {percent:.1} % of the snapshot's data ({}); 1 % to 10 % is the useful range (node_groups[].shared_cache)",
+        floe_domain::bytesize::format_byte_size(cache),
+        floe_domain::bytesize::format_byte_size(data)
+    )]
+}

@@ -1,0 +1,276 @@
+//! The use cases over a SQLite store, the local queue and a recording
+//! ScheduleSync: what each stores, which plan it starts, whom it wakes and
+//! which schedules it asks to follow.
+
+use crate::deployments::Creation;
+use crate::{App, AppError, Caller, Resource};
+use async_trait::async_trait;
+use floe_auth::Role;
+use floe_domain::deployment::{DeploymentSpec, DeploymentStatus};
+use floe_domain::plan::PlanKind;
+use floe_domain::policy::PolicySpec;
+use floe_domain::repository::EndpointPolicy;
+use floe_ports::{LocalQueue, PlanJob, QueueError, ReconcileJob, ScheduleSync};
+use floe_store::Store;
+use floe_store_sqlite::SqliteBackend;
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+#[derive(Default)]
+struct Recorded(Mutex<Vec<ReconcileJob>>);
+
+#[async_trait]
+impl ScheduleSync for Recorded {
+    async fn sync(&self, job: ReconcileJob) -> Result<(), QueueError> {
+        if let Ok(mut jobs) = self.0.lock() {
+            jobs.push(job);
+        }
+        Ok(())
+    }
+}
+
+impl Recorded {
+    fn take(&self) -> Vec<ReconcileJob> {
+        self.0
+            .lock()
+            .map(|mut j| std::mem::take(&mut *j))
+            .unwrap_or_default()
+    }
+}
+
+struct World {
+    app: App,
+    jobs: UnboundedReceiver<PlanJob>,
+    synced: Arc<Recorded>,
+}
+
+fn world() -> Result<World, Box<dyn std::error::Error>> {
+    let (queue, jobs) = LocalQueue::new();
+    let synced = Arc::new(Recorded::default());
+    let compute = Arc::new(floe_compute_sim::SimulatedCompute::new(
+        floe_compute_sim::SimulatedConfig::default(),
+    ));
+    let app = App {
+        store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
+        cipher: Arc::new(floe_secrets::LocalCipher::from_key(&[3u8; 32])),
+        endpoint_policy: EndpointPolicy::default(),
+        queue: Arc::new(queue),
+        schedules: synced.clone(),
+        clusters: Arc::new(floe_clusters_sim::SimulatedClusters::new(
+            compute,
+            floe_clusters_sim::SimulatedClustersConfig::default(),
+        )),
+    };
+    Ok(World { app, jobs, synced })
+}
+
+fn caller(roles: &[Role]) -> Caller {
+    Caller {
+        org: "acme".into(),
+        subject: "alice".into(),
+        roles: roles.to_vec(),
+    }
+}
+
+fn spec(count: u32) -> Result<DeploymentSpec, serde_json::Error> {
+    serde_json::from_value(json!({
+        "name": "logs", "version": "8.15.3",
+        "node_groups": [{"id": "hot", "roles": ["master", "data_hot"], "instance_type": "m6g.large",
+                         "count": count, "zone_count": 1, "storage": {"size_gb": 20}}]
+    }))
+}
+
+fn created(c: Creation) -> Result<floe_domain::deployment::DeploymentView, String> {
+    match c {
+        Creation::Created(v) => Ok(v),
+        Creation::Replayed(v) => Err(format!("replayed {}", v.id)),
+    }
+}
+
+#[tokio::test]
+async fn a_create_stores_an_initializing_deployment_and_wakes_a_worker() -> TestResult {
+    let mut w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let view = created(w.app.create_deployment(&who, spec(1)?, Some("k1")).await?)?;
+    assert_eq!(view.status, DeploymentStatus::Initializing);
+    let job = w.jobs.try_recv()?;
+    assert_eq!(job.deployment_id, view.id);
+    let plan = w
+        .app
+        .store
+        .get_plan("acme", &view.id, &job.plan_id)
+        .await?
+        .ok_or("plan stored")?;
+    assert_eq!(plan.value.kind(), PlanKind::Create);
+
+    // The same key and body answer the first result; another body is refused.
+    match w.app.create_deployment(&who, spec(1)?, Some("k1")).await? {
+        Creation::Replayed(first) => assert_eq!(first.id, view.id),
+        Creation::Created(_) => return Err("a retry created another deployment".into()),
+    }
+    let other = w.app.create_deployment(&who, spec(2)?, Some("k1")).await;
+    assert!(
+        matches!(
+            other,
+            Err(AppError::Conflict {
+                code: "request.idempotency_key_reused",
+                ..
+            })
+        ),
+        "{other:?}"
+    );
+    let bad_key = w.app.create_deployment(&who, spec(1)?, Some("")).await;
+    assert!(matches!(bad_key, Err(AppError::Invalid(_))), "{bad_key:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_dangling_repository_is_named_on_its_field() -> TestResult {
+    let w = world()?;
+    let who = caller(&[Role::PlatformAdmin]).manager()?;
+    let mut s = spec(1)?;
+    s.snapshot = Some(serde_json::from_value(json!({"repository": "nowhere"}))?);
+    let Err(AppError::Invalid(invalid)) = w.app.create_deployment(&who, s, None).await else {
+        return Err("expected a validation error".into());
+    };
+    assert_eq!(invalid.0[0].field, "snapshot.repository");
+    assert_eq!(invalid.0[0].code, "validation.repository_not_found");
+    Ok(())
+}
+
+/// Moves a stored deployment to `status` with no pending plan, as a plan end would.
+async fn settle(app: &App, id: &str, status: DeploymentStatus) -> TestResult {
+    let current = app
+        .store
+        .get_deployment("acme", id)
+        .await?
+        .ok_or("stored")?;
+    let mut next = current.value.clone();
+    next.status = status;
+    next.pending_plan = None;
+    app.store.replace_deployment(&next, &current, None).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn plans_take_the_status_of_their_kind_and_schedules_follow() -> TestResult {
+    let mut w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let id = created(w.app.create_deployment(&who, spec(1)?, None).await?)?.id;
+    w.jobs.try_recv()?;
+    assert!(w.synced.take().is_empty(), "a create has no schedules yet");
+
+    // A resize needs a plan, refused while the create is pending.
+    let pending = w.app.update_deployment(&who, &id, None, spec(2)?).await;
+    assert!(
+        matches!(
+            pending,
+            Err(AppError::Conflict {
+                code: "deployments.plan_in_progress",
+                ..
+            })
+        ),
+        "{pending:?}"
+    );
+    settle(&w.app, &id, DeploymentStatus::Running).await?;
+    let stale = w.app.update_deployment(&who, &id, Some(1), spec(2)?).await;
+    assert!(
+        matches!(stale, Err(AppError::PreconditionFailed { current: 2 })),
+        "{stale:?}"
+    );
+    let resized = w
+        .app
+        .update_deployment(&who, &id, Some(2), spec(2)?)
+        .await?;
+    assert_eq!(resized.status, DeploymentStatus::Reconfiguring);
+    assert_eq!(w.jobs.try_recv()?.deployment_id, id);
+    assert_eq!(w.synced.take(), vec![ReconcileJob::deployment("acme", &id)]);
+
+    settle(&w.app, &id, DeploymentStatus::Running).await?;
+    let stopping = w.app.shutdown_deployment(&who, &id, true).await?;
+    assert_eq!(stopping.status, DeploymentStatus::Stopping);
+    assert_eq!(w.synced.take(), vec![ReconcileJob::deployment("acme", &id)]);
+    let deleting = w.app.delete_deployment(&who, &id, None).await;
+    assert!(
+        matches!(
+            deleting,
+            Err(AppError::Conflict {
+                code: "deployments.deployment_not_stopped",
+                ..
+            })
+        ),
+        "{deleting:?}"
+    );
+
+    // Cancelling: the pending shutdown is asked to stop; without one, nothing is pending.
+    let cancelled = w.app.cancel_pending_plan(&who, &id).await?;
+    assert!(cancelled.cancel_requested);
+    settle(&w.app, &id, DeploymentStatus::Stopped).await?;
+    let none = w.app.cancel_pending_plan(&who, &id).await;
+    assert_eq!(
+        none.err(),
+        Some(AppError::not_found(Resource::PendingPlan, &id))
+    );
+
+    w.app.delete_deployment(&who, &id, None).await?;
+    assert_eq!(w.synced.take(), vec![ReconcileJob::deployment("acme", &id)]);
+    let gone = w
+        .app
+        .get_deployment(&caller(&[Role::DeploymentViewer]).reader()?, &id)
+        .await;
+    assert_eq!(
+        gone.err(),
+        Some(AppError::not_found(Resource::Deployment, &id))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_policy_change_reconciles_the_policys_schedules() -> TestResult {
+    let w = world()?;
+    let admin = caller(&[Role::PlatformAdmin]).admin()?;
+    let repo = serde_json::from_value(json!({"type": "fs", "settings": {"location": "backups"}}))?;
+    let put = w.app.put_repository(&admin, "main", None, repo).await?;
+    assert!(
+        matches!(put, crate::repositories::Put::Created(_)),
+        "{put:?}"
+    );
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let spec: PolicySpec = serde_json::from_value(json!({
+        "name": "every-30-minutes", "schedule": {"interval": "30m"},
+        "snapshot_name": "<floe-{now/d}>", "repository": "main"
+    }))?;
+    let policy = w.app.create_policy(&who, spec.clone()).await?;
+    assert!(w.synced.take().is_empty(), "nothing attaches a new policy");
+    let updated = w.app.update_policy(&who, &policy.id, Some(1), spec).await?;
+    assert_eq!(updated.resource_version, 2);
+    assert_eq!(
+        w.synced.take(),
+        vec![ReconcileJob::policy("acme", &policy.id)]
+    );
+    let in_use = w.app.delete_repository(&admin, "main", None).await;
+    assert!(
+        matches!(
+            in_use,
+            Err(AppError::Conflict {
+                code: "repositories.repository_in_use",
+                ..
+            })
+        ),
+        "{in_use:?}"
+    );
+    w.app.delete_policy(&who, &policy.id, Some(2)).await?;
+    w.app.delete_repository(&admin, "main", None).await?;
+    let gone = w
+        .app
+        .get_policy(&caller(&[Role::DeploymentViewer]).reader()?, &policy.id)
+        .await;
+    assert_eq!(
+        gone.err(),
+        Some(AppError::not_found(Resource::Policy, &policy.id))
+    );
+    Ok(())
+}
