@@ -56,7 +56,7 @@ const MOUNT_POINTS: &[&str] = &[
 /// Everything the test set up, undone on drop, whatever failed.
 #[derive(Default)]
 struct Cleanup {
-    loop_device: Option<String>,
+    loop_devices: Vec<String>,
     server: Option<Child>,
     created: Vec<PathBuf>,
 }
@@ -67,7 +67,7 @@ impl Drop for Cleanup {
             let _ = server.kill();
             let _ = server.wait();
         }
-        if let Some(device) = &self.loop_device {
+        for device in &self.loop_devices {
             let _ = Command::new("losetup").args(["-d", device]).status();
         }
         for dir in self.created.iter().rev() {
@@ -111,6 +111,15 @@ fn on_path(program: &str) -> Option<PathBuf> {
 
 fn sha256(value: &str) -> String {
     format!("{:x}", Sha256::digest(value.as_bytes()))
+}
+
+/// A file the namespace run wrote, or nothing.
+fn read_in(dir: &Path, name: &str) -> String {
+    fs::read_to_string(dir.join(name)).unwrap_or_default()
+}
+
+fn sha256_file(path: &Path) -> Result<String, Box<dyn Error>> {
+    Ok(format!("{:x}", Sha256::digest(fs::read(path)?)))
 }
 
 /// Every file under `dir`, recursively (symbolic links not followed).
@@ -443,10 +452,26 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
             cleanup.created.push(p);
         }
     }
-    let backing = dir.join("volume.img");
-    fs::File::create(&backing)?.set_len(64 << 20)?;
-    let device = checked("losetup", &["--find", "--show", &backing.to_string_lossy()])?;
-    cleanup.loop_device = Some(device.clone());
+    let mut attach = |name: &str, prepare: &dyn Fn(&Path) -> TestResult| {
+        let backing = dir.join(name);
+        fs::File::create(&backing)?.set_len(64 << 20)?;
+        prepare(&backing)?;
+        let device = checked("losetup", &["--find", "--show", &backing.to_string_lossy()])?;
+        cleanup.loop_devices.push(device.clone());
+        Ok::<_, Box<dyn Error>>((backing, device))
+    };
+    let (_, device) = attach("volume.img", &|_| Ok(()))?;
+    let (garbage, garbage_device) = attach("garbage.img", &|f| {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut file = fs::OpenOptions::new().write(true).open(f)?;
+        file.seek(SeekFrom::Start(8192))?;
+        file.write_all(b"floe: data without a signature")?;
+        Ok(())
+    })?;
+    let (swap, swap_device) = attach("swap.img", &|f| {
+        checked("mkswap", &[&f.to_string_lossy()])?;
+        Ok(())
+    })?;
 
     let marker = format!("written between the runs {nonce}");
     let path = format!(
@@ -454,27 +479,32 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
         bin.display(),
         aws_dir.display()
     );
+    let in_namespace = |device: &str, args: &[&str], shim_log: &Path| {
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "bash"])
+            .arg(manifest.join("namespace.sh"))
+            .args([dir, Path::new(device)])
+            .arg(&volume)
+            .args(args)
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .env("LANG", "C")
+            .env("CURL_HOME", &curl_home)
+            .env("AWS_ENDPOINT_URL", &endpoint)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("FLOE_TEST_SHIM_LOG", shim_log)
+            .env("FLOE_TEST_PACKAGE", &package_tools)
+            .env("FLOE_TEST_STATE", &state)
+            .output()
+    };
     let run_started = Instant::now();
-    let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "bash"])
-        .arg(manifest.join("namespace.sh"))
-        .args([dir, Path::new(&device)])
-        .args([&volume, &marker])
-        .env_clear()
-        .env("PATH", &path)
-        .env("HOME", &home)
-        .env("LANG", "C")
-        .env("CURL_HOME", &curl_home)
-        .env("AWS_ENDPOINT_URL", &endpoint)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("FLOE_TEST_SHIM_LOG", &shim_log)
-        .env("FLOE_TEST_PACKAGE", &package_tools)
-        .env("FLOE_TEST_STATE", &state)
-        .output()?;
+    let out = in_namespace(&device, &["twice", &marker], &shim_log)?;
     let run_time = run_started.elapsed();
-    let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let timings = [read_in(dir, "status-1"), read_in(dir, "status-2")];
+    let read = |name: &str| read_in(dir, name);
     if !out.status.success() {
         return Err(format!(
             "the namespace run failed: {}{}\n--- first run:\n{}\n--- second run:\n{}\n--- shims:\n{}",
@@ -684,11 +714,49 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
         }
     }
 
+    // A volume that is not blank is never formatted: neither data without a
+    // signature blkid knows, nor a signature of something else.
+    let refused_log = dir.join("refused.log");
+    for (backing, device, message) in [
+        (
+            &garbage,
+            &garbage_device,
+            "is not blank but holds no known signature",
+        ),
+        (
+            &swap,
+            &swap_device,
+            "holds 'swap', not an ext4 or xfs filesystem",
+        ),
+    ] {
+        let before = sha256_file(backing)?;
+        fs::write(&refused_log, "")?;
+        let out = in_namespace(device, &["once"], &refused_log)?;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let console = read("console-1");
+        assert!(!read("status-1").starts_with("status=0 "), "{console}");
+        assert!(console.contains(message), "{console}");
+        assert!(!console.contains("formatting the"), "{console}");
+        assert_eq!(
+            sha256_file(backing)?,
+            before,
+            "{} was written",
+            backing.display()
+        );
+        assert_eq!(fs::read_to_string(etc.join("fstab"))?, fstab);
+        let shims = fs::read_to_string(&refused_log)?;
+        assert!(!shims.contains("systemctl start"), "{shims}");
+    }
+
     eprintln!(
         "boot script ran twice in {:.1} s ({} and {}); the whole test took {:.1} s",
         run_time.as_secs_f64(),
-        read("status-1").trim(),
-        read("status-2").trim(),
+        timings[0].trim(),
+        timings[1].trim(),
         started.elapsed().as_secs_f64()
     );
     assert!(run_time < Duration::from_secs(300));

@@ -3,12 +3,16 @@
 # private copies of the places it writes (tmpfs over the package's and
 # systemd's directories, bind mounts over /etc/fstab, passwd and group), plays
 # udev by linking the loop device under the EBS volume's NVMe id, then runs
-# the script twice with a "reboot" (the volume unmounted) in between, and
-# records what the test checks. Every mount vanishes with the namespace.
+# the script and records what the test checks. Every mount vanishes with
+# the namespace.
 #
-# Usage: namespace.sh DIR LOOP_DEVICE VOLUME_ID MARKER
+# Usage: namespace.sh DIR LOOP_DEVICE VOLUME_ID twice MARKER
+#   runs the script, writes MARKER on the volume, "reboots" (unmounts it),
+#   runs the script again, reboots again and mounts what /etc/fstab lists;
+# or:    namespace.sh DIR LOOP_DEVICE VOLUME_ID once
+#   runs the script once, whatever it exits with.
 set -euo pipefail
-dir=$1 loop=$2 volume=$3 marker=$4
+dir=$1 loop=$2 volume=$3 mode=$4
 data=/var/lib/elasticsearch
 mount --make-rprivate /
 for d in /etc/elasticsearch /usr/share/elasticsearch "${data}" /var/log/elasticsearch \
@@ -40,8 +44,12 @@ run() {
   return "${status}"
 }
 
+if [ "${mode}" = once ]; then
+  run 1 || true
+  exit 0
+fi
 run 1
-echo "${marker}" >"${data}/marker"
+echo "$5" >"${data}/marker"
 umount "${data}"
 run 2
 umount "${data}"
