@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+if ! command -v shellcheck >/dev/null; then
+  apt-get install -y shellcheck || { apt-get update && apt-get install -y shellcheck; }
+fi
 venv=${FLOE_VENV:-$root/.venv}
 req=scripts/requirements-test.txt
 if [ ! -x "$venv/bin/moto_server" ] || ! cmp -s "$req" "$venv/.requirements"; then

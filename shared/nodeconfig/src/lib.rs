@@ -31,7 +31,19 @@ pub use script::user_data;
 pub const S3_CLIENT: &str = "floe";
 /// The directories of Elastic's RPM package.
 pub const CONFIG_DIR: &str = "/etc/elasticsearch";
+/// `path.data`: the mount point of the node's data volume. Everything the
+/// node stores lives there, the frozen tier's shared cache file included
+/// (Elasticsearch keeps it under `path.data`, and no setting moves it), so a
+/// `shared_cache` percentage is a share of the data volume.
 pub const DATA_DIR: &str = "/var/lib/elasticsearch";
+/// The device name the data volume is attached at: the launch template's
+/// block device mapping, `floe_compute_ec2::DATA_VOLUME_DEVICE` (this crate
+/// stays free of the adapter; a test keeps the two equal). The boot script
+/// asks EC2 which volume is attached there and finds that volume by its id:
+/// the name the kernel gives it differs between instance families.
+pub const DATA_VOLUME_DEVICE: &str = "/dev/sdf";
+/// The filesystem the boot script makes on a blank data volume.
+pub const DATA_FILESYSTEM: &str = "ext4";
 pub const LOGS_DIR: &str = "/var/log/elasticsearch";
 pub const HOME_DIR: &str = "/usr/share/elasticsearch";
 /// Where the boot script puts the deployment's certificates, relative to

@@ -1,9 +1,114 @@
 //! The cloud-init boot script of a node.
 
 use crate::{
-    CONFIG_DIR, HOME_DIR, NODE_NAME_VARIABLE, NodeGroupConfig, S3_CLIENT, ZONE_VARIABLE,
-    elasticsearch_yml, jvm_options, package_arch,
+    CONFIG_DIR, DATA_DIR, DATA_FILESYSTEM, DATA_VOLUME_DEVICE, HOME_DIR, NODE_NAME_VARIABLE,
+    NodeGroupConfig, S3_CLIENT, ZONE_VARIABLE, elasticsearch_yml, jvm_options, package_arch,
 };
+
+/// How many times, two seconds apart, the boot script looks for the data
+/// volume before it gives up: EC2 attaches a launch's volumes before the
+/// instance boots, so this only covers a slow device probe.
+const DATA_VOLUME_WAIT_TRIES: u32 = 150;
+
+/// The part of the boot script that finds, formats (if blank) and mounts the
+/// data volume; see [`user_data`], step 5. Plain shell, no Rust formatting:
+/// it reads `DATA_DEVICE_NAME`, `DATA_FS`, `ES_DATA`, `AWS_REGION` and the
+/// instance id, all set before it.
+const DATA_VOLUME: &str = r#"# The data volume: the EBS volume EC2 attached at ${DATA_DEVICE_NAME}, found by
+# its volume id, since the kernel's name for it differs between instance
+# families: on Nitro an NVMe device numbered in probe order whose serial is the
+# id (udev links it by that serial), on Xen a device named after the attachment.
+volume=$(aws ec2 describe-instances --region "${AWS_REGION}" --instance-ids "${@NODE@}" \
+  --query "Reservations[0].Instances[0].BlockDeviceMappings[?DeviceName=='${DATA_DEVICE_NAME}'].Ebs.VolumeId | [0]" \
+  --output text)
+if [[ ! "${volume}" =~ ^vol-[0-9a-f]+$ ]]; then
+  echo "no EBS volume is attached at ${DATA_DEVICE_NAME} (EC2 says '${volume}')" >&2
+  exit 1
+fi
+data_device() {
+  local serial="${volume//-/}" dev
+  dev="/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_${serial}"
+  if [ -b "${dev}" ]; then
+    readlink -f "${dev}"
+    return 0
+  fi
+  for dev in /sys/block/nvme*; do
+    if [ -r "${dev}/device/serial" ] \
+      && [ "$(tr -d '[:space:]' <"${dev}/device/serial")" = "${serial}" ]; then
+      echo "/dev/${dev##*/}"
+      return 0
+    fi
+  done
+  # Xen: no NVMe device at all, and the attachment names the device.
+  if ! compgen -G '/sys/block/nvme*' >/dev/null; then
+    for dev in "${DATA_DEVICE_NAME}" "/dev/xvd${DATA_DEVICE_NAME#/dev/sd}"; do
+      if [ -b "${dev}" ]; then
+        readlink -f "${dev}"
+        return 0
+      fi
+    done
+  fi
+  return 1
+}
+data_dev=
+for _ in $(seq 1 @TRIES@); do
+  if data_dev=$(data_device); then
+    break
+  fi
+  sleep 2
+done
+if [ -z "${data_dev}" ]; then
+  echo "the data volume ${volume} did not appear as a block device" >&2
+  exit 1
+fi
+if lsblk -nro MOUNTPOINT "${data_dev}" | grep -v '^$' | grep -qvxF "${ES_DATA}"; then
+  echo "${data_dev} (${volume}) is mounted elsewhere; not touching it" >&2
+  exit 1
+fi
+# Formatted only when blank: no signature blkid knows (exit 2) and a first
+# MiB of zeros, as a new EBS volume reads. A filesystem, a partition table or
+# anything unreadable is never formatted.
+probe=0
+blkid -p "${data_dev}" >/dev/null 2>&1 || probe=$?
+if [ "${probe}" -eq 2 ] && [ -z "$(head -c 1048576 "${data_dev}" | tr -d '\0')" ]; then
+  echo "formatting the blank data volume ${volume} (${data_dev}) as ${DATA_FS}"
+  command -v "mkfs.${DATA_FS}" >/dev/null || dnf install -y -q e2fsprogs
+  # No blocks reserved for root: Elasticsearch's disk watermarks and the
+  # frozen tier's shared cache are shares of the whole volume.
+  "mkfs.${DATA_FS}" -q -m 0 -E nodiscard -L floe-data "${data_dev}"
+elif [ "${probe}" -ne 0 ]; then
+  echo "${data_dev} (${volume}) is not blank but holds no known signature; not formatting it" >&2
+  exit 1
+fi
+fstype=$(blkid -p -s TYPE -o value "${data_dev}")
+uuid=$(blkid -p -s UUID -o value "${data_dev}")
+if [[ ! "${fstype}" =~ ^(ext4|xfs)$ ]] || [[ ! "${uuid}" =~ ^[0-9a-fA-F-]+$ ]]; then
+  echo "${data_dev} (${volume}) holds '${fstype}', not an ext4 or xfs filesystem" >&2
+  exit 1
+fi
+# Mounted by UUID at every boot; nofail keeps a node whose volume is missing
+# reachable, and the service's RequiresMountsFor keeps Elasticsearch off the
+# root disk then.
+entry="UUID=${uuid} ${ES_DATA} ${fstype} defaults,noatime,nofail 0 2"
+if ! grep -qxF "${entry}" /etc/fstab; then
+  {
+    grep -vE "^[^#[:space:]]+[[:space:]]+${ES_DATA}[[:space:]]" /etc/fstab || true
+    echo "${entry}"
+  } >"${work}/fstab"
+  cat "${work}/fstab" >/etc/fstab
+fi
+systemctl daemon-reload
+mkdir -p "${ES_DATA}"
+if [ "$(mountpoint -d "${ES_DATA}" 2>/dev/null || true)" != "$(mountpoint -x "${data_dev}")" ]; then
+  mount "${ES_DATA}"
+fi
+if [ "$(mountpoint -d "${ES_DATA}")" != "$(mountpoint -x "${data_dev}")" ]; then
+  echo "${ES_DATA} is not the data volume ${volume}" >&2
+  exit 1
+fi
+chown elasticsearch:elasticsearch "${ES_DATA}"
+chmod 2750 "${ES_DATA}"
+"#;
 
 /// A shell word that the shell takes literally, whatever `s` holds.
 fn sh(s: &str) -> String {
@@ -37,28 +142,35 @@ fn write_file(out: &mut String, path: &str, content: &str) {
 ///    `x86_64` otherwise), checked against its published SHA-512;
 /// 4. the `discovery-ec2` plugin, and `repository-s3` before 8.0 (from 8.0
 ///    it is built in);
-/// 5. the deployment's CA, node certificate and key (`{parameter_prefix}/tls/…`)
+/// 5. the data volume (attached at [`DATA_VOLUME_DEVICE`]): EC2 names its
+///    volume id (`ec2:DescribeInstances`, which the discovery plugin needs
+///    too), the script waits for the block device with that id (NVMe serial,
+///    or the attachment's name on Xen), formats it as [`DATA_FILESYSTEM`]
+///    only when it is blank, and mounts it at `path.data` ([`DATA_DIR`]) by
+///    UUID from `/etc/fstab` (`nofail`), owned by elasticsearch;
+/// 6. the deployment's CA, node certificate and key (`{parameter_prefix}/tls/…`)
 ///    into `config/certs/` (0640, group elasticsearch), and the elastic
 ///    user's password (`security/elastic_password`) into the keystore as
 ///    `bootstrap.password`, after removing what the package's security
 ///    auto-configuration left there;
-/// 6. the repository credentials, read from SSM Parameter Store
+/// 7. the repository credentials, read from SSM Parameter Store
 ///    (`{parameter_prefix}/repository/access_key`, `secret_key`,
 ///    `session_token`) and piped into the keystore, so they are never in the
 ///    user data, a file, a command line or the console log;
-/// 7. `elasticsearch.yml` and `jvm.options.d/floe.options`;
-/// 8. on master-eligible nodes, `cluster.initial_master_nodes` when
+/// 8. `elasticsearch.yml` and `jvm.options.d/floe.options`;
+/// 9. on master-eligible nodes, `cluster.initial_master_nodes` when
 ///    `{parameter_prefix}/initial_master_nodes` exists: the plan that creates
 ///    a cluster stores there the comma-separated instance ids of its first
 ///    master-eligible nodes right after launching them (a booting node reads
 ///    it minutes later, after the download) and deletes it once the cluster
 ///    has formed; a node that finds none joins the existing cluster;
-/// 9. a systemd drop-in with `LimitMEMLOCK=infinity` (for
-///    `bootstrap.memory_lock`) and the node's name, then enables and starts
-///    Elasticsearch.
+/// 10. systemd drop-ins: `LimitMEMLOCK=infinity` (for
+///     `bootstrap.memory_lock`), `RequiresMountsFor` the data volume and the
+///     node's name; then it enables and starts Elasticsearch.
 ///
 /// Re-running the script after a failure resumes: the package and plugins
-/// are installed only if missing, everything else is overwritten.
+/// are installed only if missing, a data volume that holds a filesystem is
+/// mounted as it is, everything else is overwritten.
 pub fn user_data(c: &NodeGroupConfig) -> String {
     let mut s = String::new();
     s.push_str(
@@ -72,6 +184,9 @@ pub fn user_data(c: &NodeGroupConfig) -> String {
     s.push_str(&format!("AWS_REGION={}\n", sh(c.region)));
     s.push_str(&format!("ES_HOME={}\n", sh(HOME_DIR)));
     s.push_str(&format!("ES_CONF={}\n", sh(CONFIG_DIR)));
+    s.push_str(&format!("ES_DATA={}\n", sh(DATA_DIR)));
+    s.push_str(&format!("DATA_DEVICE_NAME={}\n", sh(DATA_VOLUME_DEVICE)));
+    s.push_str(&format!("DATA_FS={}\n", sh(DATA_FILESYSTEM)));
     s.push_str("work=$(mktemp -d)\ntrap 'rm -rf \"${work}\"' EXIT\n\n");
 
     s.push_str(
@@ -129,6 +244,13 @@ pub fn user_data(c: &NodeGroupConfig) -> String {
     if c.needs_repository_s3_plugin() {
         s.push_str("install_plugin repository-s3\n");
     }
+    s.push('\n');
+
+    s.push_str(
+        &DATA_VOLUME
+            .replace("@NODE@", NODE_NAME_VARIABLE)
+            .replace("@TRIES@", &DATA_VOLUME_WAIT_TRIES.to_string()),
+    );
     s.push('\n');
 
     s.push_str(
@@ -237,6 +359,11 @@ pub fn user_data(c: &NodeGroupConfig) -> String {
         &mut s,
         "\"${dropins}/floe-memlock.conf\"",
         "[Service]\nLimitMEMLOCK=infinity\n",
+    );
+    write_file(
+        &mut s,
+        "\"${dropins}/floe-data.conf\"",
+        &format!("[Unit]\nRequiresMountsFor={DATA_DIR}\n"),
     );
     s.push_str(&format!(
         "printf '[Service]\\nEnvironment=%s=%s\\n' {NODE_NAME_VARIABLE} \"${{{NODE_NAME_VARIABLE}}}\" \\\n  \

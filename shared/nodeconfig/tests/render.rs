@@ -506,3 +506,135 @@ fn shell_values_are_single_quoted() -> TestResult {
     }
     Ok(())
 }
+
+/// Every supported version on both architectures, master-eligible or not,
+/// with and without repository credentials.
+fn every_variant() -> Result<Vec<(NodeGroup, &'static InstanceType, &'static str, bool)>, String> {
+    let mut out = Vec::new();
+    for version in ["7.10.2", "7.17.25", "8.1.3", "8.15.3", "9.0.0"] {
+        for (instance_type, roles) in [
+            ("m6g.xlarge", vec![NodeRole::Master, NodeRole::DataHot]),
+            ("m5.xlarge", vec![NodeRole::DataFrozen]),
+        ] {
+            for credentials in [true, false] {
+                let mut g = group("g", roles.clone(), instance_type, 3);
+                g.shared_cache = Some("90%".into());
+                out.push((g, instance(instance_type)?, version, credentials));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn boot_script_passes_shellcheck() -> TestResult {
+    let s = settings();
+    for (g, t, version, credentials) in every_variant()? {
+        let c = NodeGroupConfig {
+            repository: credentials.then_some(REPOSITORY),
+            ..config(&g, t, &s, version)
+        };
+        let script = user_data(&c);
+        let out = Command::new("shellcheck")
+            .args(["--shell=bash", "--severity=style", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match out {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err("shellcheck is not installed: scripts/test.sh installs it \
+                            (apt-get install -y shellcheck)"
+                    .into());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        child
+            .stdin
+            .take()
+            .ok_or("no stdin")?
+            .write_all(script.as_bytes())?;
+        let out = child.wait_with_output()?;
+        assert!(
+            out.status.success(),
+            "shellcheck on the script of {version} on {} ({:?}):\n{}{}",
+            t.name,
+            g.roles,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// EC2 refuses user data above 16 KiB.
+#[test]
+fn boot_script_fits_in_user_data() -> TestResult {
+    let s = settings();
+    for (g, t, version, credentials) in every_variant()? {
+        let c = NodeGroupConfig {
+            repository: credentials.then_some(REPOSITORY),
+            ..config(&g, t, &s, version)
+        };
+        let len = user_data(&c).len();
+        assert!(len < 12 * 1024, "{version} on {}: {len} bytes", t.name);
+    }
+    Ok(())
+}
+
+/// The script asks EC2 for the volume at the device name the launch
+/// template maps it to; the EC2 adapter is not a dependency of this crate,
+/// so its source is read.
+#[test]
+fn data_volume_device_is_the_launch_templates() -> TestResult {
+    let adapter =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../compute-ec2/src/lib.rs");
+    let source = std::fs::read_to_string(&adapter)?;
+    let declared = format!(
+        "pub const DATA_VOLUME_DEVICE: &str = \"{}\";",
+        floe_nodeconfig::DATA_VOLUME_DEVICE
+    );
+    assert!(
+        source.contains(&declared),
+        "{} no longer declares {declared}",
+        adapter.display()
+    );
+    let s = BTreeMap::new();
+    let g = group("hot", vec![NodeRole::DataHot], "m6g.xlarge", 1);
+    let script = user_data(&config(&g, instance("m6g.xlarge")?, &s, "8.15.3"));
+    assert!(script.contains("\nDATA_DEVICE_NAME='/dev/sdf'\n"));
+    Ok(())
+}
+
+/// The data volume is found by its id, formatted only when blank, and
+/// mounted at path.data before anything is written for Elasticsearch.
+#[test]
+fn data_volume_is_mounted_before_the_node_is_configured() -> TestResult {
+    let s = BTreeMap::new();
+    for (g, t, version, _) in every_variant()? {
+        let script = user_data(&config(&g, t, &s, version));
+        let find = |needle: &str| {
+            script
+                .find(needle)
+                .ok_or_else(|| format!("{needle:?} not in\n{script}"))
+        };
+        let install = find("rpm --install")?;
+        let describe = find("aws ec2 describe-instances")?;
+        let blank = find("blkid -p \"${data_dev}\"")?;
+        let mkfs = find("\"mkfs.${DATA_FS}\" -q")?;
+        let fstab = find(">/etc/fstab")?;
+        let mount = find("mount \"${ES_DATA}\"")?;
+        let certs = find("install -d -m 0750 -o root -g elasticsearch")?;
+        let start = find("systemctl start elasticsearch.service")?;
+        assert!(install < describe && describe < blank && blank < mkfs);
+        assert!(mkfs < fstab && fstab < mount && mount < certs && certs < start);
+        assert!(script.contains("nvme-Amazon_Elastic_Block_Store_${serial}"));
+        assert!(script.contains("defaults,noatime,nofail 0 2"));
+        assert!(script.contains("\nES_DATA='/var/lib/elasticsearch'\n"));
+        assert!(script.contains("\nDATA_FS='ext4'\n"));
+        assert!(script.contains("[Unit]\nRequiresMountsFor=/var/lib/elasticsearch\n"));
+        assert_eq!(script.matches("mkfs.").count(), 2, "{script}");
+    }
+    Ok(())
+}
