@@ -332,16 +332,22 @@ fn failures(index: &str, blob: &IndexBlob, reason: &str, node: &str) -> Vec<Shar
         .collect()
 }
 
-/// Finished snapshots from the repository, then the running one.
+/// Finished snapshots from the repository, then the running one. The
+/// running one is looked at first: a snapshot is written to the repository
+/// before it leaves the running set, so one that finishes between the two
+/// reads is found in the repository instead of in neither (Elasticsearch,
+/// too, never shows a snapshot missing while it finalizes).
 async fn all_records(
     sim: &Sim,
     repo: &str,
     repository: &Repository,
 ) -> Result<(Vec<SnapshotRecord>, Option<SnapshotRecord>), ApiError> {
+    let running = sim.state().running.get(repo).map(|r| r.record.clone());
     let data = RepositoryData::load(&repository.store)
         .await
         .map_err(|e| unreadable(repo, &e))?;
-    let running = sim.state().running.get(repo).map(|r| r.record.clone());
+    // Finished meanwhile: the repository's record is the newer one.
+    let running = running.filter(|r| !data.snapshots.iter().any(|s| s.uuid == r.uuid));
     Ok((data.snapshots, running))
 }
 
