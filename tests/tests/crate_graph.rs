@@ -348,3 +348,32 @@ fn no_lambda_function_links_a_simulator() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The api function records, seals and enqueues: DynamoDB, KMS and SQS,
+/// and the STS and SSO clients aws-config brings for credentials. It
+/// reaches clusters from the records (no EC2, no SSM) and keeps schedules
+/// in step through the worker (no EventBridge Scheduler).
+#[test]
+fn the_api_function_links_only_the_sdks_it_calls() {
+    const ALLOWED_SDKS: &[&str] = &[
+        "aws-sdk-dynamodb",
+        "aws-sdk-kms",
+        "aws-sdk-sqs",
+        "aws-sdk-sts",
+        "aws-sdk-sso",
+        "aws-sdk-ssooidc",
+    ];
+    let linked = linked_alone("floe-api-function");
+    let extra: Vec<&String> = linked
+        .iter()
+        .filter(|d| d.starts_with("aws-sdk-") && !ALLOWED_SDKS.contains(&d.as_str()))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "floe-api-function links {extra:?} (cargo tree -p floe-api-function -i <sdk>)"
+    );
+    assert!(
+        linked.contains("aws-sdk-dynamodb"),
+        "the scan found no SDK: {linked:?}"
+    );
+}

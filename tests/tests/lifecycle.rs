@@ -147,7 +147,8 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
             "bootstrap-masters",
             "wait-running",
             "wait-joined",
-            "register-repository"
+            "register-repository",
+            "record-access"
         ]
     );
 
@@ -192,7 +193,8 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
                 "retire",
                 "wait-retired",
                 "clear-exclusion",
-                "forget-templates"
+                "forget-templates",
+                "record-access"
             ]
         );
         let launched = plan["steps"][4]["info_log"].to_string();
@@ -230,8 +232,13 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
     assert_eq!(c["node_groups"][0]["arch"], json!("x86_64"), "{c}");
     let (_, clone_steps) = last_plan(&s, &token, &clone_path).await?;
     assert_eq!(
-        clone_steps[clone_steps.len() - 3..],
-        ["register-source", "restore", "wait-restored"]
+        clone_steps[clone_steps.len() - 4..],
+        [
+            "register-source",
+            "restore",
+            "wait-restored",
+            "record-access"
+        ]
     );
     let clone_url = cluster_url(&s, cloned["id"].as_str().ok_or("id")?)?;
     assert_eq!(count_docs(&clone_url, "orders").await?, 20);

@@ -64,6 +64,9 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
     let store = store_iam_actions();
     match function {
         "ApiFunction" => {
+            // Records, sealing and the work queue: the api reaches clusters
+            // from the records (floe_clusters::StoredClusters) and sends
+            // schedule reconciliations to the worker.
             actions.extend(store);
             add(
                 &mut actions,
@@ -71,12 +74,6 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
                 "floe_secrets_kms::OPERATIONS",
             );
             add(&mut actions, QUEUE_OPERATIONS, "floe_queue_sqs::OPERATIONS");
-            add(
-                &mut actions,
-                floe_clusters::IAM_ACTIONS,
-                "floe_clusters::IAM_ACTIONS",
-            );
-            add_scheduler(&mut actions);
         }
         "SnapshotterFunction" => {
             actions.extend(store);
@@ -102,8 +99,8 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
             add(&mut actions, QUEUE_OPERATIONS, "floe_queue_sqs::OPERATIONS");
             add(
                 &mut actions,
-                &["kms:Decrypt"],
-                "the repository credentials the worker hands to nodes",
+                floe_secrets_kms::OPERATIONS,
+                "floe_secrets_kms::OPERATIONS: repository keys opened for the nodes, elastic passwords sealed for the api",
             );
         }
         _ => return None,

@@ -5,8 +5,10 @@
 
 use floe_api::ApiState;
 use floe_app::App;
+use floe_clusters::{Clusters, StoredClusters};
 use floe_domain::repository::EndpointPolicy;
 use floe_ports::{PlanJob, QueueError, ReconcileJob, ScheduleSync, WorkQueue};
+use floe_secrets::Cipher;
 use floe_wiring::{ApiConfig, Env, WiringError, build};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +26,7 @@ pub async fn state() -> Result<ApiState, WiringError> {
         None => (Arc::new(NoWorker), Arc::new(NoWorker)),
     };
     let app = App {
-        clusters: clusters(&config).await,
+        clusters: clusters(&config, cipher.clone()),
         store,
         cipher,
         endpoint_policy: EndpointPolicy {
@@ -56,31 +58,12 @@ impl ScheduleSync for NoWorker {
     }
 }
 
-/// The clusters, through their nodes' private addresses (the function runs
-/// in the nodes' VPC).
-async fn clusters(config: &ApiConfig) -> Arc<dyn floe_clusters::Clusters> {
-    let compute = floe_compute_ec2::Ec2Compute::from_env(floe_compute_ec2::Ec2Config {
-        image_arm64: String::new(),
-        image_x86_64: String::new(),
-        subnets: Vec::new(),
-        security_groups: Vec::new(),
-        instance_profile: None,
-        key_name: None,
-    })
-    .await;
-    let parameters =
-        floe_parameters_ssm::SsmParameters::from_env(floe_parameters_ssm::SsmParametersConfig {
-            kms_key_id: None,
-        })
-        .await;
-    Arc::new(
-        floe_clusters::NodeAddresses::new(
-            Arc::new(compute),
-            config.node_http.https,
-            config.node_http.port,
-            None,
-            Duration::from_secs(20),
-        )
-        .with_security(Arc::new(parameters), config.parameter_prefix.clone()),
-    )
+/// The clusters, reached from what the plans recorded on each deployment
+/// (nodes, CA, the sealed elastic password): no EC2 or SSM call.
+fn clusters(config: &ApiConfig, cipher: Arc<dyn Cipher>) -> Arc<dyn Clusters> {
+    Arc::new(StoredClusters::new(
+        cipher,
+        config.node_http.port,
+        Duration::from_secs(20),
+    ))
 }

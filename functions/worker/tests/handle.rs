@@ -137,6 +137,7 @@ async fn create_plan(store: &Store) -> Result<PlanJob, Error> {
         spec,
         status: DeploymentStatus::Initializing,
         pending_plan: Some(plan.reference()),
+        access: None,
         created: now,
         updated: now,
     };

@@ -553,6 +553,7 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone() -> TestResult
         "register-source",
         "restore",
         "wait-restored",
+        "record-access",
     ];
     let source_before = w.live(&source).await?;
     for at in layout {

@@ -124,6 +124,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
         spec,
         status: DeploymentStatus::Running,
         pending_plan: None,
+        access: None,
         created: now,
         updated: now,
     };

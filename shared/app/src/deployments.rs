@@ -160,6 +160,7 @@ impl App {
             spec,
             status: lifecycle::while_running(plan.kind()),
             pending_plan: Some(plan.reference()),
+            access: None,
             created: now,
             updated: now,
         };

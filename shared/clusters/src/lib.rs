@@ -2,10 +2,15 @@
 //!
 //! Plans (joining and draining nodes, registering the repository), the
 //! snapshotter and the snapshot API all talk to a cluster through
-//! [`Clusters`]: on EC2 by a running node's private address
-//! ([`NodeAddresses`]); in local mode and tests by a simulated cluster
-//! per deployment whose nodes follow the simulated instances
-//! (`floe-clusters-sim`, which no Lambda function links).
+//! [`Clusters`]: the worker and the snapshotter on EC2 by a running node's
+//! private address ([`NodeAddresses`]); the api function from what the
+//! plans recorded on the deployment ([`StoredClusters`]); local mode and
+//! tests by a simulated cluster per deployment whose nodes follow the
+//! simulated instances (`floe-clusters-sim`, which no Lambda function
+//! links).
+
+pub mod stored;
+pub use stored::StoredClusters;
 
 use async_trait::async_trait;
 use floe_compute::{Compute, ComputeError, InstanceState, NodeParameters};

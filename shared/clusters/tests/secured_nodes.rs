@@ -203,6 +203,7 @@ fn deployment(id: &str) -> Result<Deployment, serde_json::Error> {
         }))?,
         status: DeploymentStatus::Running,
         pending_plan: None,
+        access: None,
         created: chrono::Utc::now(),
         updated: chrono::Utc::now(),
     })
@@ -251,5 +252,87 @@ async fn node_addresses_reach_a_secured_node_with_its_deployments_parameters() -
             .encode(format!("elastic:{}", security.elastic_password.expose()))
     );
     assert_eq!(sent, [expected]);
+    Ok(())
+}
+
+/// The api function's way in: the record a plan wrote (nodes, CA, sealed
+/// password) and the cipher, nothing else. A deployment without the record,
+/// a password sealed for another deployment, or another org's record gets
+/// no request through.
+#[tokio::test]
+async fn stored_clusters_reach_a_secured_node_from_the_record_alone() -> TestResult {
+    use floe_domain::access::{ClusterAccess, NodeEndpoint, PASSWORD_FIELD, sealing_resource};
+    use floe_secrets::{Cipher, LocalCipher, Owner};
+    let id = "0123456789abcdef0123456789abcdef";
+    let security = floe_node_security::generate(id)?;
+    let (address, seen) = node(&security).await?;
+    let cipher: Arc<dyn Cipher> = Arc::new(LocalCipher::from_key(&[9u8; 32]));
+    let clusters =
+        floe_clusters::StoredClusters::new(cipher.clone(), address.port(), Duration::from_secs(10));
+    let mut d = deployment(id)?;
+    match clusters.client(&d, &[]).await {
+        Err(floe_clusters::ClusterError::NotSecured { .. }) => {}
+        other => return Err(format!("expected NotSecured, got {other:?}").into()),
+    }
+    let seal = |org: &'static str, of: &'static str| {
+        let cipher = cipher.clone();
+        let password = security.elastic_password.expose().to_string();
+        async move {
+            let resource = sealing_resource(of);
+            cipher
+                .seal(
+                    &password,
+                    &Owner {
+                        org,
+                        repository: &resource,
+                        field: PASSWORD_FIELD,
+                    },
+                )
+                .await
+        }
+    };
+    let access = |sealed_password: String| ClusterAccess {
+        ca_cert_pem: security.ca_cert_pem.clone(),
+        sealed_password,
+        nodes: vec![
+            NodeEndpoint {
+                name: "i-0gone".into(),
+                address: "127.0.0.1".into(),
+            },
+            NodeEndpoint {
+                name: "i-0123456789abcdef0".into(),
+                address: "127.0.0.1".into(),
+            },
+        ],
+    };
+    // Sealed for another deployment, or another org: it does not open.
+    for (org, of) in [("acme", "ffffffffffffffffffffffffffffffff"), ("globex", id)] {
+        d.access = Some(access(seal(org, of).await?));
+        match clusters.client(&d, &[]).await {
+            Err(floe_clusters::ClusterError::NotSecured { .. }) => {}
+            other => return Err(format!("{org}/{of}: expected NotSecured, got {other:?}").into()),
+        }
+    }
+    d.access = Some(access(seal("acme", id).await?));
+    let client = clusters.client(&d, &["i-0gone".to_string()]).await?;
+    assert_eq!(client.health(None, None).await?.status.as_str(), "green");
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD
+            .encode(format!("elastic:{}", security.elastic_password.expose()))
+    );
+    assert_eq!(
+        seen.lock().map(|s| s.clone()).unwrap_or_default(),
+        [expected]
+    );
+    // No node recorded (after a shutdown): nothing to reach.
+    if let Some(a) = &mut d.access {
+        a.nodes.clear();
+    }
+    clusters.forget(id).await;
+    match clusters.client(&d, &[]).await {
+        Err(floe_clusters::ClusterError::NoRunningNode { .. }) => {}
+        other => return Err(format!("expected NoRunningNode, got {other:?}").into()),
+    }
     Ok(())
 }

@@ -661,6 +661,10 @@ pub struct Deployment {
     /// The plan waiting for, or being run by, the plan engine.
     #[serde(default)]
     pub pending_plan: Option<PlanRef>,
+    /// How to reach the cluster, as the last plan that changed its nodes
+    /// recorded it (absent before the first such plan finishes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<crate::access::ClusterAccess>,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
 }

@@ -2,6 +2,7 @@
 //! schedule rules. No I/O and no AWS or HTTP dependency, so every other crate
 //! can use it and its tests run in milliseconds.
 
+pub mod access;
 pub mod bytesize;
 pub mod catalog;
 pub mod deployment;

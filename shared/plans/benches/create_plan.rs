@@ -122,6 +122,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             spec: spec.clone(),
             status: DeploymentStatus::Initializing,
             pending_plan: Some(plan.reference()),
+            access: None,
             created: now,
             updated: now,
         };
@@ -190,6 +191,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         spec: spec.clone(),
         status: DeploymentStatus::Initializing,
         pending_plan: Some(plan.reference()),
+        access: None,
         created: now,
         updated: now,
     };

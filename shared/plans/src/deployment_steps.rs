@@ -129,6 +129,10 @@ impl Steps for DeploymentSteps {
         }
     }
 
+    fn settle(&self, plan: &Plan, next: &mut Deployment) {
+        crate::steps::access::settle(plan, next);
+    }
+
     async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
         let saga = crate::plans::saga(ctx.plan, ctx.deployment);
         match saga.find(step_id) {

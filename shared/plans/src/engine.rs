@@ -126,6 +126,10 @@ pub trait Steps: Send + Sync + 'static {
     fn layout(&self, plan: &Plan, deployment: &Deployment) -> Result<Vec<String>, StepError>;
     async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome;
     async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome;
+    /// What a plan that succeeded writes onto its deployment's record
+    /// besides its status (and, for an update, its spec): nothing unless a
+    /// plan kind says so.
+    fn settle(&self, _plan: &Plan, _next: &mut Deployment) {}
 }
 
 #[derive(Debug, Clone)]
@@ -528,8 +532,11 @@ impl Engine {
             PlanEnd::RolledBack
         };
         next.status = lifecycle::after(plan.kind(), end);
-        if succeeded && let PlanParams::Update(spec) = &plan.params {
-            next.spec = spec.clone();
+        if succeeded {
+            if let PlanParams::Update(spec) = &plan.params {
+                next.spec = spec.clone();
+            }
+            self.steps.settle(plan, &mut next);
         }
         let outcome = if succeeded && plan.kind() == PlanKind::Delete {
             DeploymentOutcome::Delete(deployment)

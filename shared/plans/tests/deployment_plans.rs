@@ -81,6 +81,7 @@ async fn drive(
                 spec,
                 status: DeploymentStatus::Initializing,
                 pending_plan: Some(plan.reference()),
+                access: None,
                 created: now,
                 updated: now,
             };
@@ -210,6 +211,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         spec: spec()?,
         status: DeploymentStatus::Initializing,
         pending_plan: None,
+        access: None,
         created: now,
         updated: now,
     };
@@ -224,7 +226,8 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
             "launch:hot",
             "bootstrap-masters",
             "wait-running",
-            "wait-joined"
+            "wait-joined",
+            "record-access"
         ]
     );
 

@@ -435,6 +435,7 @@ async fn new_create(store: &Store, spec: DeploymentSpec) -> Result<Run, Box<dyn 
         spec,
         status: DeploymentStatus::Initializing,
         pending_plan: Some(plan.reference()),
+        access: None,
         created: now,
         updated: now,
     };
@@ -701,6 +702,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             spec: spec("m6g.xlarge")?,
             status: DeploymentStatus::Initializing,
             pending_plan: None,
+            access: None,
             created: now,
             updated: now,
         };
@@ -716,7 +718,8 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             "bootstrap-masters",
             "wait-running",
             "wait-joined",
-            "register-repository"
+            "register-repository",
+            "record-access"
         ]
     );
 
@@ -1104,6 +1107,7 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone_on_ec2() -> Tes
         "register-source",
         "restore",
         "wait-restored",
+        "record-access",
     ];
     for at in layout {
         let steps = Arc::new(FailAfter {

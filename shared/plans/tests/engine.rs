@@ -156,6 +156,7 @@ async fn harness(
             DeploymentStatus::Stopping
         },
         pending_plan: Some(plan.reference()),
+        access: None,
         created: now,
         updated: now,
     };

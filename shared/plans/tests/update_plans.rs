@@ -104,6 +104,7 @@ impl World {
             spec,
             status: DeploymentStatus::Initializing,
             pending_plan: Some(plan.reference()),
+            access: None,
             created: now,
             updated: now,
         };
@@ -280,7 +281,8 @@ async fn resize_three_to_five_to_three_keeps_every_document() -> TestResult {
             "retire",
             "wait-retired",
             "clear-exclusion",
-            "forget-templates"
+            "forget-templates",
+            "record-access"
         ],
         "only the hot group changes"
     );
@@ -346,6 +348,7 @@ async fn a_failure_after_any_update_step_unwinds_or_keeps_the_new_nodes() -> Tes
         "wait-retired",
         "clear-exclusion",
         "forget-templates",
+        "record-access",
     ];
     for (i, at) in steps.iter().enumerate() {
         let world = World::new()?;
@@ -419,5 +422,79 @@ async fn nodes_terminated_without_draining_lose_their_shards() -> TestResult {
     world.clusters.client(&d, &[]).await?;
     let health = get(&format!("{url}/_cluster/health")).await?;
     assert_eq!(health["status"], "red", "{health}");
+    Ok(())
+}
+
+/// The nodes and how to reach them, as create and update plans record them
+/// for the api (which calls neither EC2 nor SSM): after each plan the record
+/// names exactly the running nodes, carries the CA the nodes were given, and
+/// a password that opens, for this deployment only, to the nodes' password.
+#[tokio::test]
+async fn create_and_update_plans_record_how_to_reach_the_cluster() -> TestResult {
+    use floe_compute::NodeParameters;
+    use floe_domain::access::{PASSWORD_FIELD, sealing_resource};
+    use floe_secrets::{Cipher, Owner};
+    let world = World::new()?;
+    let d = world.create(spec(3, "m6g.xlarge")?).await?;
+    let cipher = LocalCipher::from_key(&[7u8; 32]);
+    let password_param = format!("/floe/{}/security/elastic_password", d.id);
+    let password = world
+        .parameters
+        .get(&password_param)
+        .await?
+        .ok_or("no password parameter")?;
+    for count in [3, 5] {
+        if count == 5 {
+            let (status, _) = world
+                .update(&d.id, &spec(5, "m6g.xlarge")?, Arc::new(world.steps()))
+                .await?;
+            assert_eq!(status, PlanStatus::Succeeded);
+        }
+        let record = world.deployment(&d.id).await?;
+        let access = record.access.ok_or("no access recorded")?;
+        let recorded: BTreeSet<String> = access.nodes.iter().map(|n| n.name.clone()).collect();
+        let (_, _, running) = world.running(&d.id).await?;
+        assert_eq!(recorded, running, "after the plan to {count} hot nodes");
+        assert!(
+            access
+                .nodes
+                .iter()
+                .all(|n| n.address.parse::<std::net::IpAddr>().is_ok())
+        );
+        let ca = world
+            .parameters
+            .get(&format!("/floe/{}/tls/ca.crt", d.id))
+            .await?
+            .ok_or("no CA parameter")?;
+        assert_eq!(access.ca_cert_pem, ca.expose());
+        assert!(!access.sealed_password.contains(password.expose()));
+        let resource = sealing_resource(&d.id);
+        let opened = cipher
+            .open(
+                &access.sealed_password,
+                &Owner {
+                    org: "acme",
+                    repository: &resource,
+                    field: PASSWORD_FIELD,
+                },
+            )
+            .await?;
+        assert_eq!(opened, password.expose());
+        let other = sealing_resource("ffffffffffffffffffffffffffffffff");
+        assert!(
+            cipher
+                .open(
+                    &access.sealed_password,
+                    &Owner {
+                        org: "acme",
+                        repository: &other,
+                        field: PASSWORD_FIELD,
+                    },
+                )
+                .await
+                .is_err(),
+            "the sealed password is bound to its deployment"
+        );
+    }
     Ok(())
 }

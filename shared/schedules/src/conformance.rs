@@ -177,6 +177,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
         spec,
         status,
         pending_plan: None,
+        access: None,
         created: now,
         updated: now,
     };

@@ -142,6 +142,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
         spec,
         status: DeploymentStatus::Running,
         pending_plan: None,
+        access: None,
         created: now,
         updated: now,
     };

@@ -128,6 +128,7 @@ fn deployment(
         spec,
         status: DeploymentStatus::Initializing,
         pending_plan: Some(p.reference()),
+        access: None,
         created: now,
         updated: now,
     };

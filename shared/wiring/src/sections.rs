@@ -438,8 +438,9 @@ pub struct ApiConfig {
     pub allow_private_endpoints: bool,
     /// Without a queue, plans still start: the worker's sweep finds them.
     pub queue_url: Option<String>,
+    /// The nodes' HTTP port; the api speaks HTTPS to them, pinned to each
+    /// deployment's CA.
     pub node_http: NodeHttp,
-    pub parameter_prefix: String,
 }
 
 impl ApiConfig {
@@ -451,7 +452,6 @@ impl ApiConfig {
             allow_private_endpoints: allow_private_endpoints(env)?,
             queue_url: queue_url(env)?,
             node_http: NodeHttp::read(env)?,
-            parameter_prefix: parameter_prefix(env)?,
         })
     }
 }

@@ -72,5 +72,7 @@ pub fn saga(spec: &DeploymentSpec, restore: Option<&RestoreTarget>) -> Saga {
         }
         saga.step("wait-restored", action!(wait_restored), action!(nothing));
     }
+    // Last: the nodes the deployment runs on, for the api to reach.
+    saga.step("record-access", action!(record_access), action!(nothing));
     saga
 }

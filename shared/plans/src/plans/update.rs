@@ -81,6 +81,8 @@ pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
             action!(nothing),
         );
     }
+    // Last: the nodes the deployment now runs on, for the api to reach.
+    saga.step("record-access", action!(record_access), action!(nothing));
     saga
 }
 

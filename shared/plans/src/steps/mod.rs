@@ -11,6 +11,7 @@
 //!   clear-exclusion, forget-templates
 //! - [`restore`], register-source, restore, mount, wait-restored
 
+pub mod access;
 pub mod bootstrap;
 pub mod credentials;
 pub mod drain;

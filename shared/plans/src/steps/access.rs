@@ -1,0 +1,101 @@
+//! record-access: the last step of every plan that changes a deployment's
+//! nodes. It records which nodes run and how to reach the cluster (its CA,
+//! and the `elastic` password sealed by the platform's cipher), so that the
+//! api function reaches a cluster from the record alone, calling neither
+//! EC2 nor SSM. The engine copies it onto the deployment when the plan
+//! succeeds ([`crate::Steps::settle`]).
+
+use super::outcome_of;
+use crate::deployment_steps::DeploymentSteps;
+use crate::engine::{Outcome, StepContext, done, fail};
+use floe_domain::access::{ClusterAccess, NodeEndpoint, PASSWORD_FIELD, sealing_resource};
+use floe_domain::deployment::Deployment;
+use floe_domain::plan::{Plan, PlanKind};
+use floe_secrets::{Owner, SecretError};
+
+pub(crate) const STEP: &str = "record-access";
+
+impl DeploymentSteps {
+    pub(crate) async fn record_access(&self, ctx: &StepContext<'_>) -> Outcome {
+        use floe_compute::parameters::{ELASTIC_PASSWORD, TLS_CA_CERT, parameter_name};
+        let deployment_id = &ctx.plan.deployment_id;
+        let nodes = match floe_clusters::running_nodes(self.compute.as_ref(), deployment_id).await {
+            Ok(n) => n,
+            Err(e) => return outcome_of(e),
+        };
+        let path = self.parameter_path(deployment_id);
+        let (ca, password) = match (
+            self.parameters
+                .get(&parameter_name(&path, TLS_CA_CERT))
+                .await,
+            self.parameters
+                .get(&parameter_name(&path, ELASTIC_PASSWORD))
+                .await,
+        ) {
+            (Ok(Some(ca)), Ok(Some(password))) => (ca, password),
+            (Err(e), _) | (_, Err(e)) => return outcome_of(e),
+            _ => {
+                return fail(
+                    "not_secured",
+                    "the deployment's CA or elastic password is missing from the node parameters",
+                );
+            }
+        };
+        let resource = sealing_resource(deployment_id);
+        let owner = Owner {
+            org: &ctx.plan.org,
+            repository: &resource,
+            field: PASSWORD_FIELD,
+        };
+        let sealed_password = match self.cipher.seal(password.expose(), &owner).await {
+            Ok(s) => s,
+            // A KMS throttle or outage passes; a key that cannot be used
+            // at all is a configuration to fix.
+            Err(SecretError::KeyUnavailable(m)) => {
+                return Outcome::Retry(format!("sealing the elastic password: {m}"));
+            }
+            Err(e) => return fail("sealing_failed", e.to_string()),
+        };
+        ctx.log(format!(
+            "{} running nodes recorded, with the cluster's CA and sealed elastic password",
+            nodes.len()
+        ));
+        done(&ClusterAccess {
+            ca_cert_pem: ca.expose().to_string(),
+            sealed_password,
+            nodes: nodes
+                .into_iter()
+                .map(|n| NodeEndpoint {
+                    name: n.node_name,
+                    address: n.private_ip,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// What a plan that ended well does to its deployment's access record: the
+/// nodes a create or update recorded replace the old record; a shutdown
+/// leaves no node to reach.
+pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
+    match plan.kind() {
+        PlanKind::Create | PlanKind::Update => {
+            let recorded = plan
+                .steps
+                .iter()
+                .find(|s| s.step_id == STEP)
+                .and_then(|s| serde_json::from_value::<ClusterAccess>(s.output.clone()).ok());
+            // A plan recorded before this step existed leaves the record
+            // as it was; its next plan records it.
+            if let Some(access) = recorded {
+                next.access = Some(access);
+            }
+        }
+        PlanKind::Shutdown => {
+            if let Some(access) = &mut next.access {
+                access.nodes.clear();
+            }
+        }
+        PlanKind::Delete | PlanKind::Restore => {}
+    }
+}
