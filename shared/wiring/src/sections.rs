@@ -386,12 +386,7 @@ impl SchedulerSettings {
             .filter(|(_, v)| v.is_none())
             .map(|(n, _)| *n)
             .collect();
-        if let Some(first) = SchedulerSettings::NAMES
-            .iter()
-            .zip(&values)
-            .find(|(_, v)| v.is_none())
-            .map(|(n, _)| *n)
-        {
+        if let Some(&first) = missing.first() {
             return Err(invalid(
                 first,
                 format!(
