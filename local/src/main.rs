@@ -71,8 +71,9 @@ enum ServeError {
 
 async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), ServeError> {
     let config = config?;
-    let store = build::store(&config.store).await?;
-    let cipher = build::cipher(&config.secrets).await?;
+    // The AWS SDK configuration loads only if the store or the cipher is on AWS.
+    let store = build::store(&config.store, floe_wiring::Aws::Shared).await?;
+    let cipher = build::cipher(&config.secrets, floe_wiring::Aws::Shared).await?;
     let verifier = build::verifier(&config.auth).await?;
     let platform =
         LocalPlatform::start(&config, store.clone(), cipher.clone()).map_err(WiringError::from)?;

@@ -15,12 +15,13 @@ use std::time::Duration;
 
 pub async fn state() -> Result<ApiState, WiringError> {
     let config = ApiConfig::read(&Env::process())?;
-    let store = build::store(&config.store).await?;
-    let cipher = build::cipher(&config.secrets).await?;
+    let sdk = floe_wiring::aws().await;
+    let store = build::store(&config.store, sdk.into()).await?;
+    let cipher = build::cipher(&config.secrets, sdk.into()).await?;
     let verifier = build::verifier(&config.auth).await?;
     let (queue, schedules): (Arc<dyn WorkQueue>, Arc<dyn ScheduleSync>) = match &config.queue_url {
         Some(url) => {
-            let sqs = Arc::new(floe_queue_sqs::SqsQueue::from_env(url.clone()).await);
+            let sqs = Arc::new(floe_queue_sqs::SqsQueue::new(sdk, url.clone()));
             (sqs.clone(), sqs)
         }
         None => (Arc::new(NoWorker), Arc::new(NoWorker)),

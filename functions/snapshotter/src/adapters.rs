@@ -19,25 +19,25 @@ pub fn settings(config: &SnapshotterConfig) -> SnapshotterSettings {
 /// The snapshotter with its production adapters: DynamoDB records, and the
 /// clusters reached through their nodes' private addresses.
 pub async fn snapshotter(config: &SnapshotterConfig) -> Result<Snapshotter, WiringError> {
-    let store = build::store(&config.store).await?;
+    let sdk = floe_wiring::aws().await;
+    let store = build::store(&config.store, sdk.into()).await?;
     // Only `instances` (DescribeInstances) is ever called: the launch
     // settings stay empty because this function never starts a node.
-    let compute: Arc<dyn Compute> = Arc::new(
-        Ec2Compute::from_env(Ec2Config {
+    let compute: Arc<dyn Compute> = Arc::new(Ec2Compute::new(
+        sdk,
+        Ec2Config {
             image_arm64: String::new(),
             image_x86_64: String::new(),
             subnets: Vec::new(),
             security_groups: Vec::new(),
             instance_profile: None,
             key_name: None,
-        })
-        .await,
+        },
+    ));
+    let parameters = floe_parameters_ssm::SsmParameters::new(
+        sdk,
+        floe_parameters_ssm::SsmParametersConfig { kms_key_id: None },
     );
-    let parameters =
-        floe_parameters_ssm::SsmParameters::from_env(floe_parameters_ssm::SsmParametersConfig {
-            kms_key_id: None,
-        })
-        .await;
     let clusters: Arc<dyn Clusters> = Arc::new(
         NodeAddresses::new(
             compute,

@@ -29,9 +29,9 @@ pub struct Adapters {
 
 impl Adapters {
     pub async fn from_config(config: &WorkerConfig) -> Result<Adapters, WiringError> {
-        let store = build::store(&config.store).await?;
-        let queue: Arc<dyn WorkQueue> =
-            Arc::new(SqsQueue::from_env(config.queue_url.clone()).await);
+        let sdk = floe_wiring::aws().await;
+        let store = build::store(&config.store, sdk.into()).await?;
+        let queue: Arc<dyn WorkQueue> = Arc::new(SqsQueue::new(sdk, config.queue_url.clone()));
         let (compute, clusters, parameters) = nodes(config).await?;
         let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
         let settings = StepSettings {
@@ -44,20 +44,22 @@ impl Adapters {
                 compute,
                 clusters,
                 parameters,
-                cipher: build::cipher(&config.secrets).await?,
+                cipher: build::cipher(&config.secrets, sdk.into()).await?,
                 snapshots: snapshotter,
             },
             settings,
         );
         let schedules = match &config.scheduler {
             Some(s) => {
-                let scheduler = AwsScheduler::from_env(AwsSchedulerConfig::new(
-                    s.group.clone(),
-                    s.target_arn.clone(),
-                    s.role_arn.clone(),
-                    s.dead_letter_arn.clone(),
-                ))
-                .await;
+                let scheduler = AwsScheduler::new(
+                    sdk,
+                    AwsSchedulerConfig::new(
+                        s.group.clone(),
+                        s.target_arn.clone(),
+                        s.role_arn.clone(),
+                        s.dead_letter_arn.clone(),
+                    ),
+                );
                 Some(Arc::new(ReconcileNow::new(
                     store.clone(),
                     Arc::new(scheduler),
@@ -102,19 +104,21 @@ type Nodes = (Arc<dyn Compute>, Arc<dyn Clusters>, Arc<dyn NodeParameters>);
 async fn nodes(config: &WorkerConfig) -> Result<Nodes, WiringError> {
     match &config.compute {
         ComputeChoice::Ec2(ec2) => {
-            let compute: Arc<dyn Compute> = Arc::new(
-                Ec2Compute::from_env(Ec2Config {
+            let compute: Arc<dyn Compute> = Arc::new(Ec2Compute::new(
+                floe_wiring::aws().await,
+                Ec2Config {
                     image_arm64: ec2.image_arm64.clone(),
                     image_x86_64: ec2.image_x86_64.clone(),
                     subnets: ec2.subnets.clone(),
                     security_groups: ec2.security_groups.clone(),
                     instance_profile: Some(ec2.instance_profile.clone()),
                     key_name: ec2.key_name.clone(),
-                })
-                .await,
-            );
-            let parameters: Arc<dyn NodeParameters> =
-                Arc::new(SsmParameters::from_env(SsmParametersConfig { kms_key_id: None }).await);
+                },
+            ));
+            let parameters: Arc<dyn NodeParameters> = Arc::new(SsmParameters::new(
+                floe_wiring::aws().await,
+                SsmParametersConfig { kms_key_id: None },
+            ));
             let clusters = Arc::new(
                 NodeAddresses::new(
                     compute.clone(),

@@ -112,19 +112,14 @@ pub struct Ec2Compute {
 }
 
 impl Ec2Compute {
-    pub fn new(client: Client, config: Ec2Config) -> Ec2Compute {
+    /// Builds the client from the process's shared SDK configuration
+    /// (`AWS_REGION`, the Lambda role's credentials, `AWS_ENDPOINT_URL`...).
+    pub fn new(sdk: &aws_config::SdkConfig, config: Ec2Config) -> Ec2Compute {
         Ec2Compute {
-            client,
+            client: Client::new(sdk),
             config,
             image_arches: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// Builds the client from the SDK's usual environment (`AWS_REGION`,
-    /// the Lambda role's credentials, `AWS_ENDPOINT_URL`...).
-    pub async fn from_env(config: Ec2Config) -> Ec2Compute {
-        let sdk_config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Ec2Compute::new(Client::new(&sdk_config), config)
     }
 
     pub fn config(&self) -> &Ec2Config {

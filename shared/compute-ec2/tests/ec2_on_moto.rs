@@ -1,7 +1,7 @@
 //! The EC2 adapter against moto's EC2 (127.0.0.1, started by scripts/test.sh),
 //! through the real `aws-sdk-ec2` client. Every request the adapter sends is
-//! recorded by an SDK interceptor, so the tests can say which calls were (and
-//! were not) made. Each test builds its own VPC, subnets and security group,
+//! recorded by the SDK configuration's HTTP client, so the tests can say which
+//! calls were (and were not) made. Each test builds its own VPC, subnets and security group,
 //! and names everything uniquely, so the tests share one moto safely.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -9,10 +9,12 @@ use std::error::Error;
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_ec2::Client;
-use aws_sdk_ec2::config::interceptors::BeforeTransmitInterceptorContextRef;
-use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_ec2::config::http::HttpRequest;
 use aws_sdk_ec2::error::BoxError;
 use aws_sdk_ec2::types::{ArchitectureValues, Filter, LaunchTemplateHttpTokensState};
+use aws_smithy_runtime_api::client::http::{
+    HttpClient as _, HttpConnector, HttpConnectorFuture, SharedHttpConnector, http_client_fn,
+};
 use base64::Engine as _;
 use floe_compute::{
     Compute, ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT,
@@ -43,18 +45,9 @@ impl Recorder {
     }
 }
 
-impl Intercept for Recorder {
-    fn name(&self) -> &'static str {
-        "floe-test-recorder"
-    }
-
-    fn read_before_transmit(
-        &self,
-        context: &BeforeTransmitInterceptorContextRef<'_>,
-        _runtime_components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let body = std::str::from_utf8(context.request().body().bytes().unwrap_or_default())?;
+impl Recorder {
+    fn record(&self, request: &HttpRequest) -> Result<(), BoxError> {
+        let body = std::str::from_utf8(request.body().bytes().unwrap_or_default())?;
         let action = body
             .split('&')
             .find_map(|pair| pair.strip_prefix("Action="))
@@ -74,22 +67,49 @@ fn endpoint() -> Result<String, Box<dyn Error>> {
     })?)
 }
 
-fn client_at(endpoint: &str, recorder: Option<&Recorder>) -> Client {
-    let mut config = aws_sdk_ec2::config::Builder::new()
-        .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+/// Sends each request on to moto once the recorder has seen it.
+#[derive(Debug)]
+struct Recording {
+    inner: SharedHttpConnector,
+    recorder: Recorder,
+}
+
+impl HttpConnector for Recording {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        match self.recorder.record(&request) {
+            Ok(()) => self.inner.call(request),
+            Err(e) => HttpConnectorFuture::ready(Err(
+                aws_smithy_runtime_api::client::result::ConnectorError::other(e, None),
+            )),
+        }
+    }
+}
+
+/// The SDK configuration the adapter is built from: moto's endpoint, and
+/// with a recorder, an HTTP client that records every request.
+fn sdk_at(endpoint: &str, recorder: Option<&Recorder>) -> aws_config::SdkConfig {
+    let mut sdk = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
-        .region(aws_sdk_ec2::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "floe-tests",
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_ec2::config::SharedCredentialsProvider::new(
+            aws_sdk_ec2::config::Credentials::new("test", "test", None, None, "floe-tests"),
         ));
     if let Some(recorder) = recorder {
-        config = config.interceptor(recorder.clone());
+        let recorder = recorder.clone();
+        let inner = aws_smithy_http_client::Builder::new().build_http();
+        sdk = sdk.http_client(http_client_fn(move |settings, components| {
+            SharedHttpConnector::new(Recording {
+                inner: inner.http_connector(settings, components),
+                recorder: recorder.clone(),
+            })
+        }));
     }
-    Client::from_conf(config.build())
+    sdk.build()
+}
+
+fn client_at(endpoint: &str) -> Client {
+    Client::new(&sdk_at(endpoint, None))
 }
 
 /// What one test runs against: a fresh network on moto, one image per
@@ -107,7 +127,7 @@ struct Fixture {
 impl Fixture {
     async fn new() -> Result<Fixture, Box<dyn Error>> {
         let endpoint = endpoint()?;
-        let setup = client_at(&endpoint, None);
+        let setup = client_at(&endpoint);
         let run = uuid::Uuid::new_v4().simple().to_string();
         let image_arm64 = image_of(&setup, "arm64").await?;
         let image_x86_64 = image_of(&setup, "x86_64").await?;
@@ -166,7 +186,7 @@ impl Fixture {
     }
 
     fn compute_with(&self, recorder: &Recorder, config: Ec2Config) -> Ec2Compute {
-        Ec2Compute::new(client_at(&self.endpoint, Some(recorder)), config)
+        Ec2Compute::new(&sdk_at(&self.endpoint, Some(recorder)), config)
     }
 
     fn deployment(&self) -> String {
@@ -742,9 +762,8 @@ async fn an_unreachable_endpoint_is_transient() -> TestResult {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let client = client_at(&format!("http://127.0.0.1:{port}"), None);
     let compute = Ec2Compute::new(
-        client,
+        &sdk_at(&format!("http://127.0.0.1:{port}"), None),
         Ec2Config {
             image_x86_64: "ami-12345678".to_owned(),
             subnets: vec!["subnet-1".to_owned()],

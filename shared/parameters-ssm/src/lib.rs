@@ -89,15 +89,13 @@ impl std::fmt::Debug for SsmParameters {
 }
 
 impl SsmParameters {
-    pub fn new(client: Client, config: SsmParametersConfig) -> SsmParameters {
-        SsmParameters { client, config }
-    }
-
-    /// Builds the client from the SDK's usual environment (`AWS_REGION`,
-    /// the function role's credentials, `AWS_ENDPOINT_URL`...).
-    pub async fn from_env(config: SsmParametersConfig) -> SsmParameters {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        SsmParameters::new(Client::new(&sdk), config)
+    /// Builds the client from the process's shared SDK configuration
+    /// (`AWS_REGION`, the function role's credentials, `AWS_ENDPOINT_URL`...).
+    pub fn new(sdk: &aws_config::SdkConfig, config: SsmParametersConfig) -> SsmParameters {
+        SsmParameters {
+            client: Client::new(sdk),
+            config,
+        }
     }
 
     pub fn config(&self) -> &SsmParametersConfig {

@@ -5,40 +5,48 @@
 //! never fails on its own).
 
 use aws_sdk_ssm::Client;
-use aws_sdk_ssm::config::interceptors::{
-    BeforeDeserializationInterceptorContextMut, BeforeTransmitInterceptorContextRef,
-};
+use aws_sdk_ssm::config::http::{HttpRequest, HttpResponse};
 use aws_sdk_ssm::config::retry::RetryConfig;
-use aws_sdk_ssm::config::{
-    BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents,
-};
+use aws_sdk_ssm::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_ssm::types::{ParameterStringFilter, ParameterTier, ParameterType};
+use aws_smithy_runtime_api::client::http::{
+    HttpClient as _, HttpConnector, HttpConnectorFuture, SharedHttpConnector, http_client_fn,
+};
 use floe_compute::parameters::{INVALID_PARAMETER, parameter_name};
 use floe_compute::parameters_conformance::{self, DEPLOYMENT_PARAMETERS};
 use floe_compute::{ComputeError, NodeParameters, SecretOrPlain};
 use floe_compute_sim::SimulatedParameters;
 use floe_parameters_ssm::{ACCESS_DENIED, SsmParameters, SsmParametersConfig};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type TestResult = Result<(), BoxError>;
 
 const KEY: &str = "alias/floe-test-parameters";
 
-fn config_builder() -> Result<aws_sdk_ssm::config::Builder, BoxError> {
+/// Moto's endpoint, region and test credentials: what the adapter and the
+/// test's own client are built from.
+fn sdk() -> Result<aws_config::SdkConfig, BoxError> {
     let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
         "FLOE_TEST_AWS_ENDPOINT is not set: run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
     })?;
-    Ok(aws_sdk_ssm::config::Builder::new()
+    Ok(aws_config::SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "floe-tests")))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "floe-tests",
+        )))
+        .build())
 }
 
 fn client() -> Result<Client, BoxError> {
-    Ok(Client::from_conf(config_builder()?.build()))
+    Ok(Client::new(&sdk()?))
 }
 
 /// A fresh root path per test, so that tests can share one moto.
@@ -107,7 +115,7 @@ async fn count_under(client: &Client, path: &str) -> Result<usize, BoxError> {
 
 #[tokio::test]
 async fn the_port_scenario_passes_on_parameter_store() -> TestResult {
-    let ssm = SsmParameters::new(client()?, with_key());
+    let ssm = SsmParameters::new(&sdk()?, with_key());
     parameters_conformance::scenario(&ssm, &root()).await
 }
 
@@ -122,7 +130,7 @@ async fn the_port_scenario_passes_on_the_simulation() -> TestResult {
 #[tokio::test]
 async fn plain_values_are_strings_and_secrets_secure_strings_under_the_key() -> TestResult {
     let client = client()?;
-    let ssm = SsmParameters::new(client.clone(), with_key());
+    let ssm = SsmParameters::new(&sdk()?, with_key());
     let root = root();
     let plain_name = parameter_name(&root, "initial_master_nodes");
     let secret_name = parameter_name(&root, "repository/secret_key");
@@ -152,7 +160,7 @@ async fn plain_values_are_strings_and_secrets_secure_strings_under_the_key() -> 
     );
 
     // Without a configured key, Parameter Store picks the account's.
-    let default_key = SsmParameters::new(client.clone(), SsmParametersConfig::default());
+    let default_key = SsmParameters::new(&sdk()?, SsmParametersConfig::default());
     let other = parameter_name(&root, "repository/access_key");
     default_key.put(&other, &secret).await?;
     let (kind, _, key) = described(&client, &other).await?;
@@ -165,7 +173,7 @@ async fn plain_values_are_strings_and_secrets_secure_strings_under_the_key() -> 
 #[tokio::test]
 async fn put_overwrites_a_parameter_with_a_new_version() -> TestResult {
     let client = client()?;
-    let ssm = SsmParameters::new(client.clone(), with_key());
+    let ssm = SsmParameters::new(&sdk()?, with_key());
     let name = parameter_name(&root(), "initial_master_nodes");
     for (n, ids) in ["i-1,i-2,i-3", "i-1", "i-1"].iter().enumerate() {
         ssm.put(&name, &SecretOrPlain::plain(*ids)).await?;
@@ -180,7 +188,7 @@ async fn put_overwrites_a_parameter_with_a_new_version() -> TestResult {
 
 #[tokio::test]
 async fn delete_succeeds_whether_or_not_the_parameter_exists() -> TestResult {
-    let ssm = SsmParameters::new(client()?, with_key());
+    let ssm = SsmParameters::new(&sdk()?, with_key());
     let name = parameter_name(&root(), "initial_master_nodes");
     ssm.delete(&name).await?;
     ssm.put(&name, &SecretOrPlain::plain("i-1")).await?;
@@ -193,7 +201,7 @@ async fn delete_succeeds_whether_or_not_the_parameter_exists() -> TestResult {
 #[tokio::test]
 async fn delete_under_removes_one_deployments_parameters_and_no_others() -> TestResult {
     let client = client()?;
-    let ssm = SsmParameters::new(client.clone(), with_key());
+    let ssm = SsmParameters::new(&sdk()?, with_key());
     let root = root();
     let one = format!("{root}/dep-one");
     let two = format!("{root}/dep-two");
@@ -221,13 +229,12 @@ async fn delete_under_removes_one_deployments_parameters_and_no_others() -> Test
 #[tokio::test]
 async fn requests_parameter_store_refuses_are_refused_before_any_call() -> TestResult {
     // No endpoint at all: a call would fail as unreachable, not as invalid.
-    let nowhere = Client::from_conf(
-        config_builder()?
-            .endpoint_url("http://127.0.0.1:1")
-            .retry_config(RetryConfig::disabled())
-            .build(),
-    );
-    let ssm = SsmParameters::new(nowhere, with_key());
+    let nowhere = sdk()?
+        .to_builder()
+        .endpoint_url("http://127.0.0.1:1")
+        .retry_config(RetryConfig::disabled())
+        .build();
+    let ssm = SsmParameters::new(&nowhere, with_key());
     let too_big = SecretOrPlain::secret("x".repeat(4097));
     assert_eq!(
         failure_type(ssm.put("/floe/p", &too_big).await),
@@ -259,7 +266,6 @@ struct InjectError {
     status: u16,
     times: AtomicU32,
     seen: Arc<AtomicU32>,
-    target: Mutex<String>,
 }
 
 impl InjectError {
@@ -270,44 +276,20 @@ impl InjectError {
             status,
             times: AtomicU32::new(times),
             seen: Arc::new(AtomicU32::new(0)),
-            target: Mutex::new(String::new()),
         }
     }
 }
 
-impl Intercept for InjectError {
-    fn name(&self) -> &'static str {
-        "InjectError"
+impl InjectError {
+    /// Whether this request is to the operation whose answers are replaced:
+    /// the JSON protocol names the operation in this header.
+    fn matches(&self, request: &HttpRequest) -> bool {
+        let target = request.headers().get("x-amz-target").unwrap_or_default();
+        target == format!("AmazonSSM.{}", self.operation)
     }
 
-    fn read_before_transmit(
-        &self,
-        ctx: &BeforeTransmitInterceptorContextRef<'_>,
-        _components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        // The JSON protocol names the operation in this header; the request
-        // is gone by the time the response arrives. Each test's client makes
-        // one call at a time, so one slot is enough.
-        let target = ctx
-            .request()
-            .headers()
-            .get("x-amz-target")
-            .unwrap_or_default();
-        *self.target.lock().map_err(|_| "poisoned")? = target.to_owned();
-        Ok(())
-    }
-
-    fn modify_before_deserialization(
-        &self,
-        ctx: &mut BeforeDeserializationInterceptorContextMut<'_>,
-        _components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let target = self.target.lock().map_err(|_| "poisoned")?.clone();
-        if target != format!("AmazonSSM.{}", self.operation) {
-            return Ok(());
-        }
+    /// Replaces moto's answer, the first `times` times.
+    fn replace(&self, response: &mut HttpResponse) -> Result<(), BoxError> {
         self.seen.fetch_add(1, Ordering::SeqCst);
         if self
             .times
@@ -316,7 +298,6 @@ impl Intercept for InjectError {
         {
             return Ok(());
         }
-        let response = ctx.response_mut();
         *response.status_mut() = self.status.try_into()?;
         response.headers_mut().remove("content-length");
         *response.body_mut() = format!(
@@ -328,14 +309,44 @@ impl Intercept for InjectError {
     }
 }
 
+/// The SDK configuration's HTTP connector, with a fault on the way back.
+#[derive(Debug)]
+struct Faulty {
+    inner: SharedHttpConnector,
+    fault: Arc<InjectError>,
+}
+
+impl HttpConnector for Faulty {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let matches = self.fault.matches(&request);
+        let answer = self.inner.call(request);
+        let fault = self.fault.clone();
+        HttpConnectorFuture::new(async move {
+            let mut response = answer.await?;
+            if matches {
+                fault.replace(&mut response).map_err(|e| {
+                    aws_smithy_runtime_api::client::result::ConnectorError::other(e, None)
+                })?;
+            }
+            Ok(response)
+        })
+    }
+}
+
 fn faulty(fault: InjectError) -> Result<SsmParameters, BoxError> {
-    let client = Client::from_conf(
-        config_builder()?
-            .retry_config(RetryConfig::disabled())
-            .interceptor(fault)
-            .build(),
-    );
-    Ok(SsmParameters::new(client, with_key()))
+    let fault = Arc::new(fault);
+    let inner = aws_smithy_http_client::Builder::new().build_http();
+    let sdk = sdk()?
+        .to_builder()
+        .retry_config(RetryConfig::disabled())
+        .http_client(http_client_fn(move |settings, components| {
+            SharedHttpConnector::new(Faulty {
+                inner: inner.http_connector(settings, components),
+                fault: fault.clone(),
+            })
+        }))
+        .build();
+    Ok(SsmParameters::new(&sdk, with_key()))
 }
 
 #[tokio::test]
@@ -409,7 +420,7 @@ async fn refusals_are_permanent_with_a_failure_type() -> TestResult {
 async fn a_type_parameter_store_will_not_change_in_place_is_recreated() -> TestResult {
     let client = client()?;
     let name = parameter_name(&root(), "initial_master_nodes");
-    SsmParameters::new(client.clone(), with_key())
+    SsmParameters::new(&sdk()?, with_key())
         .put(&name, &SecretOrPlain::plain("i-1"))
         .await?;
     // AWS answers a type change with this error; moto makes the change.

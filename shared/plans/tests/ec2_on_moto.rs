@@ -54,22 +54,24 @@ fn endpoint() -> Result<String, Box<dyn Error>> {
     })?)
 }
 
-fn ssm_at(endpoint: &str) -> SsmParameters {
-    let config = aws_sdk_ssm::config::Builder::new()
-        .behavior_version(aws_sdk_ssm::config::BehaviorVersion::latest())
+/// The SDK configuration every adapter and client of these tests is built
+/// from: moto's endpoint, its region and test credentials.
+fn sdk_at(endpoint: &str) -> aws_config::SdkConfig {
+    aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
-        .region(aws_sdk_ssm::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_ssm::config::Credentials::new(
-            "test", "test", None, None, "moto",
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_ec2::config::SharedCredentialsProvider::new(
+            aws_sdk_ec2::config::Credentials::new("test", "test", None, None, "moto"),
         ))
-        .build();
-    SsmParameters::new(
-        aws_sdk_ssm::Client::from_conf(config),
-        SsmParametersConfig { kms_key_id: None },
-    )
+        .build()
 }
 
-fn client_at(endpoint: &str) -> Result<Client, Box<dyn Error>> {
+fn ssm_at(endpoint: &str) -> SsmParameters {
+    SsmParameters::new(&sdk_at(endpoint), SsmParametersConfig { kms_key_id: None })
+}
+
+fn client_at(endpoint: &str) -> Result<aws_config::SdkConfig, Box<dyn Error>> {
     // Only a loopback moto: these tests create and terminate instances, which
     // must never reach a real account through a stray endpoint.
     let host = endpoint
@@ -78,19 +80,7 @@ fn client_at(endpoint: &str) -> Result<Client, Box<dyn Error>> {
     if !(host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]")) {
         return Err(format!("FLOE_TEST_AWS_ENDPOINT {endpoint} is not a loopback address").into());
     }
-    let config = aws_sdk_ec2::config::Builder::new()
-        .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_sdk_ec2::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "floe-tests",
-        ))
-        .build();
-    Ok(Client::from_conf(config))
+    Ok(sdk_at(endpoint))
 }
 
 async fn image_of(client: &Client, arch: &str) -> Result<String, Box<dyn Error>> {
@@ -112,6 +102,8 @@ async fn image_of(client: &Client, arch: &str) -> Result<String, Box<dyn Error>>
 /// catalogue; `client` is the test's own view of the account.
 struct Fixture {
     client: Client,
+    /// What the adapters under test are built from (moto).
+    sdk: aws_config::SdkConfig,
     config: Ec2Config,
     /// The nodes' bootstrap parameters, in moto's SSM.
     parameters: Arc<SsmParameters>,
@@ -126,7 +118,8 @@ struct Fixture {
 
 impl Fixture {
     async fn new() -> Result<Fixture, Box<dyn Error>> {
-        let client = client_at(&endpoint()?)?;
+        let sdk = client_at(&endpoint()?)?;
+        let client = Client::new(&sdk);
         let image_arm64 = image_of(&client, "arm64").await?;
         let image_x86_64 = image_of(&client, "x86_64").await?;
         let vpc = client
@@ -229,6 +222,7 @@ impl Fixture {
             .await?;
         Ok(Fixture {
             client,
+            sdk,
             config,
             parameters: Arc::new(ssm_at(&endpoint()?)),
             store,
@@ -239,7 +233,7 @@ impl Fixture {
     }
 
     fn compute(&self) -> Arc<dyn floe_compute::Compute> {
-        Arc::new(Ec2Compute::new(self.client.clone(), self.config.clone()))
+        Arc::new(Ec2Compute::new(&self.sdk, self.config.clone()))
     }
 
     /// No Elasticsearch answers on moto's instance addresses: a simulated
@@ -794,15 +788,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
 }
 
 fn sqs_at(endpoint: &str) -> aws_sdk_sqs::Client {
-    let config = aws_sdk_sqs::config::Builder::new()
-        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-            "test", "test", None, None, "moto",
-        ))
-        .build();
-    aws_sdk_sqs::Client::from_conf(config)
+    aws_sdk_sqs::Client::new(&sdk_at(endpoint))
 }
 
 /// Messages SQS still holds: ready, in flight, or delayed.
@@ -853,7 +839,10 @@ async fn a_failed_create_woken_through_sqs_leaves_no_message() -> TestResult {
         .queue_url()
         .ok_or("no queue url")?
         .to_owned();
-    let queue = Arc::new(floe_queue_sqs::SqsQueue::new(sqs.clone(), url.clone()));
+    let queue = Arc::new(floe_queue_sqs::SqsQueue::new(
+        &sdk_at(&endpoint()?),
+        url.clone(),
+    ));
     let steps = Arc::new(FailAfter {
         inner: fx.steps(),
         at: "wait-running".into(),

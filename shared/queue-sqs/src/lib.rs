@@ -39,18 +39,14 @@ impl std::fmt::Debug for SqsQueue {
 }
 
 impl SqsQueue {
-    pub fn new(client: Client, queue_url: impl Into<String>) -> SqsQueue {
+    /// The queue at `queue_url`, through a client built from the process's
+    /// shared SDK configuration (region, the function role's credentials,
+    /// `AWS_ENDPOINT_URL`).
+    pub fn new(sdk: &aws_config::SdkConfig, queue_url: impl Into<String>) -> SqsQueue {
         SqsQueue {
-            client,
+            client: Client::new(sdk),
             queue_url: queue_url.into(),
         }
-    }
-
-    /// Builds the client from the SDK's usual environment (`AWS_REGION`,
-    /// the function role's credentials, `AWS_ENDPOINT_URL`...).
-    pub async fn from_env(queue_url: impl Into<String>) -> SqsQueue {
-        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        SqsQueue::new(Client::new(&config), queue_url)
     }
 
     pub fn queue_url(&self) -> &str {

@@ -3,7 +3,7 @@
 //! JSON, and a delayed job stays invisible until its delay has passed.
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use floe_ports::{PlanJob, WorkQueue};
 use floe_queue_sqs::SqsQueue;
 use std::time::{Duration, Instant};
@@ -13,17 +13,28 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 /// How long a test waits for a message before it gives up.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-fn client() -> Result<Client, Box<dyn std::error::Error>> {
+/// Moto's endpoint, region and test credentials: the adapter and the test's
+/// own client are built from this one SDK configuration.
+fn sdk() -> Result<aws_config::SdkConfig, Box<dyn std::error::Error>> {
     let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
         "FLOE_TEST_AWS_ENDPOINT is not set: run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
     })?;
-    let config = aws_sdk_sqs::config::Builder::new()
+    Ok(aws_config::SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "floe-tests"))
-        .build();
-    Ok(Client::from_conf(config))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "floe-tests",
+        )))
+        .build())
+}
+
+fn client() -> Result<Client, Box<dyn std::error::Error>> {
+    Ok(Client::new(&sdk()?))
 }
 
 async fn new_queue(client: &Client) -> Result<String, Box<dyn std::error::Error>> {
@@ -89,7 +100,7 @@ async fn receive_until(
 async fn jobs_arrive_as_json_and_a_delayed_job_waits_for_its_delay() -> TestResult {
     let client = client()?;
     let url = new_queue(&client).await?;
-    let queue = SqsQueue::new(client.clone(), url.clone());
+    let queue = SqsQueue::new(&sdk()?, url.clone());
     let now = job("p-now");
     let later = job("p-later");
     let delay = Duration::from_secs(2);
@@ -126,7 +137,7 @@ async fn jobs_arrive_as_json_and_a_delayed_job_waits_for_its_delay() -> TestResu
 async fn a_body_is_the_job_as_json() -> TestResult {
     let client = client()?;
     let url = new_queue(&client).await?;
-    SqsQueue::new(client.clone(), url.clone())
+    SqsQueue::new(&sdk()?, url.clone())
         .enqueue(job("p-json"), Duration::ZERO)
         .await?;
     let start = Instant::now();
@@ -155,7 +166,7 @@ async fn a_missing_queue_is_a_queue_error_with_the_service_message() -> TestResu
     let client = client()?;
     let url = new_queue(&client).await?;
     client.delete_queue().queue_url(&url).send().await?;
-    let err = SqsQueue::new(client, url)
+    let err = SqsQueue::new(&sdk()?, url)
         .enqueue(job("p-lost"), Duration::ZERO)
         .await
         .err()

@@ -121,15 +121,13 @@ impl std::fmt::Debug for AwsScheduler {
 }
 
 impl AwsScheduler {
-    pub fn new(client: Client, config: AwsSchedulerConfig) -> AwsScheduler {
-        AwsScheduler { client, config }
-    }
-
-    /// Builds the client from the SDK's usual environment (`AWS_REGION`,
-    /// the function role's credentials, `AWS_ENDPOINT_URL`...).
-    pub async fn from_env(config: AwsSchedulerConfig) -> AwsScheduler {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        AwsScheduler::new(Client::new(&sdk), config)
+    /// Builds the client from the process's shared SDK configuration
+    /// (`AWS_REGION`, the function role's credentials, `AWS_ENDPOINT_URL`...).
+    pub fn new(sdk: &aws_config::SdkConfig, config: AwsSchedulerConfig) -> AwsScheduler {
+        AwsScheduler {
+            client: Client::new(sdk),
+            config,
+        }
     }
 
     pub fn config(&self) -> &AwsSchedulerConfig {
@@ -357,79 +355,5 @@ impl Scheduler for AwsScheduler {
             }
         }
         Ok(found)
-    }
-}
-
-/// The adapter's settings from the environment the deploy template sets:
-/// `FLOE_SCHEDULE_GROUP`, `FLOE_SNAPSHOTTER_ARN`, `FLOE_SCHEDULER_ROLE_ARN`
-/// and `FLOE_SCHEDULE_DLQ_ARN`, all or none. `None` when none is set.
-pub fn config_from_env(
-    var: impl Fn(&str) -> Option<String>,
-) -> Result<Option<AwsSchedulerConfig>, String> {
-    const NAMES: [&str; 4] = [
-        "FLOE_SCHEDULE_GROUP",
-        "FLOE_SNAPSHOTTER_ARN",
-        "FLOE_SCHEDULER_ROLE_ARN",
-        "FLOE_SCHEDULE_DLQ_ARN",
-    ];
-    let values: Vec<Option<String>> = NAMES
-        .iter()
-        .map(|n| {
-            var(n)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        })
-        .collect();
-    if values.iter().all(Option::is_none) {
-        return Ok(None);
-    }
-    let missing: Vec<&str> = NAMES
-        .iter()
-        .zip(&values)
-        .filter(|(_, v)| v.is_none())
-        .map(|(n, _)| *n)
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!(
-            "{} must be set too: snapshot schedules need all of {}",
-            missing.join(", "),
-            NAMES.join(", ")
-        ));
-    }
-    let [group, target, role, dlq] = [0, 1, 2, 3].map(|i| values[i].clone().unwrap_or_default());
-    Ok(Some(AwsSchedulerConfig::new(group, target, role, dlq)))
-}
-
-#[cfg(test)]
-mod config_tests {
-    use super::config_from_env;
-    use std::collections::HashMap;
-
-    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |name| map.get(name).cloned()
-    }
-
-    #[test]
-    fn none_set_is_no_scheduler_and_some_set_names_the_missing_ones() {
-        assert!(matches!(config_from_env(lookup(&[])), Ok(None)));
-        let partial = config_from_env(lookup(&[("FLOE_SCHEDULE_GROUP", "floe")]));
-        let message = partial.err().unwrap_or_default();
-        assert!(message.contains("FLOE_SNAPSHOTTER_ARN"), "{message}");
-        assert!(!message.starts_with("FLOE_SCHEDULE_GROUP"), "{message}");
-        let all = config_from_env(lookup(&[
-            ("FLOE_SCHEDULE_GROUP", "floe"),
-            (
-                "FLOE_SNAPSHOTTER_ARN",
-                "arn:aws:lambda:us-east-1:1:function:s",
-            ),
-            ("FLOE_SCHEDULER_ROLE_ARN", "arn:aws:iam::1:role/r"),
-            ("FLOE_SCHEDULE_DLQ_ARN", "arn:aws:sqs:us-east-1:1:dlq"),
-        ]));
-        let config = all.ok().flatten().map(|c| c.group);
-        assert_eq!(config.as_deref(), Some("floe"));
     }
 }

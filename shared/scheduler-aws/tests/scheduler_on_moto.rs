@@ -4,13 +4,14 @@
 //! the same reconciliation scenario the in-process scheduler passes.
 
 use aws_sdk_scheduler::Client;
-use aws_sdk_scheduler::config::interceptors::BeforeDeserializationInterceptorContextMut;
+use aws_sdk_scheduler::config::http::{HttpRequest, HttpResponse};
 use aws_sdk_scheduler::config::retry::RetryConfig;
-use aws_sdk_scheduler::config::{
-    BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents,
-};
+use aws_sdk_scheduler::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_scheduler::error::BoxError;
 use aws_sdk_scheduler::types::{FlexibleTimeWindow, FlexibleTimeWindowMode, ScheduleState, Target};
+use aws_smithy_runtime_api::client::http::{
+    HttpClient as _, HttpConnector, HttpConnectorFuture, SharedHttpConnector, http_client_fn,
+};
 use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig, RetrySettings};
 use floe_schedules::conformance::reconciliation_scenario;
 use floe_schedules::names::{deployment_prefix, schedule_name};
@@ -25,16 +26,24 @@ const TARGET: &str = "arn:aws:lambda:us-east-1:123456789012:function:floe-snapsh
 const ROLE: &str = "arn:aws:iam::123456789012:role/floe-scheduler-invoke";
 const DLQ: &str = "arn:aws:sqs:us-east-1:123456789012:floe-schedules-dlq";
 
-fn sdk_config()
--> Result<aws_sdk_scheduler::config::Builder, Box<dyn std::error::Error + Send + Sync>> {
+/// Moto's endpoint, region and test credentials: what the adapter and the
+/// test's own client are built from.
+fn sdk_config() -> Result<aws_config::SdkConfig, Box<dyn std::error::Error + Send + Sync>> {
     let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
         "FLOE_TEST_AWS_ENDPOINT is not set: run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
     })?;
-    Ok(aws_sdk_scheduler::config::Builder::new()
+    Ok(aws_config::SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "floe-tests")))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "floe-tests",
+        )))
+        .build())
 }
 
 fn unique(prefix: &str) -> String {
@@ -56,11 +65,12 @@ fn floe_domain_id() -> String {
 
 /// A client, and a scheduler on a schedule group of its own.
 async fn setup() -> Result<(Client, AwsScheduler), Box<dyn std::error::Error + Send + Sync>> {
-    let client = Client::from_conf(sdk_config()?.build());
+    let sdk = sdk_config()?;
+    let client = Client::new(&sdk);
     let group = unique("floe-test");
     client.create_schedule_group().name(&group).send().await?;
     let config = AwsSchedulerConfig::new(group, TARGET, ROLE, DLQ);
-    Ok((client.clone(), AwsScheduler::new(client, config)))
+    Ok((client.clone(), AwsScheduler::new(&sdk, config)))
 }
 
 fn job(org: &str, deployment: &str, policy: &str) -> SnapshotJob {
@@ -278,23 +288,13 @@ struct Inject {
     remaining: AtomicUsize,
 }
 
-impl Intercept for Inject {
-    fn name(&self) -> &'static str {
-        "floe-test-inject"
-    }
-
-    fn modify_before_deserialization(
-        &self,
-        ctx: &mut BeforeDeserializationInterceptorContextMut<'_>,
-        _components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
+impl Inject {
+    fn replace(&self, response: &mut HttpResponse) -> Result<(), BoxError> {
         let inject = self
             .remaining
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         if inject {
-            let response = ctx.response_mut();
             *response.status_mut() = self.status.try_into()?;
             response.headers_mut().remove("content-length");
             response.headers_mut().remove("x-amzn-errortype");
@@ -305,6 +305,27 @@ impl Intercept for Inject {
             .into();
         }
         Ok(())
+    }
+}
+
+/// The SDK configuration's HTTP connector, with `Inject` on the way back.
+#[derive(Debug)]
+struct Injecting {
+    inner: SharedHttpConnector,
+    inject: Arc<Inject>,
+}
+
+impl HttpConnector for Injecting {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let answer = self.inner.call(request);
+        let inject = self.inject.clone();
+        HttpConnectorFuture::new(async move {
+            let mut response = answer.await?;
+            inject.replace(&mut response).map_err(|e| {
+                aws_smithy_runtime_api::client::result::ConnectorError::other(e, None)
+            })?;
+            Ok(response)
+        })
     }
 }
 
@@ -335,18 +356,24 @@ async fn errors_are_sorted_into_kinds() -> TestResult {
         }),
     ];
     for (status, code, expected) in cases {
-        let client = Client::from_conf(
-            sdk_config()?
-                // The SDK would retry the transient ones itself.
-                .retry_config(RetryConfig::disabled())
-                .interceptor(Inject {
-                    status,
-                    code,
-                    remaining: AtomicUsize::new(1),
+        let inject = Arc::new(Inject {
+            status,
+            code,
+            remaining: AtomicUsize::new(1),
+        });
+        let inner = aws_smithy_http_client::Builder::new().build_http();
+        let sdk = sdk_config()?
+            .to_builder()
+            // The SDK would retry the transient ones itself.
+            .retry_config(RetryConfig::disabled())
+            .http_client(http_client_fn(move |settings, components| {
+                SharedHttpConnector::new(Injecting {
+                    inner: inner.http_connector(settings, components),
+                    inject: inject.clone(),
                 })
-                .build(),
-        );
-        let injected = AwsScheduler::new(client, scheduler.config().clone());
+            }))
+            .build();
+        let injected = AwsScheduler::new(&sdk, scheduler.config().clone());
         let result = injected.put(&s).await;
         assert!(
             result.as_ref().err().is_some_and(expected),

@@ -22,16 +22,13 @@ pub struct KmsCipher {
 }
 
 impl KmsCipher {
-    pub fn new(client: aws_sdk_kms::Client, key_id: impl Into<String>) -> KmsCipher {
+    /// Seals with the key `key_id`, through a client built from the
+    /// process's shared SDK configuration.
+    pub fn new(sdk: &aws_config::SdkConfig, key_id: impl Into<String>) -> KmsCipher {
         KmsCipher {
-            client,
+            client: aws_sdk_kms::Client::new(sdk),
             key_id: key_id.into(),
         }
-    }
-
-    pub async fn from_env(key_id: impl Into<String>) -> KmsCipher {
-        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        KmsCipher::new(aws_sdk_kms::Client::new(&config), key_id)
     }
 
     fn context(owner: &Owner<'_>) -> [(String, String); 3] {

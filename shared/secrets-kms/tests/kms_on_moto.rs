@@ -6,14 +6,15 @@ use floe_secrets_kms::KmsCipher;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
-async fn client() -> Result<aws_sdk_kms::Client, Box<dyn std::error::Error>> {
+/// Moto's endpoint, region and test credentials, loaded as a process
+/// loads its shared configuration.
+async fn sdk() -> Result<aws_config::SdkConfig, Box<dyn std::error::Error>> {
     let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
         "FLOE_TEST_AWS_ENDPOINT is not set: run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
     })?;
-    let config = aws_sdk_kms::config::Builder::new()
-        .behavior_version(aws_sdk_kms::config::BehaviorVersion::latest())
+    Ok(aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
-        .region(aws_sdk_kms::config::Region::new("us-east-1"))
+        .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_kms::config::Credentials::new(
             "test",
             "test",
@@ -21,13 +22,14 @@ async fn client() -> Result<aws_sdk_kms::Client, Box<dyn std::error::Error>> {
             None,
             "floe-tests",
         ))
-        .build();
-    Ok(aws_sdk_kms::Client::from_conf(config))
+        .load()
+        .await)
 }
 
 #[tokio::test]
 async fn kms_seals_and_opens_bound_to_the_owner() -> TestResult {
-    let client = client().await?;
+    let sdk = sdk().await?;
+    let client = aws_sdk_kms::Client::new(&sdk);
     let key = client
         .create_key()
         .description("floe test key")
@@ -37,7 +39,7 @@ async fn kms_seals_and_opens_bound_to_the_owner() -> TestResult {
         .key_metadata()
         .map(|m| m.key_id().to_string())
         .ok_or("no key id")?;
-    let cipher = KmsCipher::new(client, key_id);
+    let cipher = KmsCipher::new(&sdk, key_id);
     let owner = Owner {
         org: "acme",
         repository: "main",

@@ -110,18 +110,13 @@ impl std::fmt::Debug for DynamoBackend {
 }
 
 impl DynamoBackend {
-    pub fn new(client: Client, table: impl Into<String>) -> DynamoBackend {
+    /// The table `table`, through a client built from the process's shared
+    /// SDK configuration (region, credentials, `AWS_ENDPOINT_URL`).
+    pub fn new(sdk: &aws_config::SdkConfig, table: impl Into<String>) -> DynamoBackend {
         DynamoBackend {
-            client,
+            client: Client::new(sdk),
             table: table.into(),
         }
-    }
-
-    /// Builds a client from the AWS SDK's usual environment
-    /// (`AWS_ENDPOINT_URL`, `AWS_REGION`, credentials...).
-    pub async fn from_env(table: impl Into<String>) -> DynamoBackend {
-        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        DynamoBackend::new(Client::new(&config), table)
     }
 
     pub fn table(&self) -> &str {
@@ -1061,7 +1056,12 @@ mod tests {
         let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config)
             .interceptor(WireInterceptor(wire.clone()))
             .build();
-        let backend = DynamoBackend::new(Client::from_conf(config), unique_table());
+        // The interceptor sees what goes on the wire: a test-only client, in
+        // the backend the one public constructor would otherwise build.
+        let backend = DynamoBackend {
+            client: Client::from_conf(config),
+            table: unique_table(),
+        };
         backend.ensure_table().await.expect("create the test table");
         wire.clear();
         (backend, wire)

@@ -11,21 +11,16 @@ async fn dynamo_store() -> Result<(Store, ()), Box<dyn std::error::Error>> {
     let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
         "FLOE_TEST_AWS_ENDPOINT is not set: run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
     })?;
-    let config = aws_sdk_dynamodb::config::Builder::new()
-        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+    let sdk = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
-        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "floe-tests",
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
+            aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "floe-tests"),
         ))
         .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(config);
     let table = format!("floe-conformance-{}", new_resource_id());
-    let backend = DynamoBackend::new(client, table);
+    let backend = DynamoBackend::new(&sdk, table);
     backend.ensure_table().await?;
     let backend: Arc<dyn Backend> = Arc::new(backend);
     Ok((Store::new(backend), ()))

@@ -1,5 +1,6 @@
 //! The adapters every process builds the same way, one constructor each.
 
+use crate::Aws;
 use crate::env::ConfigError;
 use crate::sections::{AuthConfig, SecretsConfig, StoreChoice, TokenKeys};
 use floe_auth::{KeySource, Verifier, VerifierConfig};
@@ -24,12 +25,13 @@ pub enum WiringError {
 }
 
 /// The records. SQLite opens (and migrates) its file; DynamoDB is created
-/// only when `FLOE_CREATE_TABLE` asks.
-pub async fn store(choice: &StoreChoice) -> Result<Store, WiringError> {
+/// only when `FLOE_CREATE_TABLE` asks; only DynamoDB takes the SDK
+/// configuration.
+pub async fn store(choice: &StoreChoice, sdk: Aws<'_>) -> Result<Store, WiringError> {
     Ok(match choice {
         StoreChoice::Sqlite(path) => Store::new(Arc::new(SqliteBackend::open(path)?)),
         StoreChoice::Dynamo { table, create } => {
-            let backend = DynamoBackend::from_env(table.clone()).await;
+            let backend = DynamoBackend::new(sdk.config().await, table.clone());
             if *create {
                 backend.ensure_table().await?;
             }
@@ -40,8 +42,8 @@ pub async fn store(choice: &StoreChoice) -> Result<Store, WiringError> {
 
 /// How secrets are sealed: KMS when a key is configured (values an earlier
 /// local key sealed stay readable while its file is there), else the local
-/// key file, created with mode 0600.
-pub async fn cipher(config: &SecretsConfig) -> Result<Arc<dyn Cipher>, WiringError> {
+/// key file, created with mode 0600. Only KMS takes the SDK configuration.
+pub async fn cipher(config: &SecretsConfig, sdk: Aws<'_>) -> Result<Arc<dyn Cipher>, WiringError> {
     match &config.kms_key_id {
         Some(key_id) => {
             let local = if config.key_file.exists() {
@@ -50,7 +52,7 @@ pub async fn cipher(config: &SecretsConfig) -> Result<Arc<dyn Cipher>, WiringErr
                 None
             };
             Ok(Arc::new(Ciphers::new(
-                Box::new(KmsCipher::from_env(key_id.clone()).await),
+                Box::new(KmsCipher::new(sdk.config().await, key_id.clone())),
                 local,
             )))
         }

@@ -18,8 +18,36 @@ pub use env::{ConfigError, Env};
 pub use sections::*;
 
 /// The AWS SDK's shared configuration (region, credentials chain,
-/// `AWS_ENDPOINT_URL`), loaded once per cold start: every adapter's client
-/// is built from this one value instead of resolving the chain again.
-pub async fn aws() -> aws_config::SdkConfig {
-    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+/// `AWS_ENDPOINT_URL`), loaded the first time it is asked for and at most
+/// once per process: every AWS adapter's client is built from this one
+/// value instead of resolving the chain again.
+pub async fn aws() -> &'static aws_config::SdkConfig {
+    static SDK: tokio::sync::OnceCell<aws_config::SdkConfig> = tokio::sync::OnceCell::const_new();
+    SDK.get_or_init(|| aws_config::load_defaults(aws_config::BehaviorVersion::latest()))
+        .await
+}
+
+/// The SDK configuration [`build`] gives the AWS adapters it builds.
+#[derive(Debug, Clone, Copy)]
+pub enum Aws<'a> {
+    /// The process's ([`aws`]), loaded only when an AWS adapter is built: a
+    /// process on SQLite with a local key never loads it.
+    Shared,
+    /// This one (tests pointing at moto).
+    Given(&'a aws_config::SdkConfig),
+}
+
+impl<'a> Aws<'a> {
+    pub async fn config(self) -> &'a aws_config::SdkConfig {
+        match self {
+            Aws::Shared => aws().await,
+            Aws::Given(sdk) => sdk,
+        }
+    }
+}
+
+impl<'a> From<&'a aws_config::SdkConfig> for Aws<'a> {
+    fn from(sdk: &'a aws_config::SdkConfig) -> Aws<'a> {
+        Aws::Given(sdk)
+    }
 }

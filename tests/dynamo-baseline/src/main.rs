@@ -11,7 +11,8 @@ use lambda_http::{Body, Error, Request, Response, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let store = build::store(&StoreChoice::read_table(&Env::process())?).await?;
+    let sdk = floe_wiring::aws().await;
+    let store = build::store(&StoreChoice::read_table(&Env::process())?, sdk.into()).await?;
     let store = &store;
     lambda_http::run(service_fn(move |_request: Request| async move {
         let page = store
