@@ -14,7 +14,7 @@ use floe_ports::ScheduleSync;
 use floe_schedules::{LocalScheduler, ReconcileNow, SystemClock};
 use floe_secrets::Cipher;
 use floe_store::Store;
-use floe_wiring::{ConfigError, LocalConfig};
+use floe_wiring::{ConfigError, LocalConfig, SimSettings};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,8 +34,13 @@ impl LocalPlatform {
         cipher: Arc<dyn Cipher>,
     ) -> Result<LocalPlatform, ConfigError> {
         let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
-            SimulatedConfig::from_env().map_err(|m| ConfigError {
-                name: "FLOE_SIM_*",
+            SimulatedConfig::parse(
+                config.sim.boot_delay,
+                config.sim.terminate_delay,
+                &config.sim.faults,
+            )
+            .map_err(|m| ConfigError {
+                name: SimSettings::FAULTS,
                 message: m,
             })?,
         ));

@@ -131,7 +131,7 @@ async fn nodes(config: &WorkerConfig) -> Result<Nodes, WiringError> {
             );
             Ok((compute, clusters, parameters))
         }
-        ComputeChoice::Simulated => simulated(),
+        ComputeChoice::Simulated(sim) => simulated(sim),
     }
 }
 
@@ -139,13 +139,15 @@ async fn nodes(config: &WorkerConfig) -> Result<Nodes, WiringError> {
 /// function: only a build with the `simulated` feature carries them (the
 /// test crate's); the Lambda zip does not.
 #[cfg(feature = "simulated")]
-fn simulated() -> Result<Nodes, WiringError> {
+fn simulated(sim: &floe_wiring::SimSettings) -> Result<Nodes, WiringError> {
     use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
     use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
     let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
-        SimulatedConfig::from_env().map_err(|m| ConfigError {
-            name: "FLOE_SIM_*",
-            message: m,
+        SimulatedConfig::parse(sim.boot_delay, sim.terminate_delay, &sim.faults).map_err(|m| {
+            ConfigError {
+                name: floe_wiring::SimSettings::FAULTS,
+                message: m,
+            }
         })?,
     ));
     let clusters = Arc::new(SimulatedClusters::new(
@@ -157,7 +159,7 @@ fn simulated() -> Result<Nodes, WiringError> {
 }
 
 #[cfg(not(feature = "simulated"))]
-fn simulated() -> Result<Nodes, WiringError> {
+fn simulated(_sim: &floe_wiring::SimSettings) -> Result<Nodes, WiringError> {
     Err(ConfigError {
         name: "FLOE_COMPUTE",
         message: "this build has no simulated compute (it is in local mode and the test builds)"

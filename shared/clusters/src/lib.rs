@@ -103,37 +103,6 @@ pub async fn running_nodes(
     Ok(nodes)
 }
 
-/// How the functions reach a node's HTTP port: `FLOE_ES_SCHEME` (`https`,
-/// the default since Elasticsearch 8 secures HTTP, or `http`) and
-/// `FLOE_ES_PORT` (9200).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NodeHttp {
-    pub https: bool,
-    pub port: u16,
-}
-
-impl NodeHttp {
-    /// Reads the two settings through `var`; an error names the setting
-    /// and what it must be.
-    pub fn from_lookup(
-        var: impl Fn(&str) -> Option<String>,
-    ) -> Result<NodeHttp, (&'static str, &'static str)> {
-        let https = match var("FLOE_ES_SCHEME").as_deref().map(str::trim) {
-            None | Some("") | Some("https") => true,
-            Some("http") => false,
-            Some(_) => return Err(("FLOE_ES_SCHEME", "must be http or https")),
-        };
-        let port = match var("FLOE_ES_PORT").as_deref().map(str::trim) {
-            None | Some("") => 9200,
-            Some(p) => match p.parse::<u16>() {
-                Ok(port) if port > 0 => port,
-                _ => return Err(("FLOE_ES_PORT", "must be a port number")),
-            },
-        };
-        Ok(NodeHttp { https, port })
-    }
-}
-
 /// Production: the cluster's HTTP port on a running node's private address
 /// (the functions run in the nodes' VPC).
 pub struct NodeAddresses {
@@ -265,55 +234,4 @@ impl Clusters for NodeAddresses {
     }
 
     async fn forget(&self, _deployment_id: &str) {}
-}
-
-#[cfg(test)]
-mod tests {
-    use super::NodeHttp;
-
-    fn lookup(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |name| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        }
-    }
-
-    #[test]
-    fn node_http_defaults_to_https_on_9200_and_names_a_bad_setting() {
-        assert_eq!(
-            NodeHttp::from_lookup(lookup(&[])),
-            Ok(NodeHttp {
-                https: true,
-                port: 9200
-            })
-        );
-        assert_eq!(
-            NodeHttp::from_lookup(lookup(&[
-                ("FLOE_ES_SCHEME", "http"),
-                ("FLOE_ES_PORT", "9243")
-            ])),
-            Ok(NodeHttp {
-                https: false,
-                port: 9243
-            })
-        );
-        assert_eq!(
-            NodeHttp::from_lookup(lookup(&[("FLOE_ES_SCHEME", "ftp")])).map_err(|e| e.0),
-            Err("FLOE_ES_SCHEME")
-        );
-        for bad in ["0", "70000", "x"] {
-            let pairs: &'static [(&'static str, &'static str)] = match bad {
-                "0" => &[("FLOE_ES_PORT", "0")],
-                "70000" => &[("FLOE_ES_PORT", "70000")],
-                _ => &[("FLOE_ES_PORT", "x")],
-            };
-            assert_eq!(
-                NodeHttp::from_lookup(lookup(pairs)).map_err(|e| e.0),
-                Err("FLOE_ES_PORT"),
-                "{bad}"
-            );
-        }
-    }
 }

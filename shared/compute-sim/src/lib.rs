@@ -46,10 +46,6 @@ const DEFAULT_ZONES: [&str; 3] = ["sim-a", "sim-b", "sim-c"];
 const FIRST_HOST: u8 = 4;
 const LAST_HOST: u8 = 254;
 
-pub const ENV_BOOT_DELAY: &str = "FLOE_SIM_BOOT_DELAY_MS";
-pub const ENV_TERMINATE_DELAY: &str = "FLOE_SIM_TERMINATE_DELAY_MS";
-pub const ENV_FAULTS: &str = "FLOE_SIM_FAULTS";
-
 #[derive(Debug, Clone, Default)]
 pub struct SimulatedConfig {
     /// Zone names, indexed by [`LaunchRequest::zone`]; empty means
@@ -79,65 +75,43 @@ pub enum Fault {
 }
 
 impl SimulatedConfig {
-    /// Reads the configuration of local mode from the environment.
+    /// Local mode's simulated instances from its settings (floe-wiring's
+    /// `SimSettings`: `FLOE_SIM_BOOT_DELAY_MS`, `FLOE_SIM_TERMINATE_DELAY_MS`
+    /// and the text of `FLOE_SIM_FAULTS`).
     ///
-    /// - `FLOE_SIM_BOOT_DELAY_MS`, `FLOE_SIM_TERMINATE_DELAY_MS`: whole
-    ///   milliseconds; unset or empty means zero.
-    /// - `FLOE_SIM_FAULTS`: a comma-separated list of faults; unset or empty
-    ///   means none. Each item is one of
-    ///   - `OPERATION:NTH:TIMES:KIND[=CODE]`: [`Fault::FailCall`]. `OPERATION`
-    ///     is one of [`OPERATIONS`]; `NTH` (from 1) is the first failing call
-    ///     and `TIMES` (from 1) how many consecutive calls fail; `KIND` is
-    ///     `transient` (a `Transient` error whose code is `CODE`, default
-    ///     `simulated_transient`) or `permanent` (a `Permanent` error whose
-    ///     failure type is `CODE`, default `simulated_failure`).
-    ///   - `capacity:ZONE`: [`Fault::NoCapacityInZone`] for zone index `ZONE`.
+    /// `faults` is a comma-separated list of faults; empty (or spaces) means
+    /// none. Each item is one of
+    /// - `OPERATION:NTH:TIMES:KIND[=CODE]`: [`Fault::FailCall`]. `OPERATION`
+    ///   is one of [`OPERATIONS`]; `NTH` (from 1) is the first failing call
+    ///   and `TIMES` (from 1) how many consecutive calls fail; `KIND` is
+    ///   `transient` (a `Transient` error whose code is `CODE`, default
+    ///   `simulated_transient`) or `permanent` (a `Permanent` error whose
+    ///   failure type is `CODE`, default `simulated_failure`).
+    /// - `capacity:ZONE`: [`Fault::NoCapacityInZone`] for zone index `ZONE`.
     ///
-    ///   For example `launch:1:1:permanent,terminate:2:3:transient,capacity:0`
-    ///   fails the first launch, the second to fourth terminate calls, and
-    ///   every launch in the first zone. Items are trimmed of spaces.
+    /// For example `launch:1:1:permanent,terminate:2:3:transient,capacity:0`
+    /// fails the first launch, the second to fourth terminate calls, and
+    /// every launch in the first zone. Items are trimmed of spaces.
     ///
-    /// Zones are always the default three. An unusable value is an error
-    /// naming the variable.
-    pub fn from_env() -> Result<SimulatedConfig, String> {
-        Self::from_lookup(|name| std::env::var_os(name))
-    }
-
-    fn from_lookup(
-        var: impl Fn(&str) -> Option<std::ffi::OsString>,
+    /// Zones are always the default three. An unusable fault is an error
+    /// saying which item and why (the caller names the variable).
+    pub fn parse(
+        boot_delay: Duration,
+        terminate_delay: Duration,
+        faults: &str,
     ) -> Result<SimulatedConfig, String> {
-        let text = |name: &str| -> Result<String, String> {
-            match var(name) {
-                None => Ok(String::new()),
-                Some(v) => v
-                    .into_string()
-                    .map(|s| s.trim().to_string())
-                    .map_err(|_| format!("{name} is not valid UTF-8")),
-            }
-        };
-        let millis = |name: &str| -> Result<Duration, String> {
-            let v = text(name)?;
-            if v.is_empty() {
-                return Ok(Duration::ZERO);
-            }
-            v.parse::<u64>()
-                .map(Duration::from_millis)
-                .map_err(|_| format!("{name}={v:?} is not a whole number of milliseconds"))
-        };
-        let faults_text = text(ENV_FAULTS)?;
-        let faults = if faults_text.is_empty() {
+        let faults = if faults.trim().is_empty() {
             Vec::new()
         } else {
-            faults_text
+            faults
                 .split(',')
                 .map(parse_fault)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("{ENV_FAULTS}: {e}"))?
+                .collect::<Result<Vec<_>, _>>()?
         };
         Ok(SimulatedConfig {
             zones: DEFAULT_ZONES.iter().map(|z| z.to_string()).collect(),
-            boot_delay: millis(ENV_BOOT_DELAY)?,
-            terminate_delay: millis(ENV_TERMINATE_DELAY)?,
+            boot_delay,
+            terminate_delay,
             faults,
         })
     }
@@ -535,7 +509,6 @@ mod tests {
     use floe_compute::{TAG_NODE_GROUP, Volume};
     use floe_domain::catalog::Arch;
     use floe_domain::deployment::VolumeType;
-    use std::ffi::OsString;
     use std::sync::Arc;
 
     type TestResult = Result<(), ComputeError>;
@@ -1059,37 +1032,26 @@ mod tests {
         Ok(())
     }
 
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
-        let map: HashMap<String, OsString> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), OsString::from(v)))
-            .collect();
-        move |name| map.get(name).cloned()
-    }
-
     #[test]
-    fn from_env_defaults_to_no_delay_and_no_fault() -> Result<(), String> {
-        let c = SimulatedConfig::from_lookup(env(&[]))?;
+    fn parse_defaults_to_no_fault() -> Result<(), String> {
+        let c = SimulatedConfig::parse(Duration::ZERO, Duration::ZERO, "")?;
         assert_eq!(c.zones, ["sim-a", "sim-b", "sim-c"]);
         assert_eq!(c.boot_delay, Duration::ZERO);
         assert_eq!(c.terminate_delay, Duration::ZERO);
         assert!(c.faults.is_empty());
-        let c = SimulatedConfig::from_lookup(env(&[(ENV_FAULTS, "  "), (ENV_BOOT_DELAY, "")]))?;
+        let c = SimulatedConfig::parse(Duration::ZERO, Duration::ZERO, "  ")?;
         assert!(c.faults.is_empty());
         assert_eq!(c.boot_delay, Duration::ZERO);
         Ok(())
     }
 
     #[test]
-    fn from_env_reads_delays_and_faults() -> Result<(), String> {
-        let c = SimulatedConfig::from_lookup(env(&[
-            (ENV_BOOT_DELAY, "1500"),
-            (ENV_TERMINATE_DELAY, " 200 "),
-            (
-                ENV_FAULTS,
-                "launch:1:1:permanent, terminate:2:3:transient,capacity:0,instances:4:1:transient=Throttling,ensure_launch_template:1:2:permanent=unauthorized",
-            ),
-        ]))?;
+    fn parse_keeps_the_delays_and_reads_the_faults() -> Result<(), String> {
+        let c = SimulatedConfig::parse(
+            Duration::from_millis(1500),
+            Duration::from_millis(200),
+            "launch:1:1:permanent, terminate:2:3:transient,capacity:0,instances:4:1:transient=Throttling,ensure_launch_template:1:2:permanent=unauthorized",
+        )?;
         assert_eq!(c.boot_delay, Duration::from_millis(1500));
         assert_eq!(c.terminate_delay, Duration::from_millis(200));
         let message = |op: &str, n: u32| format!("injected fault on {op} call {n}");
@@ -1139,27 +1101,26 @@ mod tests {
     }
 
     #[test]
-    fn from_env_names_the_variable_of_a_bad_value() {
-        let cases: &[(&str, &str)] = &[
-            (ENV_BOOT_DELAY, "fast"),
-            (ENV_BOOT_DELAY, "-1"),
-            (ENV_TERMINATE_DELAY, "1.5"),
-            (ENV_FAULTS, "launch:1:1"),
-            (ENV_FAULTS, "reboot:1:1:transient"),
-            (ENV_FAULTS, "launch:0:1:transient"),
-            (ENV_FAULTS, "launch:1:0:transient"),
-            (ENV_FAULTS, "launch:x:1:transient"),
-            (ENV_FAULTS, "launch:1:1:fatal"),
-            (ENV_FAULTS, "launch:1:1:permanent="),
-            (ENV_FAULTS, "capacity:a"),
-            (ENV_FAULTS, "capacity:-1"),
-            (ENV_FAULTS, "launch:1:1:transient,,capacity:0"),
-            (ENV_FAULTS, "launch:1:1:transient,"),
+    fn parse_refuses_a_bad_fault() {
+        // The delays arrive parsed (floe-wiring's tests cover their
+        // mistakes); the caller names FLOE_SIM_FAULTS on these.
+        let cases = [
+            "launch:1:1",
+            "reboot:1:1:transient",
+            "launch:0:1:transient",
+            "launch:1:0:transient",
+            "launch:x:1:transient",
+            "launch:1:1:fatal",
+            "launch:1:1:permanent=",
+            "capacity:a",
+            "capacity:-1",
+            "launch:1:1:transient,,capacity:0",
+            "launch:1:1:transient,",
         ];
-        for (name, value) in cases {
-            match SimulatedConfig::from_lookup(env(&[(name, value)])) {
-                Ok(c) => panic!("{name}={value:?} was accepted: {c:?}"),
-                Err(e) => assert!(e.contains(name), "{name}={value:?}: {e}"),
+        for value in cases {
+            match SimulatedConfig::parse(Duration::ZERO, Duration::ZERO, value) {
+                Ok(c) => panic!("{value:?} was accepted: {c:?}"),
+                Err(e) => assert!(!e.is_empty(), "{value:?}"),
             }
         }
     }

@@ -94,27 +94,6 @@ pub trait NodeParameters: Send + Sync + 'static {
     async fn delete_under(&self, path: &str) -> Result<usize, ComputeError>;
 }
 
-/// Where the nodes' parameters live unless `FLOE_PARAMETER_PREFIX` says.
-pub const DEFAULT_PREFIX: &str = "/floe";
-
-/// `FLOE_PARAMETER_PREFIX` read through `var`, for every function that
-/// writes or reads the nodes' parameters; an error names the setting.
-pub fn prefix_from_lookup(
-    var: impl Fn(&str) -> Option<String>,
-) -> Result<String, (&'static str, &'static str)> {
-    let prefix = var("FLOE_PARAMETER_PREFIX")
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| DEFAULT_PREFIX.to_string());
-    if !prefix.starts_with('/') || prefix.contains(char::is_whitespace) {
-        return Err((
-            "FLOE_PARAMETER_PREFIX",
-            "must be an SSM parameter path such as /floe",
-        ));
-    }
-    Ok(prefix)
-}
-
 /// The path of a deployment's parameters: the boot script's
 /// `parameter_prefix`.
 pub fn deployment_path(prefix: &str, deployment_id: &str) -> String {

@@ -343,16 +343,44 @@ pub enum ComputeChoice {
     Ec2(Ec2Settings),
     /// Simulated instances and clusters: only in builds that carry the
     /// simulators (local mode, and the worker built for the emulator tests).
-    Simulated,
+    Simulated(SimSettings),
 }
 
 impl ComputeChoice {
     pub fn read(env: &Env) -> Result<ComputeChoice, ConfigError> {
         match env.get("FLOE_COMPUTE").as_deref() {
             None | Some("ec2") => Ok(ComputeChoice::Ec2(Ec2Settings::read(env)?)),
-            Some("simulated") => Ok(ComputeChoice::Simulated),
+            Some("simulated") => Ok(ComputeChoice::Simulated(SimSettings::read(env)?)),
             Some(_) => Err(invalid("FLOE_COMPUTE", "must be ec2 or simulated")),
         }
+    }
+}
+
+/// How simulated instances behave (local mode, and the worker built for the
+/// emulator tests): `FLOE_SIM_BOOT_DELAY_MS` and
+/// `FLOE_SIM_TERMINATE_DELAY_MS` (whole milliseconds, default 0), and
+/// `FLOE_SIM_FAULTS`, the failures to inject, as text: floe-compute-sim's
+/// `SimulatedConfig::parse` reads it (empty: none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SimSettings {
+    pub boot_delay: Duration,
+    pub terminate_delay: Duration,
+    pub faults: String,
+}
+
+impl SimSettings {
+    pub const FAULTS: &'static str = "FLOE_SIM_FAULTS";
+
+    pub fn read(env: &Env) -> Result<SimSettings, ConfigError> {
+        let millis = |name: &'static str| {
+            env.whole(name, 0u64, "whole milliseconds")
+                .map(Duration::from_millis)
+        };
+        Ok(SimSettings {
+            boot_delay: millis("FLOE_SIM_BOOT_DELAY_MS")?,
+            terminate_delay: millis("FLOE_SIM_TERMINATE_DELAY_MS")?,
+            faults: env.get(SimSettings::FAULTS).unwrap_or_default(),
+        })
     }
 }
 
@@ -517,6 +545,7 @@ pub struct LocalConfig {
     /// `FLOE_PLAN_POLL_MS`: how often a waiting plan step looks again.
     pub plan_poll: Duration,
     pub parameter_prefix: String,
+    pub sim: SimSettings,
 }
 
 impl LocalConfig {
@@ -536,6 +565,7 @@ impl LocalConfig {
                 "whole milliseconds",
             )?),
             parameter_prefix: parameter_prefix(env)?,
+            sim: SimSettings::read(env)?,
         })
     }
 }
@@ -607,7 +637,58 @@ mod tests {
             ("FLOE_COMPUTE", "simulated"),
             ("FLOE_KMS_KEY_ID", "k"),
         ]))?;
-        assert_eq!(c.compute, ComputeChoice::Simulated);
+        assert_eq!(c.compute, ComputeChoice::Simulated(SimSettings::default()));
+        Ok(())
+    }
+
+    #[test]
+    fn simulated_instances_read_their_delays_and_keep_the_faults_text() -> Result<(), ConfigError> {
+        let c = LocalConfig::read(&Env::from_pairs(&[]))?;
+        assert_eq!(c.sim, SimSettings::default());
+        assert_eq!(c.sim.boot_delay, Duration::ZERO);
+        let c = LocalConfig::read(&Env::from_pairs(&[
+            ("FLOE_SIM_FAULTS", "  "),
+            ("FLOE_SIM_BOOT_DELAY_MS", ""),
+        ]))?;
+        assert_eq!(c.sim, SimSettings::default());
+        let faults = "launch:1:1:permanent, capacity:0";
+        let c = LocalConfig::read(&Env::from_pairs(&[
+            ("FLOE_SIM_BOOT_DELAY_MS", "1500"),
+            ("FLOE_SIM_TERMINATE_DELAY_MS", " 200 "),
+            ("FLOE_SIM_FAULTS", faults),
+        ]))?;
+        assert_eq!(
+            c.sim,
+            SimSettings {
+                boot_delay: Duration::from_millis(1500),
+                terminate_delay: Duration::from_millis(200),
+                faults: faults.into(),
+            }
+        );
+        // The worker built for the emulator tests reads the same settings.
+        let w = WorkerConfig::read(&Env::from_pairs(&[
+            ("FLOE_STORE", "dynamodb://floe-records"),
+            ("FLOE_QUEUE_URL", "http://127.0.0.1:5000/123456789012/work"),
+            ("AWS_REGION", "us-east-1"),
+            ("FLOE_COMPUTE", "simulated"),
+            ("FLOE_KMS_KEY_ID", "k"),
+            ("FLOE_SIM_BOOT_DELAY_MS", "0"),
+            ("FLOE_SIM_TERMINATE_DELAY_MS", "50"),
+        ]))?;
+        let ComputeChoice::Simulated(sim) = w.compute else {
+            return Err(invalid("FLOE_COMPUTE", "expected simulated"));
+        };
+        assert_eq!(sim.terminate_delay, Duration::from_millis(50));
+        for (name, value) in [
+            ("FLOE_SIM_BOOT_DELAY_MS", "fast"),
+            ("FLOE_SIM_BOOT_DELAY_MS", "-1"),
+            ("FLOE_SIM_TERMINATE_DELAY_MS", "1.5"),
+        ] {
+            match LocalConfig::read(&Env::from_pairs(&[(name, value)])) {
+                Err(e) => assert_eq!(e.name, name, "{name}={value:?}: {e}"),
+                Ok(c) => panic!("{name}={value:?} was accepted: {c:?}"),
+            }
+        }
         Ok(())
     }
 
@@ -673,6 +754,14 @@ mod tests {
         assert_eq!(SchedulerSettings::read(&Env::from_pairs(&[]))?, None);
         let e = SchedulerSettings::read(&Env::from_pairs(&all[..3])).err();
         assert_eq!(e.map(|e| e.name), Some("FLOE_SCHEDULE_DLQ_ARN"));
+        // One set names the missing ones, not the one that is set.
+        let e = SchedulerSettings::read(&Env::from_pairs(&all[..1]))
+            .err()
+            .ok_or_else(|| invalid("FLOE_SCHEDULE_GROUP", "accepted"))?;
+        assert_eq!(e.name, "FLOE_SNAPSHOTTER_ARN");
+        assert!(e.message.contains("FLOE_SNAPSHOTTER_ARN"), "{e}");
+        assert!(!e.message.starts_with("FLOE_SCHEDULE_GROUP"), "{e}");
+        assert!(!e.to_string().starts_with("FLOE_SCHEDULE_GROUP"), "{e}");
         Ok(())
     }
 
@@ -712,6 +801,10 @@ mod tests {
         );
         for (extra, name) in [
             (("FLOE_ES_PORT", "99999"), "FLOE_ES_PORT"),
+            (("FLOE_ES_PORT", "70000"), "FLOE_ES_PORT"),
+            (("FLOE_ES_PORT", "x"), "FLOE_ES_PORT"),
+            (("FLOE_ES_PORT", "0"), "FLOE_ES_PORT"),
+            (("FLOE_ES_SCHEME", "ftp"), "FLOE_ES_SCHEME"),
             (("FLOE_SNAPSHOT_WAIT_SECS", "-1"), "FLOE_SNAPSHOT_WAIT_SECS"),
             (("FLOE_PARAMETER_PREFIX", "floe"), "FLOE_PARAMETER_PREFIX"),
             (("FLOE_STORE", "sqlite:///tmp/floe.db"), "FLOE_STORE"),
