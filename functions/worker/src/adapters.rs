@@ -37,6 +37,7 @@ impl Adapters {
         let settings = StepSettings {
             region: config.region.clone(),
             parameter_prefix: config.parameter_prefix.clone(),
+            http_port: config.node_http.port,
             ..StepSettings::default()
         };
         let steps = DeploymentSteps::new(

@@ -138,6 +138,7 @@ async fn create_plan(store: &Store) -> Result<PlanJob, Error> {
         status: DeploymentStatus::Initializing,
         pending_plan: Some(plan.reference()),
         access: None,
+        password_to_apply: None,
         created: now,
         updated: now,
     };

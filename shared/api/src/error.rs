@@ -161,6 +161,12 @@ impl From<AppError> for ApiError {
                         "deployments.no_pending_plan",
                         format!("deployment {id} has no pending plan"),
                     ),
+                    Resource::Elasticsearch => (
+                        "deployments.deployment_resource_not_found",
+                        format!(
+                            "no Elasticsearch resource {id}: a Floe deployment has one, main-elasticsearch"
+                        ),
+                    ),
                 };
                 ApiError::not_found(code, message)
             }

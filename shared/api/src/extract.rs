@@ -104,6 +104,32 @@ impl<T: DeserializeOwned + Serialize, S: Send + Sync> FromRequest<S> for JsonSpe
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let JsonBody(value) = JsonBody::<Value>::from_request(req, state).await?;
+        JsonSpec::from_value(value)
+    }
+}
+
+/// A deployment's PUT body: the spec, and the read-only fields of the GET
+/// body it may have been made from, taken out before the spec is parsed
+/// (the use case compares them with the deployment).
+pub struct DeploymentReplacement(
+    pub floe_domain::deployment::DeploymentSpec,
+    pub floe_domain::replacement::ReadOnlyFields,
+);
+
+impl<S: Send + Sync> FromRequest<S> for DeploymentReplacement {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let JsonBody(mut value) = JsonBody::<Value>::from_request(req, state).await?;
+        let read_only = floe_domain::replacement::split_read_only(&mut value);
+        let JsonSpec(spec) = JsonSpec::from_value(value)?;
+        Ok(DeploymentReplacement(spec, read_only))
+    }
+}
+
+impl<T: DeserializeOwned + Serialize> JsonSpec<T> {
+    /// Parses `value` as the extractor does a body.
+    pub fn from_value(value: Value) -> Result<JsonSpec<T>, ApiError> {
         let parsed: T = parse_value_at(value.clone(), "")?;
         let round_trip = serde_json::to_value(&parsed).map_err(|_| ApiError::internal())?;
         if let Some(path) = shape_mismatch(&value, &round_trip, "") {

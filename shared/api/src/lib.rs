@@ -73,6 +73,10 @@ fn collected() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .merge(routes::snapshots::router())
         .merge(routes::policies::router())
         .split_for_parts();
+    // The proxy's catch-all route is added as axum has it; the document
+    // spells it as one path parameter.
+    let router = router.merge(routes::proxy::router());
+    doc.merge(routes::proxy::ProxyDoc::openapi());
     // Headers the typed answers send, once every route is collected.
     respond::VersionHeaders.modify(&mut doc);
     (router, doc)

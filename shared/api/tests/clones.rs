@@ -44,6 +44,9 @@ struct Injected {
 
 #[async_trait]
 impl Steps for Injected {
+    fn settle(&self, plan: &Plan, next: &mut Deployment) {
+        self.inner.settle(plan, next);
+    }
     fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
         self.inner.layout(plan, d)
     }
@@ -77,13 +80,17 @@ struct World {
 }
 
 fn token(org: &str) -> String {
+    token_with(org, &[Role::DeploymentManager])
+}
+
+fn token_with(org: &str, roles: &[Role]) -> String {
     issue_hs256(
         SECRET,
         "floe-local",
         "floe-api",
         "tester",
         org,
-        &[Role::DeploymentManager],
+        roles,
         Duration::from_secs(600),
     )
     .unwrap_or_default()
@@ -205,10 +212,20 @@ impl World {
         path: &str,
         body: Option<Value>,
     ) -> Fallible<(StatusCode, Value)> {
+        self.call_with(&token(org), method, path, body).await
+    }
+
+    async fn call_with(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Fallible<(StatusCode, Value)> {
         let req = Request::builder()
             .method(method)
             .uri(path)
-            .header("authorization", format!("Bearer {}", token(org)));
+            .header("authorization", format!("Bearer {token}"));
         let req = match body {
             Some(b) => req
                 .header("content-type", "application/json")
@@ -221,7 +238,9 @@ impl World {
         let body = if bytes.is_empty() {
             Value::Null
         } else {
-            serde_json::from_slice(&bytes)?
+            // `_cat` answers through the proxy are text.
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         };
         assert!(status.as_u16() < 500, "{method} {path}: {status} {body}");
         Ok((status, body))
@@ -736,17 +755,6 @@ async fn every_mistake_is_a_4xx_before_anything_is_provisioned() -> TestResult {
         ),
         (
             "/api/v1/deployments",
-            {
-                let mut s = clone(json!({"source_deployment_id": source}));
-                s["snapshot"] = json!({"repository": "main"});
-                s
-            },
-            StatusCode::BAD_REQUEST,
-            "restore.source_repository_writable",
-            "snapshot.repository",
-        ),
-        (
-            "/api/v1/deployments",
             clone(
                 json!({"source_deployment_id": source, "mode": "mount", "rename_pattern": "a", "rename_replacement": "b"}),
             ),
@@ -832,5 +840,273 @@ async fn every_mistake_is_a_4xx_before_anything_is_provisioned() -> TestResult {
         Some(2),
         "no deployment record was written: {list}"
     );
+    Ok(())
+}
+
+/// Every file under `dir` with its bytes, to show a path unchanged.
+fn tree(dir: &std::path::Path) -> Fallible<std::collections::BTreeMap<String, Vec<u8>>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                files.insert(path.display().to_string(), std::fs::read(&path)?);
+            }
+        }
+    }
+    Ok(files)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clone_shares_its_sources_repository_and_never_writes_at_its_path() -> TestResult {
+    let w = world().await?;
+    let (source, snapshot) = w.source().await?;
+    let source_path = w._dir.path().join(format!("{ORG}-main")).join(&source);
+    let before = tree(&source_path)?;
+    assert!(
+        !before.is_empty(),
+        "the source wrote its snapshot under its own path"
+    );
+
+    let mut body = spec("orders-dev", Some("main"));
+    body["restore_snapshot"] = json!({"source_deployment_id": source});
+    let (clone, d) = w.create_at("/api/v1/deployments", body).await?;
+    assert_eq!(d["status"], "running", "{d}");
+    assert_eq!(d["snapshot"]["repository"], "main", "{d}");
+    assert_eq!(w.count(&clone, "orders").await?, Some(30));
+    let plan = w.last_plan(&clone).await?;
+    let registered =
+        step(&plan, "register-source").ok_or("register-source")?["info_log"].to_string();
+    assert!(
+        registered.contains("read-only as main-source-") && registered.contains(&source),
+        "{registered}"
+    );
+
+    // On the clone, `main` is its own path (writable), the source's path a
+    // second, read-only registration.
+    let url = w.url(&clone).await?;
+    let repos: Value = w
+        .http
+        .get(format!("{url}/_snapshot"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let own = &repos["main"]["settings"];
+    assert!(
+        own["readonly"].is_null() || own["readonly"] == "false",
+        "{repos}"
+    );
+    let second = repos
+        .as_object()
+        .ok_or("repositories")?
+        .iter()
+        .find(|(name, _)| name.starts_with("main-source-"))
+        .ok_or(format!("no source registration: {repos}"))?;
+    assert_eq!(second.1["settings"]["readonly"], "true", "{repos}");
+
+    // The clone snapshots into its own path; the source keeps its own.
+    let taken = w.snapshot(&clone).await?;
+    let mine = tree(&w._dir.path().join(format!("{ORG}-main")).join(&clone))?;
+    assert!(
+        !mine.is_empty(),
+        "the clone's snapshot {taken} is under its own path"
+    );
+    assert_eq!(
+        tree(&source_path)?,
+        before,
+        "the source's path is unchanged by the clone"
+    );
+    let again = w.snapshot(&source).await?;
+    assert_ne!(again, snapshot);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_deployment_starts_again_from_its_latest_snapshot() -> TestResult {
+    let w = world().await?;
+    let (id, created) = w
+        .create_at("/api/v1/deployments", spec("restartable", Some("main")))
+        .await?;
+    assert_eq!(created["status"], "running", "{created}");
+    w.write(&id, "orders", 12).await?;
+    let (status, stopping) = w
+        .call("POST", &format!("/api/v1/deployments/{id}/_shutdown"), None)
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{stopping}");
+    let stopped = w.settled(&id).await?;
+    assert_eq!(stopped["status"], "stopped", "{stopped}");
+    assert!(
+        stopped.get("elasticsearch").is_none(),
+        "no node to reach: {stopped}"
+    );
+
+    // While stopped, any change goes into the record; the start applies it.
+    let mut changed = stopped.clone();
+    changed["node_groups"][0]["count"] = json!(2);
+    let (status, body) = w
+        .call("PUT", &format!("/api/v1/deployments/{id}"), Some(changed))
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["node_groups"][0]["count"], 2);
+    assert!(body["plans"].get("pending").is_none(), "{body}");
+
+    let (status, body) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{id}/_start?restore_snapshot=__latest_success__"),
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["status"], "initializing");
+    let started = w.settled(&id).await?;
+    assert_eq!(started["status"], "running", "{started}");
+    assert_eq!(w.live(&id).await?, 2);
+    assert_eq!(
+        w.count(&id, "orders").await?,
+        Some(12),
+        "restored from the final snapshot"
+    );
+    let plan = w.last_plan(&id).await?;
+    assert_eq!(plan["kind"], "start", "{plan}");
+    assert!(
+        step(&plan, "register-source").is_none(),
+        "its own path, already registered: {plan}"
+    );
+
+    // Only a stopped deployment starts.
+    let (status, body) = w
+        .call("POST", &format!("/api/v1/deployments/{id}/_start"), None)
+        .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["errors"][0]["code"], "deployments.not_stopped");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_body_is_a_valid_put_and_read_only_fields_stay() -> TestResult {
+    let w = world().await?;
+    let (id, d) = w
+        .create_at("/api/v1/deployments", spec("roundtrip", Some("main")))
+        .await?;
+    assert!(
+        d.get("credentials").is_none(),
+        "a read carries no password: {d}"
+    );
+    let path = format!("/api/v1/deployments/{id}");
+    let (_, got) = w.call("GET", &path, None).await?;
+
+    // The GET body unchanged: accepted, nothing to do.
+    let (status, same) = w.call("PUT", &path, Some(got.clone())).await?;
+    assert_eq!(status, StatusCode::OK, "{same}");
+    assert!(same["plans"].get("pending").is_none(), "{same}");
+
+    for (pointer, value, field) in [
+        ("/id", json!("0193a0c4d2b77c3e9a4b5c6d7e8f9fff"), "id"),
+        ("/status", json!("failed"), "status"),
+        (
+            "/node_groups/0/memory_mib",
+            json!(1),
+            "node_groups[0].memory_mib",
+        ),
+    ] {
+        let mut body = same.clone();
+        *body.pointer_mut(pointer).ok_or(pointer)? = value;
+        let (status, refused) = w.call("PUT", &path, Some(body)).await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{pointer}: {refused}");
+        assert_eq!(refused["errors"][0]["code"], "validation.read_only");
+        assert_eq!(refused["errors"][0]["fields"][0], field);
+    }
+    // A stale copy is a failed precondition, as If-Match is.
+    let (status, stale) = w.call("PUT", &path, Some(got)).await?;
+    assert_eq!(status, StatusCode::PRECONDITION_FAILED, "{stale}");
+
+    // One field changed: a plan runs it.
+    let mut body = same;
+    body["node_groups"][0]["count"] = json!(2);
+    let (status, updating) = w.call("PUT", &path, Some(body)).await?;
+    assert_eq!(status, StatusCode::OK, "{updating}");
+    assert_eq!(updating["status"], "reconfiguring");
+    let done = w.settled(&id).await?;
+    assert_eq!(done["node_groups"][0]["count"], 2, "{done}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_reaches_the_cluster_by_the_callers_rights() -> TestResult {
+    let w = world().await?;
+    let (id, d) = w
+        .create_at("/api/v1/deployments", spec("proxied", Some("main")))
+        .await?;
+    let es = &d["elasticsearch"];
+    assert_eq!(es["ref_id"], "main-elasticsearch", "{d}");
+    assert!(
+        es["ca_certificate"]
+            .as_str()
+            .is_some_and(|c| c.contains("BEGIN CERTIFICATE")),
+        "{d}"
+    );
+    assert_eq!(es["nodes"].as_array().map(Vec::len), Some(1), "{d}");
+    let proxy = format!("/api/v1/deployments/{id}/elasticsearch/main-elasticsearch/proxy");
+    assert_eq!(es["proxy_path"], format!("{proxy}/"));
+
+    let manager = token_with(ORG, &[Role::DeploymentManager]);
+    let viewer = token_with(ORG, &[Role::DeploymentViewer]);
+    let (status, health) = w
+        .call_with(&viewer, "GET", &format!("{proxy}/_cluster/health"), None)
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{health}");
+    assert_eq!(health["cluster_name"], "proxied", "{health}");
+    let (status, text) = w
+        .call_with(&viewer, "GET", &format!("{proxy}/_cat/indices?v"), None)
+        .await?;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        text.as_str().is_some_and(|t| t.contains("health")),
+        "{text}"
+    );
+
+    // Writes need a manager; the cluster's own answers pass as they are.
+    let doc = format!("{proxy}/orders/_doc/1");
+    let (status, refused) = w
+        .call_with(&viewer, "PUT", &doc, Some(json!({"n": 1})))
+        .await?;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    let (status, written) = w
+        .call_with(&manager, "PUT", &doc, Some(json!({"n": 1})))
+        .await?;
+    assert_eq!(status, StatusCode::CREATED, "{written}");
+    let (status, missing) = w
+        .call_with(&viewer, "GET", &format!("{proxy}/nothing-here"), None)
+        .await?;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        missing["error"]["type"], "index_not_found_exception",
+        "{missing}"
+    );
+
+    // Another organization's deployment is not found; paths stay below the root.
+    let other = token_with("globex", &[Role::DeploymentManager]);
+    let (status, _) = w
+        .call_with(&other, "GET", &format!("{proxy}/_cluster/health"), None)
+        .await?;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = w
+        .call_with(
+            &viewer,
+            "GET",
+            &format!("/api/v1/deployments/{id}/elasticsearch/other/proxy/"),
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = w
+        .call_with(&viewer, "GET", &format!("{proxy}/a/%2e%2e/b"), None)
+        .await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     Ok(())
 }

@@ -195,10 +195,20 @@ async fn deployment_shows_architecture_heap_and_pending_plan() -> TestResult {
         json!({"thread_pool.snapshot.max": 8})
     );
 
+    // The create's answer, and only it, carries the elastic password.
+    assert_eq!(r.body["credentials"]["username"], "elastic");
+    let password = r.body["credentials"]["password"].as_str().unwrap_or("");
+    assert_eq!(password.len(), 32, "{}", r.body);
     let got = api
         .admin("GET", &format!("/api/v1/deployments/{id}"), None)
         .await?;
-    assert_eq!(got.body, r.body);
+    let mut created = r.body.clone();
+    created.as_object_mut().map(|o| o.remove("credentials"));
+    assert_eq!(got.body, created);
+    assert!(
+        !got.body.to_string().contains(password),
+        "a read never shows the password"
+    );
 
     // x86 types are x86_64, and the heap is capped at 31 GiB.
     let mut big = deployment_body("big", None, &[]);

@@ -125,6 +125,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
         status: DeploymentStatus::Running,
         pending_plan: None,
         access: None,
+        password_to_apply: None,
         created: now,
         updated: now,
     };

@@ -2,10 +2,13 @@
 
 use crate::error::{Holder, reference_error};
 use crate::{App, AppError, Manager, Reader, Resource};
+use floe_domain::access::{ELASTIC_USER, ElasticCredentials, PASSWORD_FIELD, sealing_resource};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus, DeploymentView};
 use floe_domain::names::{is_resource_id, new_resource_id};
-use floe_domain::plan::{Plan, PlanKind, PlanParams, ShutdownParams, lifecycle};
+use floe_domain::plan::{Plan, PlanKind, PlanParams, ShutdownParams, StartParams, lifecycle};
+use floe_domain::replacement::ReadOnlyFields;
 use floe_ports::ReconcileJob;
+use floe_secrets::{Owner, SecretError};
 use floe_store::{Filter, Idempotency, PageRequest, StoreError, Versioned};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -143,6 +146,10 @@ impl App {
 
         let now = chrono::Utc::now();
         let id = new_resource_id();
+        // The owner gets the elastic password in this answer; the create
+        // plan gives the cluster the same one.
+        let password = floe_node_security::new_password();
+        let sealed = self.seal_password(&who.org, &id, password.expose()).await?;
         // The plan restores the clone's source; the deployment does not keep it.
         let params = PlanParams::Create(spec.clone());
         spec.restore_snapshot = None;
@@ -161,6 +168,7 @@ impl App {
             status: lifecycle::while_running(plan.kind()),
             pending_plan: Some(plan.reference()),
             access: None,
+            password_to_apply: Some(sealed),
             created: now,
             updated: now,
         };
@@ -193,6 +201,7 @@ impl App {
         };
         let mut created = view(&stored);
         created.warnings = warnings;
+        created.credentials = Some(credentials(password.expose()));
         Ok(Creation::Created(created))
     }
 
@@ -213,7 +222,53 @@ impl App {
             ));
         }
         let d = self.load_deployment(org, &first.deployment_id).await?;
-        Ok(Some(view(&d)))
+        // The same caller retrying the same create (its first answer lost
+        // on the way) gets the credentials that answer carried.
+        let mut replayed = view(&d);
+        let sealed = d.value.password_to_apply.as_deref().or(d
+            .value
+            .access
+            .as_ref()
+            .map(|a| a.sealed_password.as_str()));
+        if let Some(sealed) = sealed {
+            let password = self.open_password(org, &d.value.id, sealed).await?;
+            replayed.credentials = Some(credentials(&password));
+        }
+        Ok(Some(replayed))
+    }
+
+    /// Seals a deployment's `elastic` password for its record.
+    pub(crate) async fn seal_password(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        password: &str,
+    ) -> Result<String, AppError> {
+        let resource = sealing_resource(deployment_id);
+        let owner = Owner {
+            org,
+            repository: &resource,
+            field: PASSWORD_FIELD,
+        };
+        self.cipher
+            .seal(password, &owner)
+            .await
+            .map_err(secret_error)
+    }
+
+    async fn open_password(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        sealed: &str,
+    ) -> Result<String, AppError> {
+        let resource = sealing_resource(deployment_id);
+        let owner = Owner {
+            org,
+            repository: &resource,
+            field: PASSWORD_FIELD,
+        };
+        self.cipher.open(sealed, &owner).await.map_err(secret_error)
     }
 
     /// One page of the organization's deployments, oldest first.
@@ -266,20 +321,48 @@ impl App {
         Ok(view(&d))
     }
 
-    /// Replace a deployment's spec. Changes to the name, tags and policy
-    /// attachments apply at once; the others need an update plan, refused
-    /// while another plan is pending or the deployment is not running.
+    /// Replace a deployment's spec (see [`App::replace_deployment`]).
     pub async fn update_deployment(
         &self,
         who: &Manager,
         id: &str,
         expected: Option<u64>,
+        spec: DeploymentSpec,
+    ) -> Result<DeploymentView, AppError> {
+        self.replace_deployment(who, id, expected, spec, &ReadOnlyFields::default())
+            .await
+    }
+
+    /// Replace a deployment's spec; `read_only` holds the fields of the GET
+    /// body the request was made from (ignored when unchanged, refused when
+    /// changed; its `resource_version` is a precondition like `If-Match`).
+    ///
+    /// On a running deployment, changes to the name, tags and policy
+    /// attachments apply at once; the others need an update plan, refused
+    /// while another plan is pending. A stopped deployment takes any change
+    /// into its record: it applies when the deployment starts again. A
+    /// failed one is fixed by applying its spec again (ECE's "fix by
+    /// applying the plan again"): an update plan when it has run, a start
+    /// when it never reached a running cluster.
+    pub async fn replace_deployment(
+        &self,
+        who: &Manager,
+        id: &str,
+        expected: Option<u64>,
         mut spec: DeploymentSpec,
+        read_only: &ReadOnlyFields,
     ) -> Result<DeploymentView, AppError> {
         let previous = self.load_deployment(&who.org, id).await?;
+        let read_version = read_only
+            .resource_version()
+            .map_err(|e| AppError::invalid("validation.read_only", e.field, e.message))?;
         check_version(expected, previous.version)?;
+        check_version(read_version, previous.version)?;
         spec.normalize()?;
         spec.validate_spec()?;
+        read_only
+            .check(&view(&previous), &spec)
+            .map_err(|e| AppError::invalid("validation.read_only", e.field, e.message))?;
         if spec.restore_snapshot.is_some() {
             return Err(AppError::invalid(
                 "validation.create_only",
@@ -290,24 +373,43 @@ impl App {
 
         let now = chrono::Utc::now();
         let mut next = previous.value.clone();
+        let status = previous.value.status;
+        let needs_plan = status == DeploymentStatus::Failed
+            || (status != DeploymentStatus::Stopped
+                && previous.value.spec.needs_plan_to_become(&spec));
         let mut plan = None;
-        if previous.value.spec.needs_plan_to_become(&spec) {
+        if needs_plan {
             if let Some(pending) = &previous.value.pending_plan {
                 return Err(plan_in_progress(&pending.plan_id, pending.kind));
             }
-            if previous.value.status != DeploymentStatus::Running {
-                return Err(AppError::conflict(
-                    "deployments.not_running",
-                    format!(
-                        "the deployment is {}; only a running deployment can be reconfigured",
-                        previous.value.status.as_str()
-                    ),
-                ));
+            let params = match status {
+                DeploymentStatus::Running => PlanParams::Update(spec),
+                // It ran: its nodes are brought to the spec as an update does.
+                DeploymentStatus::Failed if previous.value.access.is_some() => {
+                    PlanParams::Update(spec)
+                }
+                // It never ran: its nodes are made as a start makes them.
+                DeploymentStatus::Failed => PlanParams::Start(StartParams {
+                    spec,
+                    restore: None,
+                }),
+                other => {
+                    return Err(AppError::conflict(
+                        "deployments.not_running",
+                        format!(
+                            "the deployment is {}; only a running deployment can be reconfigured",
+                            other.as_str()
+                        ),
+                    ));
+                }
+            };
+            if let PlanParams::Start(p) = &params {
+                next.spec = p.spec.clone();
             }
             let p = Plan::new(
                 &who.org,
                 id,
-                PlanParams::Update(spec),
+                params,
                 "deployments.update",
                 &who.subject,
                 now,
@@ -317,7 +419,9 @@ impl App {
             plan = Some(p);
         } else {
             // The cluster runs the spec of its last successful plan: a change that
-            // needs a plan becomes the record's spec only when that plan succeeds.
+            // needs a plan becomes the record's spec only when that plan
+            // succeeds. A stopped deployment runs nothing: its record takes
+            // the change, and its next start applies it.
             next.spec = spec;
         }
         next.updated = now;
@@ -327,7 +431,7 @@ impl App {
             .await
             .map_err(|e| match e {
                 e @ (StoreError::VersionMismatch { .. } | StoreError::NotFound) => {
-                    AppError::from_write(e, expected, Resource::Deployment, id)
+                    AppError::from_write(e, expected.or(read_version), Resource::Deployment, id)
                 }
                 other => {
                     let policies = next.spec.policies();
@@ -345,6 +449,51 @@ impl App {
                 .await;
         }
         Ok(DeploymentView::new(&next, version))
+    }
+
+    /// Start a stopped deployment again with its spec: new nodes, its own
+    /// certificates and password, and, when `restore_snapshot` names one
+    /// (or `__latest_success__`), the data of its own snapshot.
+    pub async fn start_deployment(
+        &self,
+        who: &Manager,
+        id: &str,
+        restore_snapshot: Option<&str>,
+    ) -> Result<DeploymentView, AppError> {
+        let previous = self.load_deployment(&who.org, id).await?;
+        if let Some(pending) = &previous.value.pending_plan {
+            return Err(plan_in_progress(&pending.plan_id, pending.kind));
+        }
+        if previous.value.status != DeploymentStatus::Stopped {
+            return Err(AppError::conflict(
+                "deployments.not_stopped",
+                format!(
+                    "deployment {id} is {}; only a stopped deployment can be started",
+                    previous.value.status.as_str()
+                ),
+            ));
+        }
+        let spec = previous.value.spec.clone();
+        let restore = match restore_snapshot {
+            None => None,
+            Some(name) => Some(
+                self.own_snapshot_target(&who.org, &previous.value, name)
+                    .await?,
+            ),
+        };
+        let plan = Plan::new(
+            &who.org,
+            id,
+            PlanParams::Start(StartParams { spec, restore }),
+            "deployments.start",
+            &who.subject,
+            chrono::Utc::now(),
+        );
+        let answer = self.start_plan(&previous, &plan).await?;
+        tracing::info!(deployment = %id, plan = %plan.id, "start plan pending");
+        self.sync_schedules(ReconcileJob::deployment(&who.org, id))
+            .await;
+        Ok(answer)
     }
 
     /// Shut a deployment down: a shutdown plan terminates its nodes (after a
@@ -406,6 +555,31 @@ impl App {
         self.sync_schedules(ReconcileJob::deployment(&who.org, id))
             .await;
         Ok(())
+    }
+}
+
+fn credentials(password: &str) -> ElasticCredentials {
+    ElasticCredentials {
+        username: ELASTIC_USER.to_string(),
+        password: password.to_string(),
+    }
+}
+
+/// A key service that cannot be used right now is worth a retry; any other
+/// failure is logged and answered as internal (it carries no user input).
+fn secret_error(e: SecretError) -> AppError {
+    match e {
+        SecretError::KeyUnavailable(m) => {
+            tracing::error!(error = %m, "the key service is unavailable");
+            AppError::Unavailable {
+                code: "internal.secrets_unavailable",
+                message: "the key service is unavailable; nothing was stored, retry later".into(),
+            }
+        }
+        other => {
+            tracing::error!(error = %other, "sealing or opening a deployment password failed");
+            AppError::Internal
+        }
     }
 }
 

@@ -15,6 +15,8 @@ pub enum Resource {
     Snapshot,
     /// A deployment's pending plan (`id` is the deployment's).
     PendingPlan,
+    /// A deployment's Elasticsearch resource (`id` is `{deployment}/{ref_id}`).
+    Elasticsearch,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

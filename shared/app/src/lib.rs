@@ -14,6 +14,7 @@ pub mod deployments;
 pub mod error;
 pub mod plans;
 pub mod policies;
+pub mod proxy;
 pub mod repositories;
 pub mod restore;
 pub mod snapshots;

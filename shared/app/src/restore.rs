@@ -9,10 +9,14 @@
 
 use crate::deployments::{Creation, plan_in_progress};
 use crate::{App, AppError, Manager};
-use floe_domain::deployment::{DeploymentSpec, DeploymentStatus, DeploymentView, NodeGroup};
+use floe_domain::deployment::{
+    Deployment, DeploymentSpec, DeploymentStatus, DeploymentView, NodeGroup,
+};
 use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::repository::{Repository, RepositorySettings};
-use floe_domain::restore::{LATEST_SUCCESS, RestoreMode, RestoreRequest, RestoreSnapshot};
+use floe_domain::restore::{
+    LATEST_SUCCESS, RestoreMode, RestoreRequest, RestoreSnapshot, RestoreTarget,
+};
 use floe_domain::snapshot::{SnapshotRecord, SnapshotState};
 use floe_store::PageRequest;
 use serde::{Deserialize, Serialize};
@@ -63,6 +67,31 @@ pub fn reachable_with(own: Option<&Repository>, other: &Repository) -> bool {
         }
         // The default client: AWS S3 with the nodes' instance role.
         _ => o.endpoint.is_none() && o.access_key.is_none(),
+    }
+}
+
+/// The error with its field `from` named `to` (a use case that exposes the
+/// same check under another field).
+fn rename_field(e: AppError, from: &str, to: &str) -> AppError {
+    match e {
+        AppError::Invalid(mut invalid) => {
+            for p in &mut invalid.0 {
+                if p.field == from {
+                    p.field = to.to_string();
+                }
+            }
+            AppError::Invalid(invalid)
+        }
+        AppError::Conflict {
+            code,
+            message,
+            field: Some(f),
+        } if f == from => AppError::Conflict {
+            code,
+            message,
+            field: Some(to.to_string()),
+        },
+        other => other,
     }
 }
 
@@ -210,17 +239,10 @@ impl App {
                 "restore_snapshot.",
             )
             .await?;
+        // A clone may write to its source's repository: it writes at its
+        // own path and registers the source's path read-only under a
+        // second name, so it never writes where it reads.
         let source_repo = &resolved.repository;
-        if spec.repository() == Some(source_repo.name.as_str()) {
-            return Err(AppError::invalid(
-                "restore.source_repository_writable",
-                "snapshot.repository",
-                format!(
-                    "a clone cannot write to its source's repository {}: two writers corrupt a repository; attach another one, or none",
-                    source_repo.name
-                ),
-            ));
-        }
         if let Some(own) = self.repository_named(org, spec.repository()).await?
             && !reachable_with(Some(&own), source_repo)
         {
@@ -235,6 +257,43 @@ impl App {
             r.repository = Some(source_repo.name.clone());
         }
         Ok(cache_warnings(spec, &resolved.record))
+    }
+
+    /// The restore of deployment `d`'s own snapshot `name` (or its newest
+    /// success) from its own repository: what a start from a snapshot runs.
+    pub(crate) async fn own_snapshot_target(
+        &self,
+        org: &str,
+        d: &Deployment,
+        name: &str,
+    ) -> Result<RestoreTarget, AppError> {
+        let Some(own) = d.spec.repository() else {
+            return Err(AppError::invalid(
+                "restore.repository_required",
+                "restore_snapshot",
+                "the deployment has no snapshot repository to start from",
+            ));
+        };
+        if name != LATEST_SUCCESS {
+            floe_domain::snapshot_name::validate_snapshot_name(name).map_err(|m| {
+                AppError::invalid("validation.snapshot_name", "restore_snapshot", m)
+            })?;
+        }
+        let resolved = self
+            .resolve(org, &d.id, name, Some(own), "")
+            .await
+            .map_err(|e| rename_field(e, "snapshot_name", "restore_snapshot"))?;
+        let request = RestoreRequest {
+            snapshot_name: name.to_string(),
+            repository: Some(own.to_string()),
+            indices: Vec::new(),
+            rename_pattern: None,
+            rename_replacement: None,
+            include_global_state: false,
+            include_aliases: true,
+            partial: false,
+        };
+        Ok(request.target(&d.id, own, Some(own), &resolved.record.name))
     }
 
     /// Restore a snapshot into a running deployment, as a `restore` plan.

@@ -274,3 +274,74 @@ async fn a_policy_change_reconciles_the_policys_schedules() -> TestResult {
     );
     Ok(())
 }
+
+/// A failed deployment is fixed by sending its spec again: a start when it
+/// never ran, an update when it did (ECE's "apply the plan again").
+#[tokio::test]
+async fn a_failed_deployment_is_fixed_by_applying_its_spec_again() -> TestResult {
+    let mut w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let view = created(w.app.create_deployment(&who, spec(1)?, None).await?)?;
+    let _ = w.jobs.try_recv()?;
+    let fail = |w: &World, access: bool| {
+        let app = w.app.clone();
+        let id = view.id.clone();
+        async move {
+            let previous = app.store.get_deployment("acme", &id).await?.ok_or("stored")?;
+            let mut next = previous.value.clone();
+            next.status = DeploymentStatus::Failed;
+            next.pending_plan = None;
+            next.access = access.then(|| floe_domain::access::ClusterAccess {
+                ca_cert_pem: "ca".into(),
+                sealed_password: "sealed".into(),
+                nodes: Vec::new(),
+                http_port: 9200,
+            });
+            app.store.replace_deployment(&next, &previous, None).await?;
+            Ok::<_, Box<dyn std::error::Error>>(())
+        }
+    };
+    for (ran, kind) in [(false, PlanKind::Start), (true, PlanKind::Update)] {
+        fail(&w, ran).await?;
+        let fixing = w.app.update_deployment(&who, &view.id, None, spec(1)?).await?;
+        assert_eq!(fixing.status, kind_status(kind));
+        let job = w.jobs.try_recv()?;
+        let plan = w
+            .app
+            .store
+            .get_plan("acme", &view.id, &job.plan_id)
+            .await?
+            .ok_or("plan")?;
+        assert_eq!(plan.value.kind(), kind, "ran before: {ran}");
+    }
+    Ok(())
+}
+
+fn kind_status(kind: PlanKind) -> DeploymentStatus {
+    floe_domain::plan::lifecycle::while_running(kind)
+}
+
+/// The create's answer carries the elastic password; a retry of the same
+/// create by the same caller gets it again; a read never does.
+#[tokio::test]
+async fn the_password_is_in_the_create_and_its_retry_only() -> TestResult {
+    let w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let first = created(w.app.create_deployment(&who, spec(1)?, Some("once")).await?)?;
+    let password = first.credentials.clone().ok_or("credentials")?.password;
+    assert_eq!(password.len(), 32);
+    let Creation::Replayed(again) = w.app.create_deployment(&who, spec(1)?, Some("once")).await?
+    else {
+        return Err("a retry created another deployment".into());
+    };
+    assert_eq!(again.credentials.map(|c| c.password), Some(password.clone()));
+    let reader = caller(&[Role::DeploymentViewer]).reader()?;
+    let read = w.app.get_deployment(&reader, &first.id).await?;
+    assert!(read.credentials.is_none());
+    let stored = w.app.store.get_deployment("acme", &first.id).await?.ok_or("stored")?;
+    assert!(
+        !serde_json::to_string(&stored.value)?.contains(&password),
+        "the record holds the password sealed only"
+    );
+    Ok(())
+}

@@ -204,6 +204,7 @@ fn deployment(id: &str) -> Result<Deployment, serde_json::Error> {
         status: DeploymentStatus::Running,
         pending_plan: None,
         access: None,
+        password_to_apply: None,
         created: chrono::Utc::now(),
         updated: chrono::Utc::now(),
     })
@@ -304,6 +305,7 @@ async fn stored_clusters_reach_a_secured_node_from_the_record_alone() -> TestRes
                 address: "127.0.0.1".into(),
             },
         ],
+        http_port: floe_domain::access::DEFAULT_HTTP_PORT,
     };
     // Sealed for another deployment, or another org: it does not open.
     for (org, of) in [("acme", "ffffffffffffffffffffffffffffffff"), ("globex", id)] {

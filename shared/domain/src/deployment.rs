@@ -665,6 +665,12 @@ pub struct Deployment {
     /// recorded it (absent before the first such plan finishes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<crate::access::ClusterAccess>,
+    /// The `elastic` password handed to the owner (by the create, or a
+    /// reset) that the pending plan applies to the cluster, sealed like
+    /// [`crate::access::ClusterAccess::sealed_password`]. Cleared when the
+    /// plan that applies it succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_to_apply: Option<String>,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
 }
@@ -699,6 +705,15 @@ pub struct DeploymentView {
     /// tier's cache out of proportion with the data it mounts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// How to reach the cluster: its endpoint, nodes, CA and the proxy
+    /// through the control plane. Absent until the first plan that starts
+    /// nodes succeeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elasticsearch: Option<crate::access::ElasticsearchAccess>,
+    /// The `elastic` user's credentials: in the create's answer only (and
+    /// a password reset's), never in a read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<crate::access::ElasticCredentials>,
     pub resource_version: u64,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
@@ -743,6 +758,12 @@ impl DeploymentView {
                 pending: d.pending_plan.clone(),
             },
             warnings: Vec::new(),
+            elasticsearch: d
+                .access
+                .as_ref()
+                .filter(|a| !a.nodes.is_empty())
+                .map(|a| crate::access::ElasticsearchAccess::of(&d.id, a)),
+            credentials: None,
             resource_version: version,
             created: d.created,
             updated: d.updated,

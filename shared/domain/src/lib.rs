@@ -9,6 +9,7 @@ pub mod deployment;
 pub mod names;
 pub mod plan;
 pub mod policy;
+pub mod replacement;
 pub mod repository;
 pub mod restore;
 pub mod schedule;

@@ -16,6 +16,8 @@ pub enum PlanKind {
     Delete,
     /// A snapshot restored into a running deployment.
     Restore,
+    /// A stopped deployment's nodes started again with its spec.
+    Start,
 }
 
 impl PlanKind {
@@ -26,6 +28,7 @@ impl PlanKind {
             PlanKind::Shutdown => "shutdown",
             PlanKind::Delete => "delete",
             PlanKind::Restore => "restore",
+            PlanKind::Start => "start",
         }
     }
 }
@@ -156,6 +159,18 @@ pub enum PlanParams {
     Delete,
     /// A snapshot restored into a running deployment.
     Restore(RestoreTarget),
+    /// A stopped deployment started again.
+    Start(StartParams),
+}
+
+/// What starting a stopped deployment again runs: its spec, and the
+/// snapshot it starts from, if any (resolved before the plan was stored).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartParams {
+    pub spec: DeploymentSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreTarget>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -173,13 +188,15 @@ impl PlanParams {
             PlanParams::Shutdown(_) => PlanKind::Shutdown,
             PlanParams::Delete => PlanKind::Delete,
             PlanParams::Restore(_) => PlanKind::Restore,
+            PlanParams::Start(_) => PlanKind::Start,
         }
     }
 
-    /// The spec a create or update plan is to reach.
+    /// The spec a create, update or start plan is to reach.
     pub fn target_spec(&self) -> Option<&DeploymentSpec> {
         match self {
             PlanParams::Create(s) | PlanParams::Update(s) => Some(s),
+            PlanParams::Start(p) => Some(&p.spec),
             _ => None,
         }
     }
@@ -189,9 +206,19 @@ impl PlanParams {
         match self {
             PlanParams::Create(spec) => spec.restore_snapshot.as_ref().map(|r| {
                 let repository = r.repository.clone().unwrap_or_default();
-                r.target(&repository)
+                let mut target = r.target(&repository);
+                // A clone that writes to its source's repository (at its
+                // own path) reads the source's path under a second name.
+                if spec.repository() == Some(repository.as_str()) {
+                    target.registered_as = Some(crate::restore::source_registration_name(
+                        &repository,
+                        &r.source_deployment_id,
+                    ));
+                }
+                target
             }),
             PlanParams::Restore(t) => Some(t.clone()),
+            PlanParams::Start(p) => p.restore.clone(),
             _ => None,
         }
     }
@@ -203,6 +230,7 @@ impl PlanParams {
             PlanParams::Shutdown(p) => serde_json::to_value(p),
             PlanParams::Delete => Ok(serde_json::Value::Null),
             PlanParams::Restore(t) => serde_json::to_value(t),
+            PlanParams::Start(p) => serde_json::to_value(p),
         };
         // These types serialize to JSON without fail (no maps with
         // non-string keys, no custom serializers that can refuse).
@@ -225,6 +253,7 @@ impl PlanParams {
             }),
             PlanKind::Delete => PlanParams::Delete,
             PlanKind::Restore => PlanParams::Restore(serde_json::from_value(value).map_err(e)?),
+            PlanKind::Start => PlanParams::Start(serde_json::from_value(value).map_err(e)?),
         })
     }
 }
@@ -396,7 +425,7 @@ pub mod lifecycle {
     /// The status a deployment shows while a plan of `kind` is pending.
     pub fn while_running(kind: PlanKind) -> DeploymentStatus {
         match kind {
-            PlanKind::Create => DeploymentStatus::Initializing,
+            PlanKind::Create | PlanKind::Start => DeploymentStatus::Initializing,
             PlanKind::Update => DeploymentStatus::Reconfiguring,
             PlanKind::Shutdown | PlanKind::Delete => DeploymentStatus::Stopping,
             // The cluster keeps serving while a snapshot is restored into
@@ -411,6 +440,9 @@ pub mod lifecycle {
             (_, PlanEnd::UndoFailed) => DeploymentStatus::Failed,
             (PlanKind::Create, PlanEnd::Succeeded) => DeploymentStatus::Running,
             (PlanKind::Create, PlanEnd::RolledBack) => DeploymentStatus::Stopped,
+            (PlanKind::Start, PlanEnd::Succeeded) => DeploymentStatus::Running,
+            // Its nodes are gone again, its record and snapshots stay.
+            (PlanKind::Start, PlanEnd::RolledBack) => DeploymentStatus::Stopped,
             (PlanKind::Update, _) => DeploymentStatus::Running,
             (PlanKind::Shutdown, PlanEnd::Succeeded) => DeploymentStatus::Stopped,
             (PlanKind::Shutdown, PlanEnd::RolledBack) => DeploymentStatus::Running,

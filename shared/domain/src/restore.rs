@@ -105,8 +105,14 @@ pub struct RestoreTarget {
     /// The deployment whose snapshot this is.
     pub source_deployment_id: String,
     pub repository: String,
-    /// Read-only: the repository is not the deployment's own.
+    /// Read-only: the snapshot is not at the deployment's own path (another
+    /// repository, or another deployment's path in the same one).
     pub foreign_repository: bool,
+    /// The name the source is registered under on the cluster, when not
+    /// `repository`: a clone that writes to its source's repository (at its
+    /// own path) reads the source's path under a second name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_as: Option<String>,
     pub snapshot: String,
     /// What the client asked for (`__latest_success__` or the same name).
     pub requested: String,
@@ -119,6 +125,24 @@ pub struct RestoreTarget {
     pub include_aliases: bool,
     pub partial: bool,
     pub mode: RestoreMode,
+}
+
+impl RestoreTarget {
+    /// The repository's name on the cluster: where restores and mounts read.
+    pub fn cluster_repository(&self) -> &str {
+        self.registered_as.as_deref().unwrap_or(&self.repository)
+    }
+}
+
+/// The cluster-side name of a source read from another deployment's path
+/// of `repository`, which the cluster also has (writable, at its own path)
+/// under `repository` itself. Mounted indices keep naming it, so it is
+/// stable for the source.
+pub fn source_registration_name(repository: &str, source_deployment_id: &str) -> String {
+    let short = source_deployment_id
+        .get(source_deployment_id.len().saturating_sub(12)..)
+        .unwrap_or(source_deployment_id);
+    format!("{repository}-source-{short}")
 }
 
 fn check_selection(
@@ -236,6 +260,7 @@ impl RestoreSnapshot {
             source_deployment_id: self.source_deployment_id.clone(),
             repository: repository.to_string(),
             foreign_repository: true,
+            registered_as: None,
             snapshot: snapshot.to_string(),
             requested: self.snapshot_name.clone(),
             indices: self.indices.clone(),
@@ -279,6 +304,7 @@ impl RestoreRequest {
             source_deployment_id: deployment_id.to_string(),
             repository: repository.to_string(),
             foreign_repository: own_repository != Some(repository),
+            registered_as: None,
             snapshot: snapshot.to_string(),
             requested: self.snapshot_name.clone(),
             indices: self.indices.clone(),

@@ -170,6 +170,26 @@ impl ElasticClient {
         })
     }
 
+    /// The cluster's base URL, without a trailing slash.
+    pub(crate) fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// `request` with the client's credentials.
+    pub(crate) fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match (&self.auth, &self.api_key_header) {
+            (_, Some(header)) => request.header(AUTHORIZATION, header.clone()),
+            (Some(Auth::Basic { username, password }), None) => {
+                request.basic_auth(username, Some(password.expose()))
+            }
+            _ => request,
+        }
+    }
+
     /// `GET _cluster/health`, optionally waiting (up to `timeout`, or
     /// Elasticsearch's 30 s) for the cluster to reach `wait_for_status`.
     ///
@@ -606,13 +626,7 @@ impl ElasticClient {
         if let Some(body) = body {
             request = request.header(CONTENT_TYPE, "application/json").body(body);
         }
-        match (&self.auth, &self.api_key_header) {
-            (_, Some(header)) => request = request.header(AUTHORIZATION, header.clone()),
-            (Some(Auth::Basic { username, password }), None) => {
-                request = request.basic_auth(username, Some(password.expose()));
-            }
-            _ => {}
-        }
+        request = self.authorized(request);
         if !extra_wait.is_zero() {
             request = request.timeout(self.timeout.saturating_add(extra_wait));
         }

@@ -13,12 +13,14 @@
 mod client;
 mod encode;
 mod error;
+mod forward;
 mod model;
 mod recovery;
 
 pub use client::{Auth, ElasticClient};
 pub use encode::encode_snapshot_name;
 pub use error::{Cause, ElasticError, Failure};
+pub use forward::{ForwardRequest, Forwarded};
 pub use model::{
     ClusterHealth, CreateSnapshot, CreateSnapshotResponse, FileStats, HealthStatus,
     IndexSnapshotStatus, MountRequest, MountStorage, NodeRow, RepositoryRegistration, RestoreInfo,
@@ -26,3 +28,5 @@ pub use model::{
     SnapshotShardFailure, SnapshotState, SnapshotStats, SnapshotStatus, SnapshotStatusState,
 };
 pub use recovery::{RecoveryProgress, ShardRecovery};
+/// The HTTP method type requests are built with.
+pub use reqwest::Method;

@@ -27,7 +27,7 @@ use rcgen::{
 /// a shell pipe and a Basic auth header without escaping).
 pub const PASSWORD_LEN: usize = 32;
 /// The built-in superuser the control plane authenticates as.
-pub const ELASTIC_USER: &str = "elastic";
+pub const ELASTIC_USER: &str = floe_domain::access::ELASTIC_USER;
 
 #[derive(Debug, thiserror::Error)]
 #[error("the deployment's certificates could not be made: {0}")]
@@ -55,11 +55,31 @@ pub struct ClusterSecurity {
 /// The name on the nodes' certificate, and the host name the functions
 /// connect to (resolved to a node's private address).
 pub fn server_name(deployment_id: &str) -> String {
-    format!("{deployment_id}.nodes.floe.internal")
+    floe_domain::access::server_name(deployment_id)
+}
+
+/// A new random `elastic` password.
+pub fn new_password() -> SecretString {
+    SecretString::new(
+        rand::rng()
+            .sample_iter(Alphanumeric)
+            .take(PASSWORD_LEN)
+            .map(char::from)
+            .collect::<String>(),
+    )
 }
 
 /// A new CA, node certificate and password for `deployment_id`.
 pub fn generate(deployment_id: &str) -> Result<ClusterSecurity, SecurityError> {
+    generate_with(deployment_id, new_password())
+}
+
+/// A new CA and node certificate for `deployment_id`, with the password the
+/// deployment's create already handed to its owner.
+pub fn generate_with(
+    deployment_id: &str,
+    elastic_password: SecretString,
+) -> Result<ClusterSecurity, SecurityError> {
     let ca_key = KeyPair::generate()?;
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.distinguished_name
@@ -90,16 +110,11 @@ pub fn generate(deployment_id: &str) -> Result<ClusterSecurity, SecurityError> {
     ];
     let node_cert = node.signed_by(&node_key, &issuer)?;
 
-    let password: String = rand::rng()
-        .sample_iter(Alphanumeric)
-        .take(PASSWORD_LEN)
-        .map(char::from)
-        .collect();
     Ok(ClusterSecurity {
         ca_cert_pem: ca_cert.pem(),
         node_cert_pem: node_cert.pem(),
         node_key_pem: SecretString::new(node_key.serialize_pem()),
-        elastic_password: SecretString::new(password),
+        elastic_password,
     })
 }
 

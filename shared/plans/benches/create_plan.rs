@@ -27,6 +27,9 @@ struct Timed {
 
 #[async_trait]
 impl Steps for Timed {
+    fn settle(&self, plan: &Plan, next: &mut Deployment) {
+        self.inner.settle(plan, next);
+    }
     fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
         self.inner.layout(plan, d)
     }
@@ -123,6 +126,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             status: DeploymentStatus::Initializing,
             pending_plan: Some(plan.reference()),
             access: None,
+            password_to_apply: None,
             created: now,
             updated: now,
         };
@@ -192,6 +196,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         status: DeploymentStatus::Initializing,
         pending_plan: Some(plan.reference()),
         access: None,
+        password_to_apply: None,
         created: now,
         updated: now,
     };

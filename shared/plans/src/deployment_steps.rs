@@ -41,6 +41,8 @@ pub struct StepSettings {
     pub parameter_prefix: String,
     /// Moving shards off old nodes may take this long before the plan fails.
     pub drain_timeout: Duration,
+    /// The port the nodes serve HTTPS on, recorded with their addresses.
+    pub http_port: u16,
 }
 
 impl Default for StepSettings {
@@ -51,6 +53,7 @@ impl Default for StepSettings {
             region: "us-east-1".into(),
             parameter_prefix: "/floe".into(),
             drain_timeout: Duration::from_secs(6 * 3600),
+            http_port: floe_domain::access::DEFAULT_HTTP_PORT,
         }
     }
 }

@@ -127,9 +127,9 @@ pub trait Steps: Send + Sync + 'static {
     async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome;
     async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome;
     /// What a plan that succeeded writes onto its deployment's record
-    /// besides its status (and, for an update, its spec): nothing unless a
-    /// plan kind says so.
-    fn settle(&self, _plan: &Plan, _next: &mut Deployment) {}
+    /// besides its status (and, for an update, its spec). Required, so a
+    /// wrapper cannot drop it by accident.
+    fn settle(&self, plan: &Plan, next: &mut Deployment);
 }
 
 #[derive(Debug, Clone)]

@@ -30,6 +30,10 @@ fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
         PlanKind::Shutdown => PlanParams::Shutdown(Default::default()),
         PlanKind::Delete => PlanParams::Delete,
         PlanKind::Restore => unreachable!("restore plans are made with their target"),
+        PlanKind::Start => PlanParams::Start(floe_domain::plan::StartParams {
+            spec: spec.clone(),
+            restore: None,
+        }),
     }
 }
 
@@ -82,6 +86,7 @@ async fn drive(
                 status: DeploymentStatus::Initializing,
                 pending_plan: Some(plan.reference()),
                 access: None,
+                password_to_apply: None,
                 created: now,
                 updated: now,
             };
@@ -212,6 +217,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         status: DeploymentStatus::Initializing,
         pending_plan: None,
         access: None,
+        password_to_apply: None,
         created: now,
         updated: now,
     };

@@ -430,6 +430,7 @@ async fn new_create(store: &Store, spec: DeploymentSpec) -> Result<Run, Box<dyn 
         status: DeploymentStatus::Initializing,
         pending_plan: Some(plan.reference()),
         access: None,
+        password_to_apply: None,
         created: now,
         updated: now,
     };
@@ -697,6 +698,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             status: DeploymentStatus::Initializing,
             pending_plan: None,
             access: None,
+            password_to_apply: None,
             created: now,
             updated: now,
         };

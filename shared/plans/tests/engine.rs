@@ -24,6 +24,10 @@ fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
         PlanKind::Shutdown => PlanParams::Shutdown(Default::default()),
         PlanKind::Delete => PlanParams::Delete,
         PlanKind::Restore => unreachable!("restore plans are made with their target"),
+        PlanKind::Start => PlanParams::Start(floe_domain::plan::StartParams {
+            spec: spec.clone(),
+            restore: None,
+        }),
     }
 }
 
@@ -55,6 +59,8 @@ fn index(step_id: &str) -> usize {
 
 #[async_trait]
 impl Steps for Scripted {
+    /// These steps record nothing on the deployment.
+    fn settle(&self, _plan: &Plan, _next: &mut Deployment) {}
     fn layout(&self, _plan: &Plan, _d: &Deployment) -> Result<Vec<String>, StepError> {
         Ok((0..self.count).map(|i| format!("step-{i}")).collect())
     }
@@ -157,6 +163,7 @@ async fn harness(
         },
         pending_plan: Some(plan.reference()),
         access: None,
+        password_to_apply: None,
         created: now,
         updated: now,
     };
@@ -474,6 +481,8 @@ struct CancelDuring {
 
 #[async_trait]
 impl Steps for CancelDuring {
+    /// These steps record nothing on the deployment.
+    fn settle(&self, _plan: &Plan, _next: &mut Deployment) {}
     fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
         self.inner.layout(plan, d)
     }
@@ -606,6 +615,8 @@ struct Polls {
 
 #[async_trait]
 impl Steps for Polls {
+    /// These steps record nothing on the deployment.
+    fn settle(&self, _plan: &Plan, _next: &mut Deployment) {}
     fn layout(&self, _plan: &Plan, _d: &Deployment) -> Result<Vec<String>, StepError> {
         Ok(vec!["restore".into()])
     }

@@ -105,6 +105,7 @@ impl World {
             status: DeploymentStatus::Initializing,
             pending_plan: Some(plan.reference()),
             access: None,
+            password_to_apply: None,
             created: now,
             updated: now,
         };

@@ -178,6 +178,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
         status,
         pending_plan: None,
         access: None,
+        password_to_apply: None,
         created: now,
         updated: now,
     };

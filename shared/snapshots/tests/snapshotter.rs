@@ -143,6 +143,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
         status: DeploymentStatus::Running,
         pending_plan: None,
         access: None,
+        password_to_apply: None,
         created: now,
         updated: now,
     };

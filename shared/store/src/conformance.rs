@@ -129,6 +129,7 @@ fn deployment(
         status: DeploymentStatus::Initializing,
         pending_plan: Some(p.reference()),
         access: None,
+        password_to_apply: None,
         created: now,
         updated: now,
     };

@@ -2,7 +2,8 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{
-    Caller, JsonSpec, PathParam, expected_version, idempotency_key, only_params, page_request,
+    Caller, DeploymentReplacement, JsonSpec, PathParam, expected_version, idempotency_key,
+    only_params, page_request,
 };
 use crate::respond::{CreatedOr, NoContent, Versioned, deployment_created};
 use crate::responses::{BodyErrors, ManageErrors, ReadErrors};
@@ -132,10 +133,20 @@ async fn get_deployment(
 
 /// Replace a deployment's spec.
 ///
-/// Changes to the name, tags and policy attachments apply at once. Changes
-/// to the version, node groups, user settings or repository need a plan:
-/// one is recorded (status `reconfiguring`), or the request is refused with
-/// 409 while another plan is pending.
+/// The body is a spec, or the deployment's GET body with fields changed:
+/// read-only fields (`id`, `status`, `plans`, `elasticsearch`, `created`,
+/// `updated`, each node group's `arch`, `vcpus`, `memory_mib` and
+/// `jvm_heap_mib`) are ignored when unchanged and refused with 400
+/// `validation.read_only` when changed; `resource_version` works as
+/// `If-Match`.
+///
+/// On a running deployment, changes to the name, tags and policy
+/// attachments apply at once; changes to the version, node groups, user
+/// settings or repository need a plan: one is recorded (status
+/// `reconfiguring`), or the request is refused with 409 while another plan
+/// is pending. A stopped deployment records any change; it applies at its
+/// next start (`POST …/_start`). A failed deployment is fixed by sending
+/// its spec again: a plan re-applies it.
 #[utoipa::path(
     put,
     path = "/api/v1/deployments/{id}",
@@ -146,7 +157,7 @@ async fn get_deployment(
         ("If-Match" = Option<String>, Header, description = "Update only if the deployment is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
-    request_body(content = DeploymentSpec, example = json!(crate::examples::deployment_request())),
+    request_body(content = DeploymentSpec, description = "A spec, or the GET body with fields changed.", example = json!(crate::examples::deployment_request())),
     responses(
         (status = 200, description = "Updated.", body = DeploymentView, example = json!(crate::examples::deployment_view())),
         (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody),
@@ -165,14 +176,14 @@ async fn put_deployment(
     PathParam(id): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
-    JsonSpec(spec): JsonSpec<DeploymentSpec>,
+    DeploymentReplacement(spec, read_only): DeploymentReplacement,
 ) -> Result<Versioned<DeploymentView>, ApiError> {
     let who = caller.manager()?;
     only_params(&query, &["version"])?;
     let expected = expected_version(&headers, &query)?;
     let updated = state
         .app
-        .update_deployment(&who, &id, expected, spec)
+        .replace_deployment(&who, &id, expected, spec, &read_only)
         .await?;
     Ok(Versioned::ok(updated))
 }

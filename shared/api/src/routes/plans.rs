@@ -19,6 +19,7 @@ pub fn router() -> OpenApiRouter<ApiState> {
         .routes(routes!(get_plans))
         .routes(routes!(cancel_pending_plan))
         .routes(routes!(shutdown_deployment))
+        .routes(routes!(start_deployment))
 }
 
 fn plans_example() -> serde_json::Value {
@@ -125,4 +126,42 @@ async fn shutdown_deployment(
         .shutdown_deployment(&who, &id, skip_snapshot)
         .await?;
     Ok(Versioned::accepted(stopping))
+}
+
+/// Start a stopped deployment again: new nodes from its spec (with any
+/// change recorded while it was stopped), its own certificates and
+/// `elastic` password, and, with `restore_snapshot`, the data of one of its
+/// own snapshots.
+#[utoipa::path(
+    post,
+    path = "/api/v1/deployments/{id}/_start",
+    operation_id = "start-deployment",
+    tag = "deployments",
+    params(
+        ("id" = String, Path, description = "Deployment id."),
+        ("restore_snapshot" = Option<String>, Query, description = "Restore this snapshot of the deployment's own, or `__latest_success__`, from its repository once the nodes run."),
+    ),
+    responses(
+        (status = 202, description = "A start plan is pending; the deployment is initializing.", body = DeploymentView,
+         example = json!(crate::examples::deployment_view())),
+        (status = 400, description = "Bad parameters, or no repository to restore from.", body = ErrorBody),
+        ManageErrors,
+        (status = 404, description = "No such deployment.", body = ErrorBody),
+        (status = 409, description = "Another plan is pending, the deployment is not stopped, or it has no successful snapshot.", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+async fn start_deployment(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathParam(id): PathParam,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Result<Versioned<DeploymentView>, ApiError> {
+    let who = caller.manager()?;
+    only_params(&query, &["restore_snapshot"])?;
+    let starting = state
+        .app
+        .start_deployment(&who, &id, query.get("restore_snapshot").map(String::as_str))
+        .await?;
+    Ok(Versioned::accepted(starting))
 }

@@ -9,19 +9,48 @@ use floe_domain::restore::{RestoreMode, RestoreTarget};
 
 /// The steps that create `spec`, then restore `restore` into it (a clone).
 pub fn saga(spec: &DeploymentSpec, restore: Option<&RestoreTarget>) -> Saga {
+    nodes_saga(spec, restore, Secrets::New)
+}
+
+/// Whether the deployment's certificates, password and repository keys
+/// are new with this plan (a create: a failure removes them) or kept from
+/// before (a start: they stay for the next one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Secrets {
+    New,
+    Kept,
+}
+
+/// A cluster from nothing: keys, nodes, repository, and the snapshot it
+/// starts from.
+pub(crate) fn nodes_saga(
+    spec: &DeploymentSpec,
+    restore: Option<&RestoreTarget>,
+    secrets: Secrets,
+) -> Saga {
     let mut saga = Saga::default();
-    saga.step(
-        "node-security",
-        action!(node_security),
-        action!(forget_node_security),
-    );
+    match secrets {
+        Secrets::New => saga.step(
+            "node-security",
+            action!(node_security),
+            action!(forget_node_security),
+        ),
+        Secrets::Kept => saga.step("node-security", action!(node_security), action!(nothing)),
+    }
     // The step itself finds out, when it runs, whether the repository holds keys.
     if client_repository_name(spec).is_some() {
-        saga.step(
-            "repository-credentials",
-            action!(repository_credentials),
-            action!(forget_repository_credentials),
-        );
+        match secrets {
+            Secrets::New => saga.step(
+                "repository-credentials",
+                action!(repository_credentials),
+                action!(forget_repository_credentials),
+            ),
+            Secrets::Kept => saga.step(
+                "repository-credentials",
+                action!(repository_credentials),
+                action!(nothing),
+            ),
+        }
     }
     for g in &spec.node_groups {
         saga.group_step(

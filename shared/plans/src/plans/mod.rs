@@ -8,6 +8,7 @@ pub mod create;
 pub mod delete;
 pub mod restore;
 pub mod shutdown;
+pub mod start;
 pub mod update;
 
 use crate::step::Saga;
@@ -22,5 +23,6 @@ pub fn saga(plan: &Plan, deployment: &Deployment) -> Saga {
         PlanParams::Shutdown(params) => shutdown::saga(params, &deployment.spec),
         PlanParams::Delete => delete::saga(),
         PlanParams::Restore(target) => restore::saga(target),
+        PlanParams::Start(params) => start::saga(params),
     }
 }

@@ -70,6 +70,7 @@ impl DeploymentSteps {
                     address: n.private_ip,
                 })
                 .collect(),
+            http_port: self.settings.http_port,
         })
     }
 }
@@ -79,7 +80,7 @@ impl DeploymentSteps {
 /// leaves no node to reach.
 pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
     match plan.kind() {
-        PlanKind::Create | PlanKind::Update => {
+        PlanKind::Create | PlanKind::Update | PlanKind::Start => {
             let recorded = plan
                 .steps
                 .iter()
@@ -89,6 +90,9 @@ pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
             // as it was; its next plan records it.
             if let Some(access) = recorded {
                 next.access = Some(access);
+                // The cluster has the password now; the record keeps it
+                // sealed in `access` alone.
+                next.password_to_apply = None;
             }
         }
         PlanKind::Shutdown => {

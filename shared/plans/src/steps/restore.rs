@@ -71,17 +71,25 @@ impl DeploymentSteps {
         // The snapshots are under the deployment that took them.
         let registration =
             floe_snapshots::repository_registration(&repo, &t.source_deployment_id, true);
-        match client.put_repository(&repo.name, &registration).await {
+        let name = t.cluster_repository();
+        match client.put_repository(name, &registration).await {
             Ok(()) => {
-                ctx.log(format!("repository {} registered read-only", repo.name));
+                if name == repo.name {
+                    ctx.log(format!("repository {name} registered read-only"));
+                } else {
+                    ctx.log(format!(
+                        "repository {} registered read-only as {name}, at the path of deployment {}",
+                        repo.name, t.source_deployment_id
+                    ));
+                }
                 done(&SourceOutput {
-                    repository: repo.name,
+                    repository: name.to_string(),
                     readonly: true,
                 })
             }
             Err(e) => elastic_outcome(
                 e,
-                &format!("registering {} read-only", repo.name),
+                &format!("registering {name} read-only"),
                 "repository_registration_failed",
             ),
         }
@@ -103,7 +111,8 @@ impl DeploymentSteps {
         let since = recoveries_since(since);
         let progress = client.recovery(&[]).await?;
         Ok(progress.shards.iter().any(|s| {
-            s.reads(&t.repository, &t.snapshot) && s.start_millis.is_some_and(|m| m >= since)
+            s.reads(t.cluster_repository(), &t.snapshot)
+                && s.start_millis.is_some_and(|m| m >= since)
         }))
     }
 
@@ -142,7 +151,7 @@ impl DeploymentSteps {
             ..RestoreRequest::default()
         };
         match client
-            .restore(&t.repository, &t.snapshot, &request, false)
+            .restore(t.cluster_repository(), &t.snapshot, &request, false)
             .await
         {
             Ok(_) => {
@@ -189,7 +198,10 @@ impl DeploymentSteps {
             Ok(c) => c,
             Err(e) => return cluster_outcome(e, "reaching the cluster", self.settings.poll),
         };
-        let info = match client.get_snapshot(&t.repository, &t.snapshot).await {
+        let info = match client
+            .get_snapshot(t.cluster_repository(), &t.snapshot)
+            .await
+        {
             Ok(i) => i,
             Err(e) => return elastic_outcome(e, "reading the snapshot", "snapshot_missing"),
         };
@@ -212,7 +224,7 @@ impl DeploymentSteps {
                 storage,
             };
             if let Err(e) = client
-                .mount(&t.repository, &t.snapshot, &request, false)
+                .mount(t.cluster_repository(), &t.snapshot, &request, false)
                 .await
             {
                 return elastic_outcome(e, &format!("mounting {index}"), "mount_refused");
@@ -260,7 +272,8 @@ impl DeploymentSteps {
             .shards
             .iter()
             .filter(|s| {
-                s.reads(&t.repository, &t.snapshot) && s.start_millis.is_none_or(|m| m >= since)
+                s.reads(t.cluster_repository(), &t.snapshot)
+                    && s.start_millis.is_none_or(|m| m >= since)
             })
             .collect();
         let total = shards.len();

@@ -5,6 +5,9 @@ use super::outcome_of;
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done, fail};
 use crate::outputs::NodeSecurityOutput;
+use floe_domain::access::{PASSWORD_FIELD, sealing_resource};
+use floe_domain::secret::SecretString;
+use floe_secrets::{Owner, SecretError};
 use serde_json::Value;
 
 impl DeploymentSteps {
@@ -30,7 +33,14 @@ impl DeploymentSteps {
             Ok(None) => {}
             Err(e) => return outcome_of(e),
         }
-        let security = match floe_node_security::generate(&ctx.plan.deployment_id) {
+        // The create handed its owner a password already: the cluster gets
+        // that one. (Records from before creates did so have none.)
+        let password = match self.password_to_apply(ctx).await {
+            Ok(Some(p)) => p,
+            Ok(None) => floe_node_security::new_password(),
+            Err(stop) => return stop,
+        };
+        let security = match floe_node_security::generate_with(&ctx.plan.deployment_id, password) {
             Ok(s) => s,
             Err(e) => return fail("node_security_failed", e.to_string()),
         };
@@ -54,6 +64,33 @@ impl DeploymentSteps {
             floe_node_security::server_name(&ctx.plan.deployment_id)
         ));
         done(&NodeSecurityOutput { kept: false })
+    }
+
+    /// The password the deployment's record holds for its pending plan to
+    /// apply, opened.
+    pub(crate) async fn password_to_apply(
+        &self,
+        ctx: &StepContext<'_>,
+    ) -> Result<Option<SecretString>, Outcome> {
+        let Some(sealed) = &ctx.deployment.password_to_apply else {
+            return Ok(None);
+        };
+        let resource = sealing_resource(&ctx.plan.deployment_id);
+        let owner = Owner {
+            org: &ctx.plan.org,
+            repository: &resource,
+            field: PASSWORD_FIELD,
+        };
+        match self.cipher.open(sealed, &owner).await {
+            Ok(p) => Ok(Some(SecretString::new(p))),
+            Err(SecretError::KeyUnavailable(m)) => Err(Outcome::Retry(format!(
+                "opening the new elastic password: {m}"
+            ))),
+            Err(e) => Err(fail(
+                "password_unreadable",
+                format!("the elastic password to apply cannot be opened: {e}"),
+            )),
+        }
     }
 
     /// A failed create's certificates and password go with it.

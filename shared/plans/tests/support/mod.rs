@@ -15,6 +15,9 @@ impl<S: Steps> Steps for Twice<S> {
     fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
         self.0.layout(plan, d)
     }
+    fn settle(&self, plan: &Plan, next: &mut Deployment) {
+        self.0.settle(plan, next);
+    }
     async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
         match self.0.run(step_id, ctx).await {
             Outcome::Done(_) => self.0.run(step_id, ctx).await,
@@ -40,6 +43,9 @@ pub struct FailAfter<S> {
 impl<S: Steps> Steps for FailAfter<S> {
     fn layout(&self, plan: &Plan, d: &Deployment) -> Result<Vec<String>, StepError> {
         self.inner.layout(plan, d)
+    }
+    fn settle(&self, plan: &Plan, next: &mut Deployment) {
+        self.inner.settle(plan, next);
     }
     async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
         let outcome = self.inner.run(step_id, ctx).await;

@@ -1,0 +1,198 @@
+//! The proxy to a deployment's Elasticsearch:
+//! `/api/v1/deployments/{id}/elasticsearch/{ref_id}/proxy/{path}`, any
+//! method, as ECE has it. The caller's token decides (viewers read with
+//! GET and HEAD only); the cluster's status and body come back as they are.
+
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::Caller;
+use crate::state::ApiState;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use floe_app::proxy::{MAX_PROXY_REQUEST_BYTES, ProxyRequest};
+use std::collections::BTreeMap;
+use utoipa::OpenApi;
+
+pub const TAG: &str = "deployments";
+const PREFIX: &str = "/api/v1/deployments/{id}/elasticsearch/{ref_id}/proxy";
+
+/// The proxy's routes: with a path below the cluster's root, and the root
+/// itself (`…/proxy` and `…/proxy/`).
+pub fn router() -> Router<ApiState> {
+    let handler = any(proxy).layer(DefaultBodyLimit::max(MAX_PROXY_REQUEST_BYTES));
+    Router::new()
+        .route(&format!("{PREFIX}/{{*path}}"), handler.clone())
+        .route(&format!("{PREFIX}/"), handler.clone())
+        .route(PREFIX, handler)
+}
+
+/// The proxy's entries in the OpenAPI document, one operation per method
+/// (its route is a catch-all, which the document spells as one path
+/// parameter).
+#[derive(OpenApi)]
+#[openapi(paths(
+    proxy_get,
+    proxy_head,
+    proxy_post,
+    proxy_put,
+    proxy_delete,
+    proxy_patch
+))]
+pub struct ProxyDoc;
+
+/// One documented operation of the proxy. Reading methods take no body.
+macro_rules! proxy_operation {
+    ($fn_name:ident, $method:ident, $id:literal, $who:literal) => {
+        proxy_operation!(@doc $fn_name, $method, $id, $who,
+            request_body(content = Object, description = "Passed on as it is, with its Content-Type (JSON, or NDJSON for `_bulk`).",
+                example = json!({"query": {"match_all": {}}})),
+        );
+    };
+    ($fn_name:ident, $method:ident, $id:literal, $who:literal, reads) => {
+        proxy_operation!(@doc $fn_name, $method, $id, $who,);
+    };
+    (@doc $fn_name:ident, $method:ident, $id:literal, $who:literal, $($body:tt)*) => {
+        /// Send a request to the deployment's Elasticsearch.
+        ///
+        /// The path below the cluster's root, with its query and body, is
+        /// passed on; the cluster's status, `Content-Type` and body come
+        /// back unchanged. The control plane authenticates to the cluster
+        /// itself (as `elastic`), from what its store holds: the caller's
+        /// own headers are not passed on. `ref_id` is `main-elasticsearch`,
+        /// the one Elasticsearch resource of a Floe deployment. Bodies up
+        /// to 10 MiB; answers up to 6 MiB.
+        #[utoipa::path(
+            $method,
+            path = "/api/v1/deployments/{id}/elasticsearch/{ref_id}/proxy/{path}",
+            operation_id = $id,
+            tag = TAG,
+            description = $who,
+            params(
+                ("id" = String, Path, description = "Deployment id."),
+                ("ref_id" = String, Path, description = "`main-elasticsearch`."),
+                ("path" = String, Path, description = "The Elasticsearch path, such as `_cat/health`; its query string is passed on."),
+            ),
+            $($body)*
+            responses(
+                (status = 200, description = "Elasticsearch's answer, as it gave it (any status it gives is passed back).", body = Object,
+                 example = json!({"cluster_name": "logs-prod", "status": "green", "number_of_nodes": 3, "active_shards_percent_as_number": 100.0})),
+                (status = 401, description = "No valid token.", body = ErrorBody),
+                (status = 403, description = "The token's roles do not allow this method.", body = ErrorBody),
+                (status = 404, description = "No such deployment or Elasticsearch resource in this organization.", body = ErrorBody),
+                (status = 409, description = "The deployment has no running node to reach.", body = ErrorBody),
+                (status = 413, description = "Body over 10 MiB.", body = ErrorBody),
+                (status = 503, description = "The cluster gave no answer.", body = ErrorBody),
+            ),
+            security(("bearer" = []))
+        )]
+        #[allow(dead_code)]
+        async fn $fn_name() {}
+    };
+}
+
+proxy_operation!(
+    proxy_get,
+    get,
+    "proxy-elasticsearch-get",
+    "Readers may send it (any role).",
+    reads
+);
+proxy_operation!(
+    proxy_head,
+    head,
+    "proxy-elasticsearch-head",
+    "Readers may send it (any role).",
+    reads
+);
+proxy_operation!(
+    proxy_post,
+    post,
+    "proxy-elasticsearch-post",
+    "Needs deployment_manager or platform_admin."
+);
+proxy_operation!(
+    proxy_put,
+    put,
+    "proxy-elasticsearch-put",
+    "Needs deployment_manager or platform_admin."
+);
+proxy_operation!(
+    proxy_delete,
+    delete,
+    "proxy-elasticsearch-delete",
+    "Needs deployment_manager or platform_admin.",
+    reads
+);
+proxy_operation!(
+    proxy_patch,
+    patch,
+    "proxy-elasticsearch-patch",
+    "Needs deployment_manager or platform_admin."
+);
+
+async fn proxy(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(params): Path<BTreeMap<String, String>>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (id, ref_id) = match (params.get("id"), params.get("ref_id")) {
+        (Some(id), Some(ref_id)) => (id.clone(), ref_id.clone()),
+        _ => return Err(ApiError::internal()),
+    };
+    let method = request.method().as_str().to_string();
+    // The path as the caller encoded it: the cluster decodes it itself.
+    let raw = request.uri().path().to_string();
+    // "", api, v1, deployments, {id}, elasticsearch, {ref_id}, proxy…
+    let path = raw
+        .splitn(8, '/')
+        .nth(7)
+        .and_then(|rest| rest.strip_prefix("proxy"))
+        .map(|rest| rest.trim_start_matches('/').to_string())
+        .unwrap_or_default();
+    let query = request.uri().query().map(str::to_string);
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = Bytes::from_request(request, &state).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request.body_too_large",
+            format!("the body must be at most {MAX_PROXY_REQUEST_BYTES} bytes"),
+        )
+    })?;
+    let answer = state
+        .app
+        .proxy(
+            &caller.0,
+            &id,
+            &ref_id,
+            ProxyRequest {
+                method,
+                path,
+                query,
+                content_type,
+                body: body.to_vec(),
+            },
+        )
+        .await?;
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut response = (status, Body::from(answer.body)).into_response();
+    if let Some(ct) = answer
+        .content_type
+        .as_deref()
+        .and_then(|ct| HeaderValue::from_str(ct).ok())
+    {
+        response.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    response.headers_mut().insert(
+        "x-found-handling-cluster",
+        HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("-")),
+    );
+    Ok(response)
+}
