@@ -231,10 +231,9 @@ fn take_line(line: &mut Vec<u8>, input: &mut &[u8]) -> Result<bool, ChunkError> 
 mod tests {
     use super::*;
 
-    fn decode_in_pieces(
-        body: &[u8],
-        piece: usize,
-    ) -> Result<(Vec<u8>, Vec<(String, String)>), ChunkError> {
+    type Trailers = Vec<(String, String)>;
+
+    fn decode_in_pieces(body: &[u8], piece: usize) -> Result<(Vec<u8>, Trailers), ChunkError> {
         let mut decoder = ChunkDecoder::unsigned();
         let mut out = Vec::new();
         for part in body.chunks(piece) {
@@ -285,5 +284,49 @@ mod tests {
                 "{body:?}"
             );
         }
+    }
+
+    fn aws_example_body() -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(b"10000;chunk-signature=ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648\r\n");
+        body.extend(std::iter::repeat_n(b'a', 65536));
+        body.extend_from_slice(b"\r\n400;chunk-signature=0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497\r\n");
+        body.extend(std::iter::repeat_n(b'a', 1024));
+        body.extend_from_slice(b"\r\n0;chunk-signature=b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9\r\n\r\n");
+        body
+    }
+
+    fn decode_signed(body: &[u8]) -> Result<Vec<u8>, ChunkError> {
+        let mut decoder = ChunkDecoder::signed(crate::sigv4::aws_example_signer(), false);
+        let mut out = Vec::new();
+        for part in body.chunks(1000) {
+            decoder.feed(part, &mut out)?;
+        }
+        decoder.finish()?;
+        Ok(out)
+    }
+
+    #[test]
+    fn decodes_the_aws_signed_chunks_example() {
+        let out = decode_signed(&aws_example_body()).expect("verifies");
+        assert_eq!(out.len(), 66560);
+        assert!(out.iter().all(|&b| b == b'a'));
+    }
+
+    #[test]
+    fn refuses_a_tampered_signed_chunk() {
+        let mut body = aws_example_body();
+        body[200] = b'b';
+        assert_eq!(
+            decode_signed(&body).err(),
+            Some(ChunkError::BadChunkSignature)
+        );
+        // A dropped final chunk is a truncation, not an accepted body.
+        let body = aws_example_body();
+        let cut = body.len() - 90;
+        assert_eq!(
+            decode_signed(&body[..cut]).err(),
+            Some(ChunkError::Truncated)
+        );
     }
 }

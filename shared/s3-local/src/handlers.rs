@@ -6,7 +6,9 @@ use crate::body::BodyReader;
 use crate::config::Credentials;
 use crate::error::{ErrorCode, S3Error};
 use crate::sigv4::{self, Authenticated, SignedRequest};
-use crate::store::{self, Listed, MAX_PART_NUMBER, ObjectHeaders, ObjectInfo, Store, UploadRecord};
+use crate::store::{
+    self, Listed, MAX_PART_NUMBER, NewObject, ObjectHeaders, ObjectInfo, Store, UploadRecord,
+};
 use crate::xml::{self, NAMESPACE};
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -64,7 +66,7 @@ fn decode_component(text: &str) -> Result<String, S3Error> {
         .map_err(|_| S3Error::new(ErrorCode::InvalidArgument, "The URI is not valid UTF-8"))
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: impl header::AsHeaderName) -> Option<&'a str> {
+fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
     headers
         .get(name)
         .and_then(|v| v.to_str().ok())
@@ -411,9 +413,11 @@ async fn put_object(req: &Req<'_>, body: Body, auth: Authenticated) -> Result<Re
             req.bucket,
             req.key,
             temp,
-            summary.md5_hex,
-            object_headers(req.headers),
-            summary.checksum,
+            NewObject {
+                etag: summary.md5_hex,
+                headers: object_headers(req.headers),
+                checksum: summary.checksum,
+            },
             if_absent,
         )
         .await?;
@@ -498,9 +502,11 @@ async fn copy_object(req: &Req<'_>) -> Result<Response, S3Error> {
             req.bucket,
             req.key,
             temp,
-            hex::encode(md5::Digest::finalize(md5)),
-            headers,
-            checksum,
+            NewObject {
+                etag: hex::encode(md5::Digest::finalize(md5)),
+                headers,
+                checksum,
+            },
             false,
         )
         .await?;
@@ -769,10 +775,10 @@ fn paginate<'a>(
                 .find(d)
                 .map(|i| item.key[..prefix.len() + i + d.len()].to_string())
         });
-        if let Some(after) = after {
-            if item.key.as_str() <= after || rolled_up.as_deref() == Some(after) {
-                continue;
-            }
+        if let Some(after) = after
+            && (item.key.as_str() <= after || rolled_up.as_deref() == Some(after))
+        {
+            continue;
         }
         if let Some(common) = &rolled_up
             && page.prefixes.last() == Some(common)
@@ -1061,7 +1067,17 @@ async fn complete_upload(req: &Req<'_>, body: &[u8]) -> Result<Response, S3Error
     }
     let (temp, etag) = store.assemble_parts(upload_id, &parts).await?;
     let info = store
-        .commit_object(req.bucket, req.key, temp, etag, record.headers, None, false)
+        .commit_object(
+            req.bucket,
+            req.key,
+            temp,
+            NewObject {
+                etag,
+                headers: record.headers,
+                checksum: None,
+            },
+            false,
+        )
         .await?;
     if let Err(error) = store.remove_upload(upload_id).await {
         // The object is complete; a leftover part folder only costs space.

@@ -480,6 +480,23 @@ fn signature_of(key: &[u8; 32], amz_date: &str, scope: &str, canonical_request: 
     hex::encode(hmac(key, string_to_sign.as_bytes()))
 }
 
+/// The signer of AWS's `STREAMING-AWS4-HMAC-SHA256-PAYLOAD` example: its
+/// secret, date, scope and seed signature.
+#[cfg(test)]
+pub(crate) fn aws_example_signer() -> ChunkSigner {
+    ChunkSigner {
+        key: signing_key(
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "20130524",
+            "us-east-1",
+            "s3",
+        ),
+        amz_date: "20130524T000000Z".into(),
+        scope: "20130524/us-east-1/s3/aws4_request".into(),
+        previous: "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -538,17 +555,7 @@ mod tests {
     /// example (a 66560-byte body of `a`s in 64 KiB chunks).
     #[test]
     fn chains_chunk_signatures_like_the_aws_example() {
-        let mut signer = ChunkSigner {
-            key: signing_key(
-                "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-                "20130524",
-                "us-east-1",
-                "s3",
-            ),
-            amz_date: "20130524T000000Z".into(),
-            scope: "20130524/us-east-1/s3/aws4_request".into(),
-            previous: "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9".into(),
-        };
+        let mut signer = aws_example_signer();
         let first = Sha256::digest(vec![b'a'; 65536]);
         assert!(signer.verify_chunk(
             &first,

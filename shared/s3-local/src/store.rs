@@ -181,6 +181,14 @@ struct MetaRecord {
     identity: Identity,
 }
 
+/// What a write stores besides the bytes.
+pub(crate) struct NewObject {
+    /// Without quotes.
+    pub(crate) etag: String,
+    pub(crate) headers: ObjectHeaders,
+    pub(crate) checksum: Option<StoredChecksum>,
+}
+
 /// An object as GET, HEAD and listings see it.
 #[derive(Debug, Clone)]
 pub(crate) struct ObjectInfo {
@@ -509,9 +517,7 @@ impl Store {
         bucket: &str,
         key: &str,
         mut temp: TempFile,
-        etag: String,
-        headers: ObjectHeaders,
-        checksum: Option<StoredChecksum>,
+        object: NewObject,
         if_absent: bool,
     ) -> Result<ObjectInfo, S3Error> {
         temp.close().await?;
@@ -526,9 +532,9 @@ impl Store {
             publish(&temp.path, &data_path, &key, if_absent)?;
             temp.keep();
             let record = MetaRecord {
-                etag,
-                headers,
-                checksum,
+                etag: object.etag,
+                headers: object.headers,
+                checksum: object.checksum,
                 identity,
             };
             let json = serde_json::to_vec(&record)
