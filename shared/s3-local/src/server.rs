@@ -89,9 +89,10 @@ impl LocalS3 {
     }
 }
 
-/// A running server. Dropping it stops it at once (requests in flight are
-/// cut off; their uploads are discarded, never half-stored);
-/// [`RunningS3::shutdown`] lets them finish first.
+/// A running server. Dropping it closes the listening socket at once and
+/// tells open connections to close once their request in flight is answered
+/// (uploads cut short are discarded, never half-stored);
+/// [`RunningS3::shutdown`] does the same and waits for them.
 #[derive(Debug)]
 pub struct RunningS3 {
     addr: SocketAddr,
@@ -143,6 +144,11 @@ impl RunningS3 {
 
 impl Drop for RunningS3 {
     fn drop(&mut self) {
+        // The signal reaches the connections through axum's own task, which
+        // outlives the accept loop aborted here.
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
         if let Some(task) = self.task.take() {
             task.abort();
         }

@@ -927,7 +927,19 @@ async fn objects_survive_a_restart() {
         by_hand.e_tag(),
         Some("\"573ce5969e9884d49d4fab77b09a306a\"")
     );
+
+    // Dropping the handle stops the server: the port stops answering.
+    let addr = s3.addr();
     drop(s3);
+    let mut refused = false;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(refused, "{addr} still accepts connections after drop");
 }
 
 #[tokio::test]
