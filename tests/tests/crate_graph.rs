@@ -71,6 +71,9 @@ const LAYERS: &[(&str, Layer)] = &[
     ("floe-parameters-ssm", Layer::Adapters),
     ("floe-clusters-sim", Layer::Adapters),
     ("floe-elastic-sim", Layer::Adapters),
+    // Local mode's S3-compatible store: what the simulated nodes' S3
+    // client talks to.
+    ("floe-s3-local", Layer::Adapters),
     ("floe-store-sqlite", Layer::Adapters),
     ("floe-store-dynamo", Layer::Adapters),
     ("floe-secrets-kms", Layer::Adapters),
@@ -103,7 +106,12 @@ const ALLOWED: &[(&str, &str, &str)] = &[(
 )];
 
 /// The crates of local mode and tests that no Lambda function may link.
-const SIMULATORS: &[&str] = &["floe-compute-sim", "floe-clusters-sim", "floe-elastic-sim"];
+const SIMULATORS: &[&str] = &[
+    "floe-compute-sim",
+    "floe-clusters-sim",
+    "floe-elastic-sim",
+    "floe-s3-local",
+];
 
 const LAMBDA_FUNCTIONS: &[&str] = &[
     "floe-api-function",

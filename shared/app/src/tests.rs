@@ -287,7 +287,11 @@ async fn a_failed_deployment_is_fixed_by_applying_its_spec_again() -> TestResult
         let app = w.app.clone();
         let id = view.id.clone();
         async move {
-            let previous = app.store.get_deployment("acme", &id).await?.ok_or("stored")?;
+            let previous = app
+                .store
+                .get_deployment("acme", &id)
+                .await?
+                .ok_or("stored")?;
             let mut next = previous.value.clone();
             next.status = DeploymentStatus::Failed;
             next.pending_plan = None;
@@ -303,7 +307,10 @@ async fn a_failed_deployment_is_fixed_by_applying_its_spec_again() -> TestResult
     };
     for (ran, kind) in [(false, PlanKind::Start), (true, PlanKind::Update)] {
         fail(&w, ran).await?;
-        let fixing = w.app.update_deployment(&who, &view.id, None, spec(1)?).await?;
+        let fixing = w
+            .app
+            .update_deployment(&who, &view.id, None, spec(1)?)
+            .await?;
         assert_eq!(fixing.status, kind_status(kind));
         let job = w.jobs.try_recv()?;
         let plan = w
@@ -327,18 +334,33 @@ fn kind_status(kind: PlanKind) -> DeploymentStatus {
 async fn the_password_is_in_the_create_and_its_retry_only() -> TestResult {
     let w = world()?;
     let who = caller(&[Role::DeploymentManager]).manager()?;
-    let first = created(w.app.create_deployment(&who, spec(1)?, Some("once")).await?)?;
+    let first = created(
+        w.app
+            .create_deployment(&who, spec(1)?, Some("once"))
+            .await?,
+    )?;
     let password = first.credentials.clone().ok_or("credentials")?.password;
     assert_eq!(password.len(), 32);
-    let Creation::Replayed(again) = w.app.create_deployment(&who, spec(1)?, Some("once")).await?
+    let Creation::Replayed(again) = w
+        .app
+        .create_deployment(&who, spec(1)?, Some("once"))
+        .await?
     else {
         return Err("a retry created another deployment".into());
     };
-    assert_eq!(again.credentials.map(|c| c.password), Some(password.clone()));
+    assert_eq!(
+        again.credentials.map(|c| c.password),
+        Some(password.clone())
+    );
     let reader = caller(&[Role::DeploymentViewer]).reader()?;
     let read = w.app.get_deployment(&reader, &first.id).await?;
     assert!(read.credentials.is_none());
-    let stored = w.app.store.get_deployment("acme", &first.id).await?.ok_or("stored")?;
+    let stored = w
+        .app
+        .store
+        .get_deployment("acme", &first.id)
+        .await?
+        .ok_or("stored")?;
     assert!(
         !serde_json::to_string(&stored.value)?.contains(&password),
         "the record holds the password sealed only"
