@@ -7,6 +7,7 @@
 //! none of the simulators.
 
 mod platform;
+mod s3;
 
 use floe_auth::Role;
 use floe_domain::repository::EndpointPolicy;
@@ -67,6 +68,8 @@ enum ServeError {
     Listen(String, std::io::Error),
     #[error("{0}")]
     Serve(std::io::Error),
+    #[error("{0}")]
+    S3(#[from] s3::LocalS3Error),
 }
 
 async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), ServeError> {
@@ -75,6 +78,11 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
     let store = build::store(&config.store, floe_wiring::Aws::Shared).await?;
     let cipher = build::cipher(&config.secrets, floe_wiring::Aws::Shared).await?;
     let verifier = build::verifier(&config.auth).await?;
+    // Kept for the process's life: dropping it stops the store.
+    let local_s3 = match config.s3 {
+        Some(addr) => Some(s3::start(&config.data_dir, addr).await?),
+        None => None,
+    };
     let platform =
         LocalPlatform::start(&config, store.clone(), cipher.clone()).map_err(WiringError::from)?;
     let app = floe_app::App {
@@ -82,6 +90,9 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
         cipher,
         endpoint_policy: EndpointPolicy {
             allow_private: config.allow_private_endpoints,
+            // Repositories may point at the local store even when other
+            // private endpoints are refused.
+            trusted: local_s3.as_ref().map(|s| s.addr()),
         },
         queue: platform.queue,
         schedules: platform.schedules,
@@ -97,6 +108,14 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
         .unwrap_or_else(|_| config.listen.clone());
     // The first stdout line is the address (tests and scripts read it).
     println!("floe-local listening on http://{addr}");
+    if let Some(s) = &local_s3 {
+        println!(
+            "floe-local S3 store on http://{} (bucket {}; endpoint and keys in {})",
+            s.addr(),
+            s3::BUCKET,
+            config.data_dir.join("s3.env").display()
+        );
+    }
     if !config.auth.uses_jwks() {
         println!(
             "get a token: cargo run -q --bin floe-local -- token --org acme --role platform_admin"

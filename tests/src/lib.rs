@@ -600,6 +600,9 @@ fn configure_env(cmd: &mut Command, data_dir: &Path, extra: &[(String, String)])
     // changes refused, no delete); a test that needs plans to finish sets
     // its own value.
     cmd.env("FLOE_SIM_BOOT_DELAY_MS", "3600000");
+    // Each server its own S3 store, on a free port (its address and keys
+    // are in the data folder's s3.env).
+    cmd.env("FLOE_LOCAL_S3", "127.0.0.1:0");
     for (k, v) in extra {
         cmd.env(k, v);
     }

@@ -32,6 +32,7 @@ pub async fn state() -> Result<ApiState, WiringError> {
         cipher,
         endpoint_policy: EndpointPolicy {
             allow_private: config.allow_private_endpoints,
+            ..EndpointPolicy::default()
         },
         queue,
         schedules,

@@ -127,6 +127,9 @@ pub struct EndpointPolicy {
     /// stores such as FlashBlade usually live there). Link-local and the
     /// instance metadata service never are.
     pub allow_private: bool,
+    /// The platform's own store (local mode's S3-compatible endpoint on
+    /// loopback): allowed as `ip:port` even when private endpoints are not.
+    pub trusted: Option<std::net::SocketAddr>,
 }
 
 impl RepositoryRequest {
@@ -330,6 +333,12 @@ pub fn validate_endpoint(e: &str, policy: EndpointPolicy) -> Result<(), String> 
     }
     if e.is_empty() || e.len() > 255 || e.contains('/') || e.chars().any(|c| c.is_whitespace()) {
         return Err("must be host or host:port, e.g. s3.example.com or 10.0.0.5:9000".into());
+    }
+    if policy
+        .trusted
+        .is_some_and(|t| e.parse::<std::net::SocketAddr>() == Ok(t))
+    {
+        return Ok(());
     }
     let (host, port) = split_host_port(e)?;
     if let Some(port) = port {
@@ -665,7 +674,17 @@ mod tests {
         let strict = EndpointPolicy::default();
         let open = EndpointPolicy {
             allow_private: true,
+            ..EndpointPolicy::default()
         };
+        // The platform's own store passes a strict policy, and only it.
+        let local = EndpointPolicy {
+            trusted: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 9000))),
+            ..EndpointPolicy::default()
+        };
+        assert_eq!(validate_endpoint("127.0.0.1:9000", local), Ok(()));
+        assert!(validate_endpoint("127.0.0.1:9001", local).is_err());
+        assert!(validate_endpoint("127.0.0.1", local).is_err());
+        assert!(validate_endpoint("10.0.0.5:9000", local).is_err());
         for ok in [
             "1.2.3.4",
             "s3.example.com",

@@ -546,6 +546,28 @@ pub struct LocalConfig {
     pub plan_poll: Duration,
     pub parameter_prefix: String,
     pub sim: SimSettings,
+    /// `FLOE_LOCAL_S3`: where local mode serves its S3-compatible store
+    /// (`127.0.0.1:9000` unless set; `off` serves none).
+    pub s3: Option<std::net::SocketAddr>,
+}
+
+/// Local mode's S3-compatible store listens here unless told otherwise.
+pub const DEFAULT_LOCAL_S3: &str = "127.0.0.1:9000";
+
+fn local_s3(env: &Env) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+    let value = env
+        .get("FLOE_LOCAL_S3")
+        .unwrap_or_else(|| DEFAULT_LOCAL_S3.to_string());
+    if value == "off" {
+        return Ok(None);
+    }
+    match value.parse::<std::net::SocketAddr>() {
+        Ok(addr) if addr.ip().is_loopback() => Ok(Some(addr)),
+        _ => Err(invalid(
+            "FLOE_LOCAL_S3",
+            "must be a loopback ip:port such as 127.0.0.1:9000, or off",
+        )),
+    }
 }
 
 impl LocalConfig {
@@ -566,6 +588,7 @@ impl LocalConfig {
             )?),
             parameter_prefix: parameter_prefix(env)?,
             sim: SimSettings::read(env)?,
+            s3: local_s3(env)?,
         })
     }
 }
