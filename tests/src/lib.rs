@@ -371,6 +371,11 @@ impl Server {
         self.data_dir.path()
     }
 
+    /// The `floe-local` binary this server runs.
+    pub fn binary(&self) -> &Path {
+        &self.bin
+    }
+
     /// Every stderr line so far (JSON log lines).
     pub fn logs(&self) -> Vec<String> {
         lock(&self.logs).clone()
