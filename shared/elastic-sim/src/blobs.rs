@@ -25,9 +25,17 @@ pub enum BlobStore {
     },
     S3 {
         client: aws_sdk_s3::Client,
+        /// The URL the client sends to, for messages.
+        endpoint: String,
         bucket: String,
         /// Empty, or ends with `/`.
         prefix: String,
+    },
+    /// A store the nodes have no way to reach (no S3 credentials): every
+    /// request fails with `reason`.
+    Unreachable {
+        describe: String,
+        reason: String,
     },
 }
 
@@ -37,6 +45,7 @@ impl BlobStore {
         match self {
             BlobStore::Fs { dir } => dir.display().to_string(),
             BlobStore::S3 { bucket, prefix, .. } => format!("s3://{bucket}/{prefix}"),
+            BlobStore::Unreachable { describe, .. } => describe.clone(),
         }
     }
 
@@ -54,8 +63,10 @@ impl BlobStore {
                     }),
                 }
             }
+            BlobStore::Unreachable { reason, .. } => Err(StoreError::S3(reason.clone())),
             BlobStore::S3 {
                 client,
+                endpoint,
                 bucket,
                 prefix,
             } => {
@@ -66,7 +77,7 @@ impl BlobStore {
                     Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
                         return Ok(None);
                     }
-                    Err(e) => return Err(s3_error("GetObject", bucket, &key, &e)),
+                    Err(e) => return Err(s3_error(endpoint, "GetObject", bucket, &key, &e)),
                 };
                 let bytes = object.body.collect().await.map_err(|e| {
                     StoreError::S3(format!("reading s3://{bucket}/{key} failed: {e}"))
@@ -93,8 +104,10 @@ impl BlobStore {
                 tokio::fs::write(&temp, bytes).await.map_err(io)?;
                 tokio::fs::rename(&temp, &path).await.map_err(io)
             }
+            BlobStore::Unreachable { reason, .. } => Err(StoreError::S3(reason.clone())),
             BlobStore::S3 {
                 client,
+                endpoint,
                 bucket,
                 prefix,
             } => {
@@ -107,7 +120,7 @@ impl BlobStore {
                     .body(ByteStream::from(bytes))
                     .send()
                     .await
-                    .map_err(|e| s3_error("PutObject", bucket, &key, &e))?;
+                    .map_err(|e| s3_error(endpoint, "PutObject", bucket, &key, &e))?;
                 Ok(())
             }
         }
@@ -127,8 +140,10 @@ impl BlobStore {
                     }),
                 }
             }
+            BlobStore::Unreachable { reason, .. } => Err(StoreError::S3(reason.clone())),
             BlobStore::S3 {
                 client,
+                endpoint,
                 bucket,
                 prefix,
             } => {
@@ -139,7 +154,7 @@ impl BlobStore {
                     .key(&key)
                     .send()
                     .await
-                    .map_err(|e| s3_error("DeleteObject", bucket, &key, &e))?;
+                    .map_err(|e| s3_error(endpoint, "DeleteObject", bucket, &key, &e))?;
                 Ok(())
             }
         }
@@ -150,18 +165,26 @@ impl BlobStore {
     pub async fn container_exists(&self) -> Result<bool, StoreError> {
         match self {
             BlobStore::Fs { dir } => Ok(tokio::fs::metadata(dir).await.is_ok_and(|m| m.is_dir())),
-            BlobStore::S3 { client, bucket, .. } => {
-                match client.head_bucket().bucket(bucket).send().await {
-                    Ok(_) => Ok(true),
-                    Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
-                    Err(e) => Err(s3_error("HeadBucket", bucket, "", &e)),
-                }
-            }
+            BlobStore::Unreachable { reason, .. } => Err(StoreError::S3(reason.clone())),
+            BlobStore::S3 {
+                client,
+                endpoint,
+                bucket,
+                ..
+            } => match client.head_bucket().bucket(bucket).send().await {
+                Ok(_) => Ok(true),
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
+                Err(e) => Err(s3_error(endpoint, "HeadBucket", bucket, "", &e)),
+            },
         }
     }
 }
 
+/// What went wrong with an S3 request, said the way an operator reads it:
+/// a store that cannot be reached names its endpoint and why ("connection
+/// refused to http://127.0.0.1:9"); a store that answered gives its answer.
 fn s3_error<E, R>(
+    endpoint: &str,
     operation: &str,
     bucket: &str,
     key: &str,
@@ -169,10 +192,40 @@ fn s3_error<E, R>(
 ) -> StoreError
 where
     E: std::error::Error + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + 'static,
 {
-    StoreError::S3(format!(
-        "{operation} s3://{bucket}/{key} failed: {}",
-        aws_sdk_s3::error::DisplayErrorContext(error)
-    ))
+    use aws_sdk_s3::error::SdkError;
+    let detail = aws_sdk_s3::error::DisplayErrorContext(error).to_string();
+    let cause = match error {
+        SdkError::DispatchFailure(_) => {
+            format!("{} to {endpoint}", connection_failure(error, &detail))
+        }
+        SdkError::TimeoutError(_) => format!("timed out talking to {endpoint}"),
+        _ => detail,
+    };
+    StoreError::S3(format!("{operation} s3://{bucket}/{key} failed: {cause}"))
+}
+
+/// Why a connection failed, from the I/O error at the bottom of the chain
+/// (or, when a layer hid it, from the text).
+fn connection_failure(error: &(dyn std::error::Error + 'static), detail: &str) -> String {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+                std::io::ErrorKind::TimedOut => "connection timed out".to_string(),
+                _ => format!("connection failed ({io})"),
+            };
+        }
+        next = e.source();
+    }
+    let lowered = detail.to_ascii_lowercase();
+    if lowered.contains("connection refused") {
+        "connection refused".to_string()
+    } else if lowered.contains("dns error") || lowered.contains("failed to lookup") {
+        "unknown host".to_string()
+    } else {
+        format!("connection failed ({detail})")
+    }
 }

@@ -1,9 +1,10 @@
-//! `GET /` and `GET _cluster/health`.
+//! `GET /`, `GET _cluster/health` and `GET _cat/health`.
 
+use crate::cat::Column;
 use crate::error::ApiError;
 use crate::server::{ApiResult, Reply, Req};
 use crate::state::{ShardHealth, Sim};
-use crate::util::{parse_time, resolve_expression, split_names};
+use crate::util::{parse_bool, parse_time, resolve_expression, split_names};
 use axum::http::StatusCode;
 use serde_json::json;
 use std::sync::Arc;
@@ -124,4 +125,71 @@ fn snapshot_health(sim: &Sim, expressions: &[String]) -> Result<(u8, serde_json:
         "active_shards_percent_as_number": percent,
     });
     Ok((total.level, body))
+}
+
+/// `_cat/health`'s columns; `unassign.pri` only from 8.16, which added
+/// `unassigned_primary_shards` to the health it is read from.
+const HEALTH_COLUMNS: &[Column] = &[
+    Column::new("epoch", &["t", "time"]).right(),
+    Column::new("timestamp", &["ts", "hms", "hhmmss"]),
+    Column::new("cluster", &["cl"]),
+    Column::new("status", &["st"]),
+    Column::new("node.total", &["nt", "nodeTotal"]).right(),
+    Column::new("node.data", &["nd", "nodeData"]).right(),
+    Column::new("shards", &["t", "sh", "shards.total", "shardsTotal"]).right(),
+    Column::new("pri", &["p", "shards.primary", "shardsPrimary"]).right(),
+    Column::new("relo", &["r", "shards.relocating", "shardsRelocating"]).right(),
+    Column::new("init", &["i", "shards.initializing", "shardsInitializing"]).right(),
+    Column::new("unassign", &["u", "shards.unassigned", "shardsUnassigned"]).right(),
+    Column::new("unassign.pri", &["up", "shards.unassigned.primary"]).right(),
+    Column::new("pending_tasks", &["pt", "pendingTasks"]).right(),
+    Column::new("max_task_wait_time", &["mtwt", "maxTaskWaitTime"]).right(),
+    Column::new("active_shards_percent", &["asp", "activeShardsPercent"]).right(),
+];
+
+fn at_least(version: &str, major: u64, minor: u64) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
+    let have = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    have >= (major, minor)
+}
+
+/// `GET _cat/health`: the cluster health as one row.
+pub fn cat_health(sim: &Sim, req: &Req) -> ApiResult {
+    let timestamps = parse_bool("ts", req.param("ts"), true)?;
+    let (_, health) = snapshot_health(sim, &[])?;
+    let now = chrono::Utc::now();
+    let number = |key: &str| json!(health[key].as_u64().unwrap_or(0).to_string());
+    let percent = health["active_shards_percent_as_number"]
+        .as_f64()
+        .unwrap_or(100.0);
+    let row = crate::cat::row([
+        ("epoch", json!(now.timestamp().to_string())),
+        ("timestamp", json!(now.format("%H:%M:%S").to_string())),
+        ("cluster", json!(sim.cluster_name)),
+        ("status", health["status"].clone()),
+        ("node.total", number("number_of_nodes")),
+        ("node.data", number("number_of_data_nodes")),
+        ("shards", number("active_shards")),
+        ("pri", number("active_primary_shards")),
+        ("relo", number("relocating_shards")),
+        ("init", number("initializing_shards")),
+        ("unassign", number("unassigned_shards")),
+        ("unassign.pri", number("unassigned_primary_shards")),
+        ("pending_tasks", number("number_of_pending_tasks")),
+        // No task ever waits: Elasticsearch shows `-` then.
+        ("max_task_wait_time", json!("-")),
+        ("active_shards_percent", json!(format!("{percent:.1}%"))),
+    ]);
+    let columns: Vec<Column> = HEALTH_COLUMNS
+        .iter()
+        .filter(|c| timestamps || !matches!(c.name, "epoch" | "timestamp"))
+        .filter(|c| c.name != "unassign.pri" || at_least(&sim.version, 8, 16))
+        .map(|c| Column {
+            name: c.name,
+            aliases: c.aliases,
+            default: c.default,
+            right: c.right,
+        })
+        .collect();
+    crate::cat::table(req, &columns, vec![row])
 }

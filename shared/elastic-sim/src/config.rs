@@ -17,7 +17,8 @@ pub struct SimConfig {
     /// index with replicas is yellow, as on Elasticsearch.
     pub nodes: u32,
     /// Where to listen; must be a loopback address. `None` is
-    /// `127.0.0.1:0`, a free port.
+    /// `127.0.0.1:0`, a free port. More addresses can be added later
+    /// ([`crate::RunningCluster::set_addrs`]).
     pub addr: Option<SocketAddr>,
     /// Reported as `version.number` and recorded in snapshots.
     pub version: String,
@@ -25,16 +26,20 @@ pub struct SimConfig {
     /// their `location` under it (a relative location is resolved against
     /// it). `None` refuses `fs` repositories, as an empty `path.repo` does.
     pub fs_root: Option<PathBuf>,
-    /// How `s3` repositories reach their bucket when their settings name no
-    /// endpoint, and the credentials they use (a real node keeps them in
-    /// its keystore, never in repository settings).
-    pub s3: Option<S3Access>,
+    /// The nodes' S3 client (`s3.client.*` in `elasticsearch.yml`, keys in
+    /// the keystore). `None`: no client is configured, and an `s3`
+    /// repository cannot reach its bucket.
+    pub s3: Option<S3Client>,
+    /// HTTPS and basic authentication, as `xpack.security` gives a real
+    /// node; `None` serves plain HTTP to anyone (a cluster with security
+    /// disabled).
+    pub security: Option<SimSecurity>,
     pub faults: SimFaults,
 }
 
 impl SimConfig {
     /// Three nodes (so replicas are assigned and indices turn green), no
-    /// repositories, no faults.
+    /// repositories, no security, no faults.
     pub fn new(cluster_name: impl Into<String>) -> SimConfig {
         SimConfig {
             cluster_name: cluster_name.into(),
@@ -43,6 +48,7 @@ impl SimConfig {
             version: DEFAULT_VERSION.to_string(),
             fs_root: None,
             s3: None,
+            security: None,
             faults: SimFaults::default(),
         }
     }
@@ -52,8 +58,20 @@ impl SimConfig {
         self
     }
 
-    pub fn with_s3(mut self, s3: S3Access) -> SimConfig {
-        self.s3 = Some(s3);
+    /// The nodes' S3 client; an [`S3Access`] (endpoint and keys in one)
+    /// converts into one.
+    pub fn with_s3(mut self, s3: impl Into<S3Client>) -> SimConfig {
+        self.s3 = Some(s3.into());
+        self
+    }
+
+    pub fn with_security(mut self, security: SimSecurity) -> SimConfig {
+        self.security = Some(security);
+        self
+    }
+
+    pub fn with_addr(mut self, addr: SocketAddr) -> SimConfig {
+        self.addr = Some(addr);
         self
     }
 
@@ -68,7 +86,85 @@ impl SimConfig {
     }
 }
 
-/// The S3 client settings and credentials of the simulated nodes.
+/// What a secured node is started with: its HTTP certificate (the
+/// `xpack.security.http.ssl` certificate and key) and the `elastic` user's
+/// password (the keystore's `bootstrap.password`).
+#[derive(Clone)]
+pub struct SimSecurity {
+    /// The node certificate, then any intermediates, PEM.
+    pub cert_chain_pem: String,
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key_pem: SecretString,
+    pub elastic_password: SecretString,
+}
+
+impl std::fmt::Debug for SimSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimSecurity")
+            .field("cert_chain_pem", &self.cert_chain_pem.len())
+            .field("key_pem", &self.key_pem)
+            .field("elastic_password", &self.elastic_password)
+            .finish()
+    }
+}
+
+/// One S3 client of the nodes, as Elasticsearch configures it: the
+/// settings from `elasticsearch.yml` (`s3.client.NAME.endpoint`,
+/// `protocol`, `path_style_access`, `region`) and the keys from the
+/// keystore (`s3.client.NAME.access_key`, `secret_key`, `session_token`).
+/// A repository's own settings of the same names win over the client's.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct S3Client {
+    /// `host`, `host:port`, or a URL with its scheme; `None` is AWS S3.
+    pub endpoint: Option<String>,
+    /// `http` or `https` (Elasticsearch's default) for an endpoint
+    /// without a scheme.
+    pub protocol: Option<String>,
+    pub path_style_access: Option<bool>,
+    /// `None`: `us-east-1`, which is what an S3-compatible store accepts.
+    pub region: Option<String>,
+    /// `None`: no keys in the keystore (a real node would use its instance
+    /// role; the simulator has none and fails the request).
+    pub keys: Option<S3Keys>,
+}
+
+impl std::fmt::Debug for S3Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Client")
+            .field("endpoint", &self.endpoint)
+            .field("protocol", &self.protocol)
+            .field("path_style_access", &self.path_style_access)
+            .field("region", &self.region)
+            .field("keys", &self.keys)
+            .finish()
+    }
+}
+
+/// The S3 client's keystore entries.
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3Keys {
+    pub access_key: String,
+    pub secret_key: SecretString,
+    /// Only for temporary credentials.
+    pub session_token: Option<SecretString>,
+}
+
+impl std::fmt::Debug for S3Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Keys")
+            .field(
+                "access_key",
+                &floe_domain::secret::mask_access_key(&self.access_key),
+            )
+            .field("secret_key", &self.secret_key)
+            .field("session_token", &self.session_token.is_some())
+            .finish()
+    }
+}
+
+/// The S3 client settings and credentials of the simulated nodes, in one:
+/// the older way of giving a simulated cluster its client, kept for the
+/// tests that use it. It converts into an [`S3Client`].
 #[derive(Clone)]
 pub struct S3Access {
     /// Such as `http://127.0.0.1:5000`; `None` is AWS itself. A repository's
@@ -79,6 +175,22 @@ pub struct S3Access {
     pub secret_key: SecretString,
     /// Used when the repository does not say `path_style_access`.
     pub force_path_style: bool,
+}
+
+impl From<S3Access> for S3Client {
+    fn from(a: S3Access) -> S3Client {
+        S3Client {
+            endpoint: a.endpoint_url,
+            protocol: None,
+            path_style_access: Some(a.force_path_style),
+            region: Some(a.region),
+            keys: Some(S3Keys {
+                access_key: a.access_key,
+                secret_key: a.secret_key,
+                session_token: None,
+            }),
+        }
+    }
 }
 
 impl std::fmt::Debug for S3Access {

@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 /// Starting or stopping a simulated cluster failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    /// Nothing but the local machine may reach a simulator: it has no
-    /// authentication and writes wherever its repositories point.
+    /// Nothing but the local machine may reach a simulator: it writes
+    /// wherever its repositories point.
     #[error("the simulated cluster must listen on a loopback address, not {0}")]
     NotLoopback(SocketAddr),
     #[error("the simulated cluster could not listen on {addr}: {source}")]
@@ -18,6 +18,8 @@ pub enum SimError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("the simulated cluster's TLS setup failed: {0}")]
+    Tls(String),
     #[error("the simulated cluster's HTTP server failed: {0}")]
     Serve(std::io::Error),
     #[error("the simulated cluster's server task ended abnormally: {0}")]
@@ -50,6 +52,11 @@ impl ApiError {
     fn with(mut self, key: &str, value: impl Into<Value>) -> ApiError {
         self.extra.insert(key.to_string(), value.into());
         self
+    }
+
+    /// The exception underneath, as Elasticsearch nests it.
+    pub fn caused_by(self, error_type: &str, reason: &str) -> ApiError {
+        self.with("caused_by", json!({ "type": error_type, "reason": reason }))
     }
 
     fn with_index(self, index: &str, uuid: &str) -> ApiError {
@@ -196,6 +203,11 @@ impl ApiError {
             "action_request_validation_exception",
             format!("Validation Failed: 1: {why};"),
         )
+    }
+
+    /// The REST layer's refusal of a body it cannot read (406).
+    pub fn not_acceptable(why: &str) -> ApiError {
+        ApiError::new(StatusCode::NOT_ACCEPTABLE, "", why)
     }
 
     /// The REST layer's answer for a path no API serves.

@@ -1,10 +1,11 @@
 //! Index APIs: create, delete, get, documents, count, search, open and
 //! close, and `_cat/indices`.
 
+use crate::cat::{Column, row, table};
 use crate::error::ApiError;
 use crate::server::{ApiResult, Reply, Req};
 use crate::state::{ClusterState, Doc, Index, Sim, flatten_settings};
-use crate::util::{check_index_name, new_doc_id, resolve_expression, split_names};
+use crate::util::{byte_size, check_index_name, new_doc_id, resolve_expression, split_names};
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -28,7 +29,7 @@ fn get_index<'a>(state: &'a ClusterState, name: &str) -> Result<&'a Index, ApiEr
 
 /// Whether the index takes writes: closed, mounted (write block) and still
 /// recovering indices do not.
-fn check_writable(name: &str, index: &Index) -> Result<(), ApiError> {
+pub(crate) fn check_writable(name: &str, index: &Index) -> Result<(), ApiError> {
     if index.closed {
         return Err(ApiError::index_closed(name, &index.uuid));
     }
@@ -370,23 +371,21 @@ pub fn open(sim: &Sim, expression: &str) -> ApiResult {
     ))
 }
 
-/// Scales bytes to what `?bytes=` asks for; plain bytes by default, which
-/// is what scripts want (Elasticsearch itself defaults to human units).
-fn scaled(bytes: u64, unit: Option<&String>) -> Result<String, ApiError> {
-    let divisor: u64 = match unit.map(String::as_str) {
-        None | Some("b") => 1,
-        Some("kb") => 1 << 10,
-        Some("mb") => 1 << 20,
-        Some("gb") => 1 << 30,
-        Some("tb") => 1 << 40,
-        Some(other) => {
-            return Err(ApiError::illegal_argument(format!(
-                "failed to parse [{other}] as a byte size unit"
-            )));
-        }
-    };
-    Ok((bytes / divisor).to_string())
-}
+const INDEX_COLUMNS: &[Column] = &[
+    Column::new("health", &["h"]),
+    Column::new("status", &["s"]),
+    Column::new("index", &["i", "idx"]),
+    Column::new("uuid", &["id", "uuid"]),
+    Column::new("pri", &["p", "shards.primary", "shardsPrimary"]).right(),
+    Column::new("rep", &["r", "shards.replica", "shardsReplica"]).right(),
+    Column::new("docs.count", &["dc", "docsCount"]).right(),
+    Column::new("docs.deleted", &["dd", "docsDeleted"]).right(),
+    Column::new("store.size", &["ss", "storeSize"]).right(),
+    Column::new("pri.store.size", &[]).right(),
+    Column::new("dataset.size", &[]).right(),
+    Column::new("creation.date", &["cd"]).hidden().right(),
+    Column::new("creation.date.string", &["cds"]).hidden(),
+];
 
 pub fn cat(sim: &Sim, req: &Req, pattern: Option<&str>) -> ApiResult {
     let nodes = sim.node_count();
@@ -401,31 +400,29 @@ pub fn cat(sim: &Sim, req: &Req, pattern: Option<&str>) -> ApiResult {
         let index = get_index(&state, &name)?;
         let primary = index.store_bytes();
         let copies = 1 + u64::from(index.assigned_replicas(nodes));
-        rows.push(json!({
-            "health": index.health_word(nodes),
-            "status": if index.closed { "close" } else { "open" },
-            "index": name,
-            "uuid": index.uuid,
-            "pri": index.number_of_shards.to_string(),
-            "rep": index.number_of_replicas.to_string(),
-            "docs.count": index.docs.len().to_string(),
-            "docs.deleted": "0",
-            "store.size": scaled(primary * copies, unit)?,
-            "pri.store.size": scaled(primary, unit)?,
-            "dataset.size": scaled(primary, unit)?,
-        }));
+        // A closed index reports no documents or sizes.
+        let open = |v: Value| if index.closed { Value::Null } else { v };
+        rows.push(row([
+            ("health", json!(index.health_word(nodes))),
+            ("status", json!(if index.closed { "close" } else { "open" })),
+            ("index", json!(name)),
+            ("uuid", json!(index.uuid)),
+            ("pri", json!(index.number_of_shards.to_string())),
+            ("rep", json!(index.number_of_replicas.to_string())),
+            ("docs.count", open(json!(index.docs.len().to_string()))),
+            ("docs.deleted", open(json!("0"))),
+            (
+                "store.size",
+                open(json!(byte_size(primary * copies, unit)?)),
+            ),
+            ("pri.store.size", open(json!(byte_size(primary, unit)?))),
+            ("dataset.size", open(json!(byte_size(primary, unit)?))),
+            ("creation.date", json!(index.creation_millis.to_string())),
+            (
+                "creation.date.string",
+                json!(crate::util::iso_millis(index.creation_millis)),
+            ),
+        ]));
     }
-    const COLUMNS: [&str; 10] = [
-        "health",
-        "status",
-        "index",
-        "uuid",
-        "pri",
-        "rep",
-        "docs.count",
-        "docs.deleted",
-        "store.size",
-        "pri.store.size",
-    ];
-    crate::nodes::text_or_json(req, &COLUMNS, rows)
+    table(req, INDEX_COLUMNS, rows)
 }

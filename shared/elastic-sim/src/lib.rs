@@ -2,7 +2,9 @@
 //!
 //! No Elasticsearch can run where Floe is built and tested, so this crate
 //! answers Elasticsearch's documented HTTP APIs itself, over real HTTP on a
-//! loopback port: cluster health, indices and documents (in memory),
+//! loopback port (HTTPS with the `elastic` user's basic authentication
+//! when secured, as a real node is): cluster health, indices and
+//! documents (in memory, `_bulk` included),
 //! snapshot repositories of type `fs` (a folder under
 //! [`SimConfig::fs_root`], like `path.repo`) and `s3` (any S3 endpoint),
 //! snapshots, restore, searchable-snapshot mounts and recovery progress,
@@ -26,6 +28,8 @@
 //! ```
 
 mod blobs;
+mod bulk;
+mod cat;
 mod cluster;
 mod config;
 mod error;
@@ -34,11 +38,15 @@ mod nodes;
 mod repo_data;
 mod repositories;
 mod restore;
+mod security;
 mod server;
 mod snapshots;
 mod state;
+mod tls;
 mod util;
 
-pub use config::{DEFAULT_VERSION, S3Access, SimConfig, SimFaults, SnapshotFault};
+pub use config::{
+    DEFAULT_VERSION, S3Access, S3Client, S3Keys, SimConfig, SimFaults, SimSecurity, SnapshotFault,
+};
 pub use error::{ApiError, SimError};
 pub use server::{RunningCluster, SimulatedCluster};

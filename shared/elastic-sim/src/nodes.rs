@@ -4,59 +4,58 @@
 //! simulator has no relocation delay), and nodes that leave with shards
 //! still on them take those shards with them.
 
+use crate::cat::{Column, row, table};
 use crate::error::ApiError;
 use crate::server::{ApiResult, Reply, Req};
 use crate::state::{Sim, placement};
-use crate::util::parse_bool;
-use axum::http::StatusCode;
+use crate::util::{byte_size, glob_match, parse_bool};
 use serde_json::{Map, Value, json};
 
-/// A `_cat` answer: the rows as JSON with `format=json`, else text with
-/// the given columns (and a header line with `v`).
-pub fn text_or_json(req: &Req, columns: &[&str], rows: Vec<Value>) -> ApiResult {
-    if req.param("format").is_some_and(|f| f == "json") {
-        return Ok(Reply::ok(Value::Array(rows)));
-    }
-    let mut text = String::new();
-    if parse_bool("v", req.param("v"), false)? {
-        text.push_str(&columns.join(" "));
-        text.push('\n');
-    }
-    for row in &rows {
-        let line: Vec<String> = columns
-            .iter()
-            .map(|c| match row.get(*c) {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
-                Some(other) => other.to_string(),
-            })
-            .collect();
-        text.push_str(&line.join(" "));
-        text.push('\n');
-    }
-    Ok(Reply {
-        status: StatusCode::OK,
-        body: Value::Null,
-        text: Some(text),
-    })
-}
+const NODE_COLUMNS: &[Column] = &[
+    Column::new("id", &["nodeId"]).hidden(),
+    Column::new("ip", &["i"]),
+    Column::new("heap.percent", &["hp", "heapPercent"]).right(),
+    Column::new("ram.percent", &["rp", "ramPercent"]).right(),
+    Column::new("cpu", &[]).right(),
+    Column::new("load_1m", &["l"]).right(),
+    Column::new("load_5m", &["l"]).right(),
+    Column::new("load_15m", &["l"]).right(),
+    Column::new("node.role", &["r", "role", "nodeRole"]),
+    Column::new("master", &["m"]),
+    Column::new("name", &["n"]),
+    Column::new("version", &["v"]).hidden(),
+];
 
 pub fn cat_nodes(sim: &Sim, req: &Req) -> ApiResult {
+    let full_id = parse_bool("full_id", req.param("full_id"), false)?;
     let master = sim.master();
     let rows = sim
         .nodes()
         .iter()
         .map(|n| {
-            json!({
-                "id": n.id,
-                "name": n.name,
-                "ip": "127.0.0.1",
-                "node.role": "cdfhilmrstw",
-                "master": if n.id == master.id { "*" } else { "-" },
-            })
+            // Elasticsearch shortens ids to four characters unless asked.
+            let id = if full_id {
+                n.id.clone()
+            } else {
+                n.id.chars().take(4).collect()
+            };
+            row([
+                ("id", json!(id)),
+                ("ip", json!("127.0.0.1")),
+                ("heap.percent", json!("30")),
+                ("ram.percent", json!("50")),
+                ("cpu", json!("1")),
+                ("load_1m", json!("0.00")),
+                ("load_5m", json!("0.00")),
+                ("load_15m", json!("0.00")),
+                ("node.role", json!("cdfhilmrstw")),
+                ("master", json!(if n.id == master.id { "*" } else { "-" })),
+                ("name", json!(n.name)),
+                ("version", json!(sim.version)),
+            ])
         })
         .collect();
-    text_or_json(req, &["id", "ip", "node.role", "master", "name"], rows)
+    table(req, NODE_COLUMNS, rows)
 }
 
 pub fn nodes_info(sim: &Sim) -> ApiResult {
@@ -82,7 +81,21 @@ pub fn nodes_info(sim: &Sim) -> ApiResult {
     })))
 }
 
+const SHARD_COLUMNS: &[Column] = &[
+    Column::new("index", &["i", "idx"]),
+    Column::new("shard", &["s", "sh"]).right(),
+    Column::new("prirep", &["p", "pr", "primaryOrReplica"]),
+    Column::new("state", &["st"]),
+    Column::new("docs", &["d", "dc"]).right(),
+    Column::new("store", &["sto"]).right(),
+    Column::new("dataset", &[]).right(),
+    Column::new("ip", &[]),
+    Column::new("id", &[]).hidden(),
+    Column::new("node", &["n"]),
+];
+
 pub fn cat_shards(sim: &Sim, req: &Req, index: Option<&str>) -> ApiResult {
+    let unit = req.param("bytes");
     let eligible = sim.eligible_nodes();
     let copies_room = u32::try_from(eligible.len()).unwrap_or(u32::MAX);
     let state = sim.state();
@@ -97,6 +110,7 @@ pub fn cat_shards(sim: &Sim, req: &Req, index: Option<&str>) -> ApiResult {
             continue;
         }
         let assigned = idx.assigned_replicas(copies_room);
+        let store = byte_size(idx.store_bytes(), unit)?;
         for shard in 0..idx.number_of_shards {
             let lost = idx.lost_shards.contains(&shard);
             for copy in 0..=idx.number_of_replicas {
@@ -105,22 +119,76 @@ pub fn cat_shards(sim: &Sim, req: &Req, index: Option<&str>) -> ApiResult {
                 } else {
                     placement(&eligible, name, shard, copy)
                 };
-                rows.push(json!({
-                    "index": name,
-                    "shard": shard.to_string(),
-                    "prirep": if copy == 0 { "p" } else { "r" },
-                    "state": if node.is_some() { "STARTED" } else { "UNASSIGNED" },
-                    "docs": idx.docs.len().to_string(),
-                    "node": node.map(|n| n.name.clone()),
-                }));
+                // An unassigned copy has no size, address or node.
+                let on_node = |v: Value| if node.is_some() { v } else { Value::Null };
+                rows.push(row([
+                    ("index", json!(name)),
+                    ("shard", json!(shard.to_string())),
+                    ("prirep", json!(if copy == 0 { "p" } else { "r" })),
+                    (
+                        "state",
+                        json!(if node.is_some() {
+                            "STARTED"
+                        } else {
+                            "UNASSIGNED"
+                        }),
+                    ),
+                    ("docs", on_node(json!(idx.docs.len().to_string()))),
+                    ("store", on_node(json!(store))),
+                    ("dataset", on_node(json!(store))),
+                    ("ip", on_node(json!("127.0.0.1"))),
+                    ("id", json!(node.map(|n| n.id.clone()))),
+                    ("node", json!(node.map(|n| n.name.clone()))),
+                ]));
             }
         }
     }
-    text_or_json(
-        req,
-        &["index", "shard", "prirep", "state", "docs", "node"],
-        rows,
-    )
+    table(req, SHARD_COLUMNS, rows)
+}
+
+/// `POST _nodes/reload_secure_settings`: every node re-reads its keystore
+/// (the S3 client's keys).
+pub fn reload_secure_settings(sim: &Sim, req: &Req) -> ApiResult {
+    reload(sim, req, None)
+}
+
+/// `POST _nodes/{node_id}/reload_secure_settings`: the keystore is the
+/// same on every simulated node, so any node reloads them all.
+pub fn reload_secure_settings_on(sim: &Sim, req: &Req, node: &str) -> ApiResult {
+    reload(sim, req, Some(node))
+}
+
+fn reload(sim: &Sim, req: &Req, filter: Option<&str>) -> ApiResult {
+    let body = req.json()?;
+    if body
+        .get("secure_settings_password")
+        .is_some_and(|p| p.as_str().is_some_and(|p| !p.is_empty()))
+    {
+        // The simulated keystore has no password, like the one the boot
+        // script makes.
+        return Err(ApiError::illegal_argument(
+            "Provided keystore password was incorrect",
+        ));
+    }
+    sim.reload_secure_settings();
+    crate::repositories::rebuild_s3_stores(sim);
+    let nodes: Map<String, Value> = sim
+        .nodes()
+        .iter()
+        .filter(|n| {
+            filter.is_none_or(|f| {
+                f == "_all" || f == "_local" || f == n.id || f == n.name || glob_match(f, &n.name)
+            })
+        })
+        .map(|n| (n.id.clone(), json!({ "name": n.name })))
+        .collect();
+    let count = nodes.len();
+    tracing::info!(cluster = %sim.cluster_name, nodes = count, "simulated cluster reloaded its secure settings");
+    Ok(Reply::ok(json!({
+        "_nodes": {"total": count, "successful": count, "failed": 0},
+        "cluster_name": sim.cluster_name,
+        "nodes": nodes,
+    })))
 }
 
 pub fn get_settings(sim: &Sim) -> ApiResult {

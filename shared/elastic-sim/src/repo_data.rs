@@ -4,17 +4,28 @@
 //! the same snapshots:
 //!
 //! - `index.json`: every finished snapshot, with what `GET _snapshot`
-//!   reports about it;
+//!   reports about it, and the repository's generation;
+//! - `index.latest`: that generation alone, in decimal, written after
+//!   `index.json` (Elasticsearch's `index.latest` holds the generation of
+//!   the current `index-N` blob the same way);
 //! - `snapshots/snap-{uuid}.json`: one per snapshot, with its indices'
 //!   settings, mappings, aliases and documents.
+//!
+//! Like Elasticsearch, a cluster keeps what it read of a repository
+//! ([`RepoCache`]) and reads it again only when the repository's
+//! generation is no longer the one it holds: a mount or restore costs one
+//! read of the small `index.latest`, not of every snapshot's record and
+//! data.
 
 use crate::blobs::{BlobStore, StoreError};
 use crate::util::iso_millis;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 pub const INDEX_BLOB: &str = "index.json";
+pub const LATEST_BLOB: &str = "index.latest";
 const FORMAT: &str = "floe-elastic-sim/1";
 
 pub fn snapshot_blob(uuid: &str) -> String {
@@ -261,5 +272,96 @@ impl SnapshotBlob {
             reason: e.to_string(),
         })?;
         store.write(&name, bytes).await
+    }
+}
+
+/// The generation `index.latest` names; `None` when the repository has
+/// none (empty, or written before the simulator kept one).
+async fn latest_generation(store: &BlobStore) -> Result<Option<u64>, StoreError> {
+    let Some(bytes) = store.read(LATEST_BLOB).await? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    text.trim()
+        .parse::<u64>()
+        .map(Some)
+        .map_err(|e| StoreError::Corrupt {
+            name: LATEST_BLOB.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// What one cluster read of one registered repository: its data at a
+/// generation, and the snapshot blobs it has read (a snapshot's blob never
+/// changes once written, and its uuid is never reused).
+#[derive(Default)]
+pub struct RepoCache {
+    /// Held across the reads, so that concurrent requests read the
+    /// repository once between them.
+    data: tokio::sync::Mutex<Option<Arc<RepositoryData>>>,
+    blobs: tokio::sync::Mutex<HashMap<String, Arc<SnapshotBlob>>>,
+}
+
+impl RepoCache {
+    /// The repository's data: the cached copy while `index.latest` names
+    /// its generation, else read again.
+    pub async fn data(&self, store: &BlobStore) -> Result<Arc<RepositoryData>, StoreError> {
+        let mut cached = self.data.lock().await;
+        let latest = latest_generation(store).await?;
+        if let (Some(latest), Some(data)) = (latest, cached.as_ref())
+            && data.generation == latest
+        {
+            return Ok(data.clone());
+        }
+        let data = Arc::new(RepositoryData::load(store).await?);
+        if latest.is_some() {
+            let keep: Vec<&str> = data.snapshots.iter().map(|s| s.uuid.as_str()).collect();
+            self.blobs
+                .lock()
+                .await
+                .retain(|uuid, _| keep.contains(&uuid.as_str()));
+            *cached = Some(data.clone());
+        } else {
+            // No generation to check a copy against: nothing is kept.
+            *cached = None;
+        }
+        Ok(data)
+    }
+
+    /// Writes `data` as the repository's next generation (`index.json`,
+    /// then `index.latest`) and keeps it, so this cluster's next request
+    /// reads nothing back.
+    pub async fn save(
+        &self,
+        store: &BlobStore,
+        mut data: RepositoryData,
+    ) -> Result<(), StoreError> {
+        let mut cached = self.data.lock().await;
+        data.save(store).await?;
+        store
+            .write(LATEST_BLOB, data.generation.to_string().into_bytes())
+            .await?;
+        let keep: Vec<&str> = data.snapshots.iter().map(|s| s.uuid.as_str()).collect();
+        self.blobs
+            .lock()
+            .await
+            .retain(|uuid, _| keep.contains(&uuid.as_str()));
+        *cached = Some(Arc::new(data));
+        Ok(())
+    }
+
+    /// A snapshot's blob, read once.
+    pub async fn snapshot(
+        &self,
+        store: &BlobStore,
+        uuid: &str,
+    ) -> Result<Arc<SnapshotBlob>, StoreError> {
+        let mut blobs = self.blobs.lock().await;
+        if let Some(blob) = blobs.get(uuid) {
+            return Ok(blob.clone());
+        }
+        let blob = Arc::new(SnapshotBlob::load(store, uuid).await?);
+        blobs.insert(uuid.to_string(), blob.clone());
+        Ok(blob)
     }
 }

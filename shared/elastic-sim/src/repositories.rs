@@ -60,16 +60,20 @@ fn fs_dir(sim: &Sim, repo: &str, settings: &Map<String, Value>) -> Result<PathBu
     Ok(dir)
 }
 
-fn s3_store(sim: &Sim, repo: &str, settings: &Map<String, Value>) -> Result<BlobStore, ApiError> {
+/// The store of an `s3` repository: the bucket and base path from the
+/// repository's settings, reached with the nodes' S3 client, whose
+/// `endpoint`, `protocol`, `path_style_access` and `region` the
+/// repository's own settings of those names override (as Elasticsearch's
+/// `S3ClientSettings#refine` does). The simulator has one S3 client,
+/// whatever `client` name the repository gives.
+pub fn s3_store(
+    sim: &Sim,
+    repo: &str,
+    settings: &Map<String, Value>,
+) -> Result<BlobStore, ApiError> {
     let bucket = setting_str(settings, "bucket")
         .filter(|b| !b.is_empty())
         .ok_or_else(|| ApiError::repository(repo, "No bucket defined for s3 repository"))?;
-    let Some(access) = &sim.s3 else {
-        return Err(ApiError::repository(
-            repo,
-            "the simulated cluster has no S3 client credentials (start it with SimConfig.s3)",
-        ));
-    };
     let base_path = setting_str(settings, "base_path").unwrap_or_default();
     let base_path = base_path.trim_matches('/');
     let prefix = if base_path.is_empty() {
@@ -77,22 +81,41 @@ fn s3_store(sim: &Sim, repo: &str, settings: &Map<String, Value>) -> Result<Blob
     } else {
         format!("{base_path}/")
     };
-    // The repository's own endpoint wins, as a node's client settings do;
-    // Elasticsearch writes it without a scheme and takes `protocol` apart.
-    let endpoint = match setting_str(settings, "endpoint").filter(|e| !e.is_empty()) {
-        Some(endpoint) if endpoint.contains("://") => Some(endpoint),
-        Some(endpoint) => {
-            let protocol = setting_str(settings, "protocol").unwrap_or_else(|| "https".into());
-            Some(format!("{protocol}://{endpoint}"))
-        }
-        None => access.endpoint_url.clone(),
+    let client = sim.s3_client().unwrap_or_default();
+    let endpoint = setting_str(settings, "endpoint")
+        .filter(|e| !e.is_empty())
+        .or_else(|| client.endpoint.clone().filter(|e| !e.is_empty()));
+    let protocol = setting_str(settings, "protocol")
+        .or_else(|| client.protocol.clone())
+        .unwrap_or_else(|| "https".into());
+    // Elasticsearch writes the endpoint without a scheme and takes
+    // `protocol` apart; one with a scheme is used as it is.
+    let url = match &endpoint {
+        Some(e) if e.contains("://") => e.clone(),
+        Some(e) => format!("{protocol}://{e}"),
+        None => format!("{protocol}://s3.amazonaws.com"),
     };
-    let path_style = setting_bool(settings, "path_style_access").unwrap_or(access.force_path_style);
-    let region = setting_str(settings, "region").unwrap_or_else(|| access.region.clone());
+    let path_style = setting_bool(settings, "path_style_access")
+        .or(client.path_style_access)
+        .unwrap_or(false);
+    let region = setting_str(settings, "region")
+        .or_else(|| client.region.clone())
+        .unwrap_or_else(|| "us-east-1".into());
+    let Some(keys) = client.keys else {
+        // A real node without keys asks its instance role; the simulator
+        // has none, so every request fails as a node's would off EC2.
+        return Ok(BlobStore::Unreachable {
+            describe: format!("s3://{bucket}/{prefix}"),
+            reason: format!(
+                "Unable to load credentials from any of the providers in the chain: no s3.client.{}.access_key and secret_key in the keystore, and no instance role",
+                setting_str(settings, "client").unwrap_or_else(|| "default".into())
+            ),
+        });
+    };
     let credentials = Credentials::new(
-        access.access_key.clone(),
-        access.secret_key.expose().to_string(),
-        None,
+        keys.access_key.clone(),
+        keys.secret_key.expose().to_string(),
+        keys.session_token.as_ref().map(|t| t.expose().to_string()),
         None,
         "floe-elastic-sim",
     );
@@ -100,15 +123,47 @@ fn s3_store(sim: &Sim, repo: &str, settings: &Map<String, Value>) -> Result<Blob
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region))
         .credentials_provider(credentials)
-        .force_path_style(path_style);
-    if let Some(endpoint) = endpoint {
-        config = config.endpoint_url(endpoint);
+        .force_path_style(path_style)
+        // An address that never answers fails in seconds, not minutes.
+        .timeout_config(
+            aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+                .connect_timeout(std::time::Duration::from_secs(5))
+                .build(),
+        );
+    if endpoint.is_some() {
+        config = config.endpoint_url(url.clone());
     }
     Ok(BlobStore::S3 {
         client: aws_sdk_s3::Client::from_conf(config.build()),
+        endpoint: url,
         bucket,
         prefix,
     })
+}
+
+/// Points every `s3` repository at the nodes' S3 client as it is now
+/// (after a reload of the secure settings, or new client settings);
+/// what a repository read so far stays valid.
+pub fn rebuild_s3_stores(sim: &Sim) {
+    let registered: Vec<(String, Map<String, Value>)> = sim
+        .state()
+        .repositories
+        .iter()
+        .filter(|(_, r)| r.repo_type == "s3")
+        .map(|(n, r)| (n.clone(), r.settings.clone()))
+        .collect();
+    for (name, settings) in registered {
+        match s3_store(sim, &name, &settings) {
+            Ok(store) => {
+                if let Some(r) = sim.state().repositories.get_mut(&name) {
+                    r.store = store;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(repository = %name, reason = %error.reason, "simulated cluster kept a repository's old S3 client");
+            }
+        }
+    }
 }
 
 /// A repository in use by a running snapshot cannot be changed or removed.
@@ -159,6 +214,7 @@ pub async fn put(sim: &Arc<Sim>, req: &Req, repo: &str) -> ApiResult {
         readonly,
         store,
         write_lock: Arc::new(tokio::sync::Mutex::new(())),
+        cache: Arc::default(),
     };
     // Registered first and verified after, as Elasticsearch does: a
     // repository that fails verification stays registered.
@@ -189,6 +245,7 @@ async fn verify_store(repo: &str, repository: &Repository) -> Result<(), ApiErro
                 store.describe()
             ),
         )
+        .caused_by("i_o_exception", &why)
     };
     if repository.readonly {
         return match store.container_exists().await {

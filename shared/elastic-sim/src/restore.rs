@@ -5,7 +5,7 @@
 
 use crate::error::ApiError;
 use crate::indices::pick;
-use crate::repo_data::{RepositoryData, SnapState, SnapshotBlob, SnapshotRecord};
+use crate::repo_data::{SnapState, SnapshotBlob, SnapshotRecord};
 use crate::repositories::repository;
 use crate::server::{ApiResult, Reply, Req};
 use crate::snapshots::unreadable;
@@ -24,9 +24,11 @@ async fn restorable(
     sim: &Sim,
     repo: &str,
     snapshot: &str,
-) -> Result<(SnapshotRecord, SnapshotBlob), ApiError> {
+) -> Result<(SnapshotRecord, Arc<SnapshotBlob>), ApiError> {
     let repository = repository(sim, repo)?;
-    let data = RepositoryData::load(&repository.store)
+    let data = repository
+        .cache
+        .data(&repository.store)
         .await
         .map_err(|e| unreadable(repo, &e))?;
     let record = data.find(snapshot).cloned().ok_or_else(|| {
@@ -38,7 +40,9 @@ async fn restorable(
             &format!("unsupported snapshot state [{}]", record.state.as_str()),
         ));
     }
-    let blob = SnapshotBlob::load(&repository.store, &record.uuid)
+    let blob = repository
+        .cache
+        .snapshot(&repository.store, &record.uuid)
         .await
         .map_err(|e| {
             ApiError::snapshot_restore(

@@ -1,7 +1,7 @@
 //! The HTTP side: listening, shutting down, and routing requests to the
 //! APIs the way Elasticsearch's REST layer does.
 
-use crate::config::{SimConfig, SimFaults};
+use crate::config::{S3Client, S3Keys, SimConfig, SimFaults};
 use crate::error::{ApiError, SimError};
 use crate::state::Sim;
 use crate::util::path_segments;
@@ -9,7 +9,7 @@ use crate::{cluster, indices, nodes, repositories, restore, snapshots};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::Response;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -25,44 +25,115 @@ pub struct SimulatedCluster;
 impl SimulatedCluster {
     /// Starts serving one simulated cluster on `config.addr` (a loopback
     /// address; `127.0.0.1:0` when unset) and returns once it accepts
-    /// connections.
+    /// connections: over HTTPS with basic authentication when
+    /// `config.security` is set, plain HTTP otherwise.
     pub async fn start(config: SimConfig) -> Result<RunningCluster, SimError> {
         let addr = config
             .addr
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-        if !addr.ip().is_loopback() {
-            return Err(SimError::NotLoopback(addr));
-        }
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| SimError::Bind { addr, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| SimError::Bind { addr, source })?;
+        let tls = match &config.security {
+            Some(security) => Some(crate::tls::acceptor(security)?),
+            None => None,
+        };
         let sim = Arc::new(Sim::new(config));
         let app = Router::new().fallback(dispatch).with_state(sim.clone());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let first = serve(&app, tls.as_ref(), addr).await?;
+        let addr = first.addr;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         tracing::info!(
             cluster = %sim.cluster_name,
             %addr,
+            scheme,
             nodes = sim.node_count(),
             "simulated Elasticsearch cluster started"
         );
         Ok(RunningCluster {
-            url: format!("http://{addr}"),
+            url: format!("{scheme}://{addr}"),
             addr,
+            scheme,
             sim,
-            stop: Some(stop),
-            task: Some(task),
+            app,
+            tls,
+            listeners: std::sync::Mutex::new(BTreeMap::from([(addr, first)])),
         })
     }
+}
+
+/// One address the cluster listens on, and the server task behind it.
+struct Listening {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Listening {
+    fn signal(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Stops accepting, lets the requests in flight finish, and waits for
+    /// the server task to end.
+    async fn stop(mut self) -> Result<(), SimError> {
+        self.signal();
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        match task.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(SimError::Serve(e)),
+            Err(e) => Err(SimError::Task(e.to_string())),
+        }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.signal();
+    }
+}
+
+/// Binds `addr` (loopback only) and serves `app` there until stopped.
+async fn serve(
+    app: &Router,
+    tls: Option<&tokio_rustls::TlsAcceptor>,
+    addr: SocketAddr,
+) -> Result<Listening, SimError> {
+    if !addr.ip().is_loopback() {
+        return Err(SimError::NotLoopback(addr));
+    }
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| SimError::Bind { addr, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| SimError::Bind { addr, source })?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let app = app.clone();
+    let shutdown = async {
+        let _ = stopped.await;
+    };
+    let task = match tls {
+        Some(acceptor) => {
+            let listener = crate::tls::TlsListener::new(listener, acceptor.clone(), addr);
+            tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(shutdown)
+                    .await
+            })
+        }
+        None => tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }),
+    };
+    Ok(Listening {
+        addr,
+        stop: Some(stop),
+        task: Some(task),
+    })
 }
 
 /// A simulated cluster that is serving. Dropping it stops the server too,
@@ -70,9 +141,13 @@ impl SimulatedCluster {
 pub struct RunningCluster {
     url: String,
     addr: SocketAddr,
+    scheme: &'static str,
     sim: Arc<Sim>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<std::io::Result<()>>>,
+    app: Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Every address served, one listener each, all in front of the same
+    /// cluster (as each node of a real cluster has its own HTTP port).
+    listeners: std::sync::Mutex<BTreeMap<SocketAddr, Listening>>,
 }
 
 impl std::fmt::Debug for RunningCluster {
@@ -85,13 +160,78 @@ impl std::fmt::Debug for RunningCluster {
 }
 
 impl RunningCluster {
-    /// Such as `http://127.0.0.1:41234`, without a trailing slash.
+    /// The address the cluster was started on, such as
+    /// `http://127.0.0.1:41234` (`https://` when secured), without a
+    /// trailing slash. After [`RunningCluster::set_addrs`] it may no longer
+    /// be served; [`RunningCluster::urls`] says what is.
     pub fn url(&self) -> &str {
         &self.url
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `https` for a secured cluster, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
+    /// Every address served now, in order.
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.lock_listeners().keys().copied().collect()
+    }
+
+    /// The URLs of [`RunningCluster::addrs`].
+    pub fn urls(&self) -> Vec<String> {
+        self.addrs()
+            .into_iter()
+            .map(|a| format!("{}://{a}", self.scheme))
+            .collect()
+    }
+
+    fn lock_listeners(&self) -> std::sync::MutexGuard<'_, BTreeMap<SocketAddr, Listening>> {
+        // Each change is one insert or remove: never half done.
+        self.listeners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Serves the cluster on exactly `addrs` (loopback addresses; port 0
+    /// picks a free port): listeners are started on the new ones and
+    /// stopped on the others (after their requests in flight), as nodes
+    /// join and leave. An empty list changes nothing: a cluster with no
+    /// address at all could never be reached again.
+    pub async fn set_addrs(&self, addrs: &[SocketAddr]) -> Result<(), SimError> {
+        if addrs.is_empty() {
+            return Ok(());
+        }
+        if let Some(bad) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+            return Err(SimError::NotLoopback(*bad));
+        }
+        let leaving: Vec<Listening> = {
+            let mut listeners = self.lock_listeners();
+            let gone: Vec<SocketAddr> = listeners
+                .keys()
+                .filter(|a| !addrs.contains(a))
+                .copied()
+                .collect();
+            gone.iter().filter_map(|a| listeners.remove(a)).collect()
+        };
+        for listening in leaving {
+            let addr = listening.addr;
+            listening.stop().await?;
+            tracing::debug!(cluster = %self.sim.cluster_name, %addr, "simulated cluster stopped listening");
+        }
+        for addr in addrs {
+            if self.lock_listeners().contains_key(addr) {
+                continue;
+            }
+            let listening = serve(&self.app, self.tls.as_ref(), *addr).await?;
+            tracing::debug!(cluster = %self.sim.cluster_name, addr = %listening.addr, "simulated cluster listening");
+            self.lock_listeners().insert(listening.addr, listening);
+        }
+        Ok(())
     }
 
     pub fn cluster_name(&self) -> &str {
@@ -118,32 +258,62 @@ impl RunningCluster {
         self.sim.nodes().into_iter().map(|n| n.name).collect()
     }
 
+    /// The nodes' S3 client now.
+    pub fn s3_client(&self) -> Option<S3Client> {
+        self.sim.s3_client()
+    }
+
+    /// Replaces the nodes' S3 client, settings and keys: what restarting
+    /// them with another `elasticsearch.yml` and keystore does. Registered
+    /// `s3` repositories use it from their next request on.
+    pub fn set_s3_client(&self, client: Option<S3Client>) {
+        self.sim.set_s3_client(client);
+        crate::repositories::rebuild_s3_stores(&self.sim);
+    }
+
+    /// Writes the S3 client's keys into the nodes' keystore
+    /// (`elasticsearch-keystore add s3.client.NAME.access_key`, …). They
+    /// take effect at [`RunningCluster::reload_secure_settings`] (or
+    /// `POST _nodes/reload_secure_settings`), as on Elasticsearch.
+    pub fn set_keystore_s3_keys(&self, keys: Option<S3Keys>) {
+        self.sim.set_keystore_s3_keys(keys);
+    }
+
+    /// `POST _nodes/reload_secure_settings`.
+    pub fn reload_secure_settings(&self) {
+        self.sim.reload_secure_settings();
+        crate::repositories::rebuild_s3_stores(&self.sim);
+    }
+
+    /// Whether the cluster serves HTTPS and asks for the `elastic` user.
+    pub fn is_secured(&self) -> bool {
+        self.sim.is_secured()
+    }
+
     /// Stops accepting requests, lets the ones in flight finish, and waits
     /// for the server to end. Snapshots still running are aborted and never
     /// reach their repository, as when a real cluster goes away.
-    pub async fn shutdown(mut self) -> Result<(), SimError> {
+    pub async fn shutdown(self) -> Result<(), SimError> {
         self.sim.abort_running();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        let all: Vec<Listening> = std::mem::take(&mut *self.lock_listeners())
+            .into_values()
+            .collect();
+        let mut outcome = Ok(());
+        for listening in all {
+            if let Err(e) = listening.stop().await {
+                outcome = Err(e);
+            }
         }
-        let Some(task) = self.task.take() else {
-            return Ok(());
-        };
-        let outcome = task.await;
         tracing::info!(cluster = %self.sim.cluster_name, "simulated Elasticsearch cluster stopped");
-        match outcome {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(SimError::Serve(e)),
-            Err(e) => Err(SimError::Task(e.to_string())),
-        }
+        outcome
     }
 }
 
 impl Drop for RunningCluster {
     fn drop(&mut self) {
         self.sim.abort_running();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        for listening in self.lock_listeners().values_mut() {
+            listening.signal();
         }
     }
 }
@@ -151,7 +321,9 @@ impl Drop for RunningCluster {
 /// One request, as the APIs see it.
 pub struct Req {
     pub method: Method,
+    /// The path alone, as Elasticsearch's messages name it.
     pub uri: String,
+    pub content_type: Option<String>,
     pub segments: Vec<String>,
     pub query: BTreeMap<String, String>,
     pub body: Bytes,
@@ -228,15 +400,35 @@ async fn dispatch(
     State(sim): State<Arc<Sim>>,
     method: Method,
     uri: Uri,
+    headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
     body: Bytes,
 ) -> Response {
     let head = method == Method::HEAD;
+    if sim.is_secured() {
+        // Elasticsearch names the request as sent, query string included.
+        let request = uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_string(), |p| p.as_str().to_string());
+        if let Err(refused) = crate::security::authenticate(&sim, &headers, &request) {
+            tracing::debug!(%method, path = uri.path(), reason = %refused.reason, "simulated cluster refused a request without valid credentials");
+            let mut response = crate::security::unauthorized(&refused);
+            if head {
+                *response.body_mut() = Body::empty();
+            }
+            return response;
+        }
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let outcome = match path_segments(uri.path()) {
         Ok(segments) => {
             let req = Req {
                 method: if head { Method::GET } else { method.clone() },
                 uri: uri.path().to_string(),
+                content_type,
                 segments,
                 query,
                 body,
@@ -295,10 +487,23 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         [] => wrong(&["GET", "HEAD"]),
         ["_cluster", "health"] if get => cluster::health(sim, req, None).await,
         ["_cluster", "health", indices] if get => cluster::health(sim, req, Some(indices)).await,
+        ["_cat", "health"] if get => cluster::cat_health(sim, req),
         ["_cat", "nodes"] if get => nodes::cat_nodes(sim, req),
         ["_cat", "shards"] if get => nodes::cat_shards(sim, req, None),
         ["_cat", "shards", index] if get => nodes::cat_shards(sim, req, Some(index)),
         ["_nodes"] if get => nodes::nodes_info(sim),
+        ["_nodes", "reload_secure_settings"] if post => nodes::reload_secure_settings(sim, req),
+        ["_nodes", node, "reload_secure_settings"] if post => {
+            nodes::reload_secure_settings_on(sim, req, node)
+        }
+        ["_security", "_authenticate"] if get => crate::security::authenticate_api(sim),
+        ["_security", "user", user, "_password"] if put || post => {
+            crate::security::change_password(sim, req, Some(user))
+        }
+        ["_security", "user", "_password"] if put || post => {
+            crate::security::change_password(sim, req, None)
+        }
+        ["_bulk"] if put || post => crate::bulk::bulk(sim, req, None),
         ["_cluster", "settings"] if get => nodes::get_settings(sim),
         ["_cluster", "settings"] if put => nodes::put_settings(sim, req),
         ["_cluster", "settings"] => wrong(&["GET", "PUT"]),
@@ -345,6 +550,7 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         [index, "_doc", id] if get => indices::get_doc(sim, index, id),
         [index, "_doc", id] if delete => indices::delete_doc(sim, index, id),
         [index, "_count"] if get || post => indices::count(sim, req, Some(index)),
+        [index, "_bulk"] if put || post => crate::bulk::bulk(sim, req, Some(index)),
         [index, "_search"] if get || post => indices::search(sim, req, index),
         [index, "_refresh"] if get || post => indices::refresh(sim, Some(index)),
         [index, "_close"] if post => indices::close(sim, index),

@@ -80,7 +80,9 @@ pub async fn create(sim: &Arc<Sim>, req: &Req, repo: &str, requested: &str) -> A
         false,
     )?;
     check_not_running(sim, repo, &name)?;
-    let data = RepositoryData::load(&repository.store)
+    let data = repository
+        .cache
+        .data(&repository.store)
         .await
         .map_err(|e| unreadable(repo, &e))?;
     if data.find(&name).is_some() {
@@ -313,10 +315,10 @@ impl Run {
             .save(store)
             .await?;
         }
-        let mut data = RepositoryData::load(store).await?;
+        let mut data = RepositoryData::clone(&*self.repository.cache.data(store).await?);
         data.snapshots.retain(|s| s.name != self.record.name);
         data.snapshots.push(self.record.clone());
-        data.save(store).await
+        self.repository.cache.save(store, data).await
     }
 }
 
@@ -343,12 +345,14 @@ async fn all_records(
     repository: &Repository,
 ) -> Result<(Vec<SnapshotRecord>, Option<SnapshotRecord>), ApiError> {
     let running = sim.state().running.get(repo).map(|r| r.record.clone());
-    let data = RepositoryData::load(&repository.store)
+    let data = repository
+        .cache
+        .data(&repository.store)
         .await
         .map_err(|e| unreadable(repo, &e))?;
     // Finished meanwhile: the repository's record is the newer one.
     let running = running.filter(|r| !data.snapshots.iter().any(|s| s.uuid == r.uuid));
-    Ok((data.snapshots, running))
+    Ok((data.snapshots.clone(), running))
 }
 
 pub async fn get(sim: &Arc<Sim>, req: &Req, repo: &str, expression: &str) -> ApiResult {
@@ -431,9 +435,13 @@ pub async fn delete(sim: &Arc<Sim>, repo: &str, expression: &str) -> ApiResult {
 
     let store = &repository.store;
     let _guard = repository.write_lock.lock().await;
-    let mut data = RepositoryData::load(store)
-        .await
-        .map_err(|e| unreadable(repo, &e))?;
+    let mut data = RepositoryData::clone(
+        &*repository
+            .cache
+            .data(store)
+            .await
+            .map_err(|e| unreadable(repo, &e))?,
+    );
     let mut doomed: Vec<SnapshotRecord> = Vec::new();
     for name in &names {
         let matches: Vec<&SnapshotRecord> = data
@@ -454,7 +462,7 @@ pub async fn delete(sim: &Arc<Sim>, repo: &str, expression: &str) -> ApiResult {
     if !doomed.is_empty() {
         data.snapshots
             .retain(|s| !doomed.iter().any(|d| d.uuid == s.uuid));
-        data.save(store).await.map_err(|e| {
+        repository.cache.save(store, data).await.map_err(|e| {
             ApiError::repository(repo, &format!("failed to update the repository: {e}"))
         })?;
         for record in &doomed {
@@ -578,7 +586,9 @@ pub async fn status(sim: &Arc<Sim>, repo: Option<&str>, snapshot: Option<&str>) 
         return Ok(Reply::ok(json!({ "snapshots": snapshots })));
     };
     let repository = repository(sim, repo)?;
-    let data = RepositoryData::load(&repository.store)
+    let data = repository
+        .cache
+        .data(&repository.store)
         .await
         .map_err(|e| unreadable(repo, &e))?;
     let mut out = Vec::new();

@@ -3,9 +3,10 @@
 //! the repositories, never here.
 
 use crate::blobs::BlobStore;
-use crate::config::{SimConfig, SimFaults};
+use crate::config::{S3Client, S3Keys, SimConfig, SimFaults};
 use crate::repo_data::{IndexBlob, IndexSize, SnapshotRecord, StoredDoc};
 use crate::util::{file_count, new_uuid, now_millis};
+use floe_domain::secret::SecretString;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -23,7 +24,11 @@ pub struct Sim {
     /// Changes as instances come and go ([`Sim::set_nodes`]).
     nodes: Mutex<Vec<Node>>,
     pub fs_root: Option<std::path::PathBuf>,
-    pub s3: Option<crate::config::S3Access>,
+    /// The nodes' S3 client and what their keystore holds.
+    s3: Mutex<S3State>,
+    /// The `elastic` user's password when the cluster is secured; `None`
+    /// for a cluster without security.
+    password: Option<Mutex<SecretString>>,
     faults: Mutex<SimFaults>,
     state: Mutex<ClusterState>,
     settings: Mutex<ClusterSettings>,
@@ -49,7 +54,11 @@ impl Sim {
             version: config.version,
             nodes: Mutex::new(nodes),
             fs_root: config.fs_root,
-            s3: config.s3,
+            s3: Mutex::new(S3State {
+                keystore: config.s3.as_ref().and_then(|c| c.keys.clone()),
+                client: config.s3,
+            }),
+            password: config.security.map(|s| Mutex::new(s.elastic_password)),
             faults: Mutex::new(config.faults),
             state: Mutex::new(ClusterState::default()),
             settings: Mutex::new(ClusterSettings::default()),
@@ -75,6 +84,76 @@ impl Sim {
 
     pub fn set_faults(&self, faults: SimFaults) {
         *self.faults.lock().unwrap_or_else(PoisonError::into_inner) = faults;
+    }
+
+    pub fn is_secured(&self) -> bool {
+        self.password.is_some()
+    }
+
+    /// Whether `password` is the `elastic` user's; always false on a
+    /// cluster without security.
+    pub fn password_matches(&self, password: &str) -> bool {
+        let Some(current) = &self.password else {
+            return false;
+        };
+        let current = current.lock().unwrap_or_else(PoisonError::into_inner);
+        constant_time_eq(current.expose().as_bytes(), password.as_bytes())
+    }
+
+    /// Changes the `elastic` user's password; `false` on a cluster without
+    /// security, which has no users.
+    pub fn set_password(&self, password: SecretString) -> bool {
+        match &self.password {
+            Some(current) => {
+                *current.lock().unwrap_or_else(PoisonError::into_inner) = password;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The S3 client repositories use now.
+    pub fn s3_client(&self) -> Option<S3Client> {
+        self.s3
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .client
+            .clone()
+    }
+
+    /// Replaces the S3 client, settings and keys both: what restarting the
+    /// nodes with another `elasticsearch.yml` and keystore does.
+    pub fn set_s3_client(&self, client: Option<S3Client>) {
+        let mut s3 = self.s3.lock().unwrap_or_else(PoisonError::into_inner);
+        s3.keystore = client.as_ref().and_then(|c| c.keys.clone());
+        s3.client = client;
+    }
+
+    /// Writes the S3 keys into the keystore. Like `elasticsearch-keystore
+    /// add`, it changes nothing until the secure settings are reloaded.
+    pub fn set_keystore_s3_keys(&self, keys: Option<S3Keys>) {
+        self.s3
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keystore = keys;
+    }
+
+    /// `_nodes/reload_secure_settings`: the S3 client takes the keystore's
+    /// keys. Keys alone make a client (with the default settings), as in
+    /// Elasticsearch, where any `s3.client.NAME.*` setting defines one.
+    pub fn reload_secure_settings(&self) {
+        let mut s3 = self.s3.lock().unwrap_or_else(PoisonError::into_inner);
+        let keys = s3.keystore.clone();
+        match (&mut s3.client, keys) {
+            (Some(client), keys) => client.keys = keys,
+            (None, Some(keys)) => {
+                s3.client = Some(S3Client {
+                    keys: Some(keys),
+                    ..S3Client::default()
+                });
+            }
+            (None, None) => {}
+        }
     }
 
     /// Stops every running snapshot before it reaches its repository, as
@@ -168,6 +247,22 @@ impl Sim {
     }
 }
 
+/// What the nodes' S3 client is, and what their keystore holds (which
+/// differs from the client's keys until the secure settings are reloaded).
+struct S3State {
+    client: Option<S3Client>,
+    keystore: Option<S3Keys>,
+}
+
+/// Compares without stopping at the first difference, so the time taken
+/// says nothing about how much of a guessed password was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 fn len_u32(nodes: &[Node]) -> u32 {
     u32::try_from(nodes.len()).unwrap_or(u32::MAX)
 }
@@ -236,6 +331,8 @@ pub struct Repository {
     pub store: BlobStore,
     /// Serialises this cluster's read-modify-write cycles of `index.json`.
     pub write_lock: Arc<tokio::sync::Mutex<()>>,
+    /// What this cluster read of the repository since it registered it.
+    pub cache: Arc<crate::repo_data::RepoCache>,
 }
 
 pub struct RunningSnapshot {

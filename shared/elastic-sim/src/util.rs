@@ -305,6 +305,42 @@ pub fn percent(done: u64, total: u64) -> String {
     format!("{:.1}%", (done as f64) * 100.0 / (total as f64))
 }
 
+/// A byte count as the `_cat` APIs show it: in the unit `?bytes=` asks
+/// for (whole units, rounded down), or, without it, in Elasticsearch's
+/// human form (`225b`, `4.5kb`, `1gb`: the largest unit that keeps the
+/// number at least 1, one decimal, a trailing `.0` dropped).
+pub fn byte_size(bytes: u64, unit: Option<&String>) -> Result<String, ApiError> {
+    const UNITS: [(&str, u64); 6] = [
+        ("b", 1),
+        ("kb", 1 << 10),
+        ("mb", 1 << 20),
+        ("gb", 1 << 30),
+        ("tb", 1 << 40),
+        ("pb", 1 << 50),
+    ];
+    if let Some(unit) = unit {
+        let Some((_, divisor)) = UNITS.iter().find(|(u, _)| u == unit) else {
+            return Err(ApiError::illegal_argument(format!(
+                "failed to parse [{unit}] as a byte size unit"
+            )));
+        };
+        return Ok((bytes / divisor).to_string());
+    }
+    let (suffix, divisor) = UNITS
+        .iter()
+        .rev()
+        .find(|(_, d)| bytes >= *d)
+        .copied()
+        .unwrap_or(("b", 1));
+    if divisor == 1 {
+        return Ok(format!("{bytes}b"));
+    }
+    // Precision loss is irrelevant for a figure shown with one decimal.
+    let value = format!("{:.1}", bytes as f64 / divisor as f64);
+    let value = value.strip_suffix(".0").unwrap_or(&value);
+    Ok(format!("{value}{suffix}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,5 +397,20 @@ mod tests {
         assert!(check_snapshot_name("nightly-2024.03.01").is_ok());
         assert!(check_index_name("Logs").is_err());
         assert!(check_index_name("logs-1").is_ok());
+    }
+
+    #[test]
+    fn byte_sizes_read_as_elasticsearch_writes_them() {
+        let human = |n| super::byte_size(n, None).unwrap_or_default();
+        assert_eq!(human(225), "225b");
+        assert_eq!(human(1024), "1kb");
+        assert_eq!(human(4608), "4.5kb");
+        assert_eq!(human(3 << 30), "3gb");
+        let bytes = "b".to_string();
+        assert_eq!(
+            super::byte_size(4608, Some(&bytes)).ok().as_deref(),
+            Some("4608")
+        );
+        assert!(super::byte_size(1, Some(&"zb".to_string())).is_err());
     }
 }

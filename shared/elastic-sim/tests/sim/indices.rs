@@ -58,7 +58,13 @@ async fn indices_documents_and_cat() -> TestResult {
     let (_, body) = call(&cluster, Method::GET, "/books/_doc/x", None).await?;
     assert_eq!(body["_source"]["t"], "c");
 
-    let (status, rows) = call(&cluster, Method::GET, "/_cat/indices?format=json", None).await?;
+    let (status, rows) = call(
+        &cluster,
+        Method::GET,
+        "/_cat/indices?format=json&bytes=b",
+        None,
+    )
+    .await?;
     assert_eq!(status, 200);
     assert_eq!(rows[0]["index"], "books");
     assert_eq!(rows[0]["docs.count"], "2");

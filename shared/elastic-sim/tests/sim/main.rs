@@ -1,9 +1,13 @@
 //! The simulated cluster driven over HTTP by Floe's own Elasticsearch
 //! client, as Floe's plans will drive it.
 
+mod bulk;
+mod cache;
 mod common;
 mod faults;
 mod fs;
 mod indices;
 mod mount;
 mod s3;
+mod s3_client;
+mod secured;

@@ -1,0 +1,265 @@
+//! A secured simulated cluster: HTTPS with the deployment's certificate,
+//! and the `elastic` user's password on every request, refused as
+//! Elasticsearch refuses it.
+
+use crate::common::{Fallible, TestResult};
+use floe_domain::secret::SecretString;
+use floe_elastic::{Auth, ElasticClient};
+use floe_elastic_sim::{RunningCluster, SimConfig, SimSecurity, SimulatedCluster};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const DEPLOYMENT: &str = "0123456789abcdef0123456789abcdef";
+
+struct Secured {
+    cluster: RunningCluster,
+    ca: String,
+    password: String,
+    http: reqwest::Client,
+}
+
+async fn secured() -> Fallible<Secured> {
+    let security = floe_node_security::generate(DEPLOYMENT)?;
+    let password = security.elastic_password.expose().to_string();
+    let cluster = SimulatedCluster::start(SimConfig::new("secured").with_security(SimSecurity {
+        cert_chain_pem: security.node_cert_pem.clone(),
+        key_pem: security.node_key_pem.clone(),
+        elastic_password: security.elastic_password.clone(),
+    }))
+    .await?;
+    let http = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(
+            security.ca_cert_pem.as_bytes(),
+        )?])
+        .resolve(&floe_node_security::server_name(DEPLOYMENT), cluster.addr())
+        .build()?;
+    Ok(Secured {
+        cluster,
+        ca: security.ca_cert_pem,
+        password,
+        http,
+    })
+}
+
+impl Secured {
+    fn url(&self, path: &str) -> String {
+        format!(
+            "https://{}:{}{path}",
+            floe_node_security::server_name(DEPLOYMENT),
+            self.cluster.addr().port()
+        )
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        user: Option<(&str, &str)>,
+        body: Option<Value>,
+    ) -> Fallible<(u16, reqwest::header::HeaderMap, Value)> {
+        let mut request = self.http.request(method, self.url(path));
+        if let Some((user, password)) = user {
+            request = request.basic_auth(user, Some(password));
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await?;
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)?
+        };
+        Ok((status, headers, body))
+    }
+
+    fn pinned(&self, password: &str) -> Fallible<ElasticClient> {
+        Ok(ElasticClient::pinned(
+            &floe_node_security::server_name(DEPLOYMENT),
+            self.cluster.addr(),
+            &self.ca,
+            Some(Auth::Basic {
+                username: "elastic".into(),
+                password: SecretString::new(password),
+            }),
+            Duration::from_secs(10),
+        )?)
+    }
+}
+
+const CHALLENGES: [&str; 3] = [
+    "Basic realm=\"security\" charset=\"UTF-8\"",
+    "Bearer realm=\"security\"",
+    "ApiKey",
+];
+
+#[tokio::test]
+async fn requests_without_the_elastic_password_are_refused_as_elasticsearch_does() -> TestResult {
+    let s = secured().await?;
+    assert!(
+        s.cluster.url().starts_with("https://127.0.0.1:"),
+        "{}",
+        s.cluster.url()
+    );
+    assert!(s.cluster.is_secured());
+
+    let (status, headers, body) = s
+        .send(
+            reqwest::Method::GET,
+            "/_cluster/health?timeout=1s",
+            None,
+            None,
+        )
+        .await?;
+    assert_eq!(status, 401);
+    let challenges: Vec<&str> = headers
+        .get_all("www-authenticate")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    assert_eq!(challenges, CHALLENGES);
+    let reason =
+        "missing authentication credentials for REST request [/_cluster/health?timeout=1s]";
+    let cause = json!({
+        "type": "security_exception",
+        "reason": reason,
+        "header": { "WWW-Authenticate": CHALLENGES },
+    });
+    let mut error = cause.clone();
+    error["root_cause"] = json!([cause]);
+    assert_eq!(body, json!({ "error": error, "status": 401 }));
+
+    let (status, headers, body) = s
+        .send(reqwest::Method::GET, "/", Some(("elastic", "not-it")), None)
+        .await?;
+    assert_eq!(status, 401);
+    assert_eq!(headers.get_all("www-authenticate").iter().count(), 3);
+    assert_eq!(
+        body["error"]["reason"],
+        "unable to authenticate user [elastic] for REST request [/]"
+    );
+    let (status, _, body) = s
+        .send(
+            reqwest::Method::GET,
+            "/_cat/health",
+            Some(("bob", &s.password)),
+            None,
+        )
+        .await?;
+    assert_eq!(status, 401);
+    assert_eq!(
+        body["error"]["reason"],
+        "unable to authenticate user [bob] for REST request [/_cat/health]"
+    );
+    // HEAD is refused too, without a body.
+    let (status, _, body) = s.send(reqwest::Method::HEAD, "/", None, None).await?;
+    assert_eq!((status, body), (401, Value::Null));
+
+    let (status, _, body) = s
+        .send(
+            reqwest::Method::GET,
+            "/",
+            Some(("elastic", &s.password)),
+            None,
+        )
+        .await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["tagline"], "You Know, for Search");
+
+    // Plain HTTP on the HTTPS port gets no answer at all.
+    let plain = reqwest::Client::new()
+        .get(format!("http://{}/", s.cluster.addr()))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await;
+    assert!(plain.is_err(), "{plain:?}");
+    s.cluster.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_pinned_client_authenticates_and_a_password_change_applies_at_once() -> TestResult {
+    let s = secured().await?;
+    let es = s.pinned(&s.password)?;
+    assert_eq!(es.nodes().await?.len(), 3);
+
+    let (status, _, body) = s
+        .send(
+            reqwest::Method::GET,
+            "/_security/_authenticate",
+            Some(("elastic", &s.password)),
+            None,
+        )
+        .await?;
+    assert_eq!(status, 200);
+    assert_eq!(body["username"], "elastic");
+    assert_eq!(body["roles"], json!(["superuser"]));
+    assert_eq!(body["authentication_realm"]["type"], "reserved");
+
+    let auth = Some(("elastic", s.password.as_str()));
+    let (status, _, body) = s
+        .send(
+            reqwest::Method::POST,
+            "/_security/user/elastic/_password",
+            auth,
+            Some(json!({ "password": "short" })),
+        )
+        .await?;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["type"], "action_request_validation_exception");
+    assert_eq!(
+        body["error"]["reason"],
+        "Validation Failed: 1: passwords must be at least [6] characters long;"
+    );
+
+    let (status, _, body) = s
+        .send(
+            reqwest::Method::PUT,
+            "/_security/user/elastic/_password",
+            auth,
+            Some(json!({ "password": "a-new-password" })),
+        )
+        .await?;
+    assert_eq!((status, body), (200, json!({})));
+    // The old password stops working at once, the new one works.
+    assert_eq!(es.nodes().await.err().and_then(|e| e.status()), Some(401));
+    assert_eq!(s.pinned("a-new-password")?.nodes().await?.len(), 3);
+    s.cluster.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unsecured_cluster_has_no_security_apis() -> TestResult {
+    let cluster = SimulatedCluster::start(SimConfig::new("open")).await?;
+    assert!(cluster.url().starts_with("http://"));
+    let (status, body) = crate::common::call(
+        &cluster,
+        reqwest::Method::GET,
+        "/_security/_authenticate",
+        None,
+    )
+    .await?;
+    assert_eq!(
+        (status, &body["error"]["type"]),
+        (500, &json!("security_exception"))
+    );
+    cluster.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_broken_certificate_is_a_start_error() -> TestResult {
+    let started = SimulatedCluster::start(SimConfig::new("broken").with_security(SimSecurity {
+        cert_chain_pem: "not a certificate".into(),
+        key_pem: SecretString::new("nor a key"),
+        elastic_password: SecretString::new("password"),
+    }))
+    .await;
+    match started {
+        Err(floe_elastic_sim::SimError::Tls(_)) => Ok(()),
+        other => Err(format!("expected a TLS error, got {other:?}").into()),
+    }
+}
