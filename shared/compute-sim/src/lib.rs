@@ -57,6 +57,22 @@ pub struct SimulatedConfig {
     pub terminate_delay: Duration,
     /// Failures to inject.
     pub faults: Vec<Fault>,
+    /// Which addresses instances get.
+    pub addresses: AddressPool,
+}
+
+/// Where simulated instances' private addresses come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AddressPool {
+    /// `10.0.{zone}.{host}`, a /24 per zone, as a VPC's subnets: addresses
+    /// nothing on this machine answers.
+    #[default]
+    Private,
+    /// A random `127.a.b.c` (each of `a`, `b`, `c` from 1 to 254) per
+    /// instance, never one this process handed out before: every instance
+    /// has an address of its own on this machine, where local mode serves
+    /// its simulated node.
+    Loopback,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +129,7 @@ impl SimulatedConfig {
             boot_delay,
             terminate_delay,
             faults,
+            addresses: AddressPool::Private,
         })
     }
 }
@@ -180,6 +197,7 @@ pub struct SimulatedCompute {
     boot_delay: Duration,
     terminate_delay: Duration,
     faults: Vec<Fault>,
+    addresses: AddressPool,
     state: Mutex<State>,
 }
 
@@ -214,6 +232,11 @@ struct SimInstance {
     zone: usize,
     host: u8,
     tags: BTreeMap<String, String>,
+    /// The launch template's user data at launch, which the instance keeps
+    /// (EC2's `userData` attribute) whatever happens to the template.
+    user_data: String,
+    /// Its address in the loopback pool.
+    loopback: Option<std::net::Ipv4Addr>,
     launched_at: Instant,
     terminated_at: Option<Instant>,
 }
@@ -241,8 +264,22 @@ impl SimulatedCompute {
             boot_delay: config.boot_delay,
             terminate_delay: config.terminate_delay,
             faults: config.faults,
+            addresses: config.addresses,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// The user data an instance was launched with (what EC2's
+    /// `DescribeInstanceAttribute userData` returns, decoded): the boot
+    /// script and the `elasticsearch.yml` in it. `None` for an unknown id.
+    /// Not part of the compute port, which has no use for it in
+    /// production; local mode's simulated nodes read their settings here.
+    pub fn user_data(&self, instance_id: &str) -> Option<String> {
+        self.lock()
+            .instances
+            .iter()
+            .find(|i| i.id == instance_id)
+            .map(|i| i.user_data.clone())
     }
 
     /// How many times `operation` was called, failed calls and replays
@@ -390,6 +427,7 @@ impl Compute for SimulatedCompute {
             });
         }
         let instance_type = template.spec.instance_type.clone();
+        let user_data = template.spec.user_data.clone();
         // Tags given at launch win over the template's, as in EC2.
         let mut tags = template.spec.tags.clone();
         tags.extend(request.tags.clone());
@@ -409,12 +447,18 @@ impl Compute for SimulatedCompute {
         for host in hosts.into_iter().take(request.count as usize) {
             state.next_instance += 1;
             let id = format!("i-sim{:012x}", state.next_instance);
+            let loopback = match self.addresses {
+                AddressPool::Private => None,
+                AddressPool::Loopback => Some(draw_loopback()),
+            };
             state.instances.push(SimInstance {
                 id: id.clone(),
                 instance_type: instance_type.clone(),
                 zone,
                 host,
                 tags: tags.clone(),
+                user_data: user_data.clone(),
+                loopback,
                 launched_at: now,
                 terminated_at: None,
             });
@@ -456,8 +500,10 @@ impl Compute for SimulatedCompute {
                     instance_type: i.instance_type.clone(),
                     zone: self.zone_name(i.zone),
                     // A terminated instance has lost its network interface.
-                    private_ip: (state != InstanceState::Terminated)
-                        .then(|| format!("10.0.{}.{}", i.zone, i.host)),
+                    private_ip: (state != InstanceState::Terminated).then(|| match i.loopback {
+                        Some(ip) => ip.to_string(),
+                        None => format!("10.0.{}.{}", i.zone, i.host),
+                    }),
                     tags: i.tags.clone(),
                 }
             })
@@ -485,6 +531,33 @@ impl Compute for SimulatedCompute {
             tracing::info!(instances = ?terminated, "simulated compute: terminating instances");
         }
         Ok(())
+    }
+}
+
+/// Every loopback address this process has handed out: an address is
+/// never given twice, so a listener left behind by one instance can never
+/// answer for another.
+static LOOPBACK_USED: std::sync::LazyLock<Mutex<BTreeSet<std::net::Ipv4Addr>>> =
+    std::sync::LazyLock::new(|| Mutex::new(BTreeSet::new()));
+
+/// A fresh random `127.a.b.c`, `a`, `b`, `c` in 1..=254 (never
+/// `127.0.0.1` nor a network or broadcast-looking address).
+fn draw_loopback() -> std::net::Ipv4Addr {
+    use rand::Rng;
+    let mut used = LOOPBACK_USED.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut rng = rand::rng();
+    loop {
+        let ip = std::net::Ipv4Addr::new(
+            127,
+            rng.random_range(1..=254),
+            rng.random_range(1..=254),
+            rng.random_range(1..=254),
+        );
+        // 254³ addresses: a process would need millions of instances
+        // before this loops more than a few times.
+        if used.insert(ip) {
+            return ip;
+        }
     }
 }
 
@@ -1029,6 +1102,56 @@ mod tests {
         let ips: BTreeSet<Option<&str>> = listed.iter().map(|i| i.private_ip.as_deref()).collect();
         assert_eq!(ids.len(), 40);
         assert_eq!(ips.len(), 40);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_loopback_pool_gives_each_instance_its_own_loopback_address() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig {
+            addresses: AddressPool::Loopback,
+            ..SimulatedConfig::default()
+        });
+        with_template(&sim).await?;
+        let ids = sim.launch(&request("lt-hot", 20, 0, "t1", "dep-1")).await?;
+        sim.launch(&request("lt-hot", 5, 1, "t2", "dep-1")).await?;
+        let listed = sim.instances("dep-1").await?;
+        let ips: BTreeSet<std::net::Ipv4Addr> = listed
+            .iter()
+            .filter_map(|i| i.private_ip.as_deref()?.parse().ok())
+            .collect();
+        assert_eq!(ips.len(), 25, "{listed:?}");
+        for ip in &ips {
+            let [a, b, c, d] = ip.octets();
+            assert_eq!(a, 127, "{ip}");
+            assert!([b, c, d].iter().all(|o| (1..=254).contains(o)), "{ip}");
+        }
+        // A terminated instance's address is never handed out again.
+        sim.terminate(&ids[..1]).await?;
+        sim.launch(&request("lt-hot", 1, 0, "t3", "dep-1")).await?;
+        let again: BTreeSet<std::net::Ipv4Addr> = sim
+            .instances("dep-1")
+            .await?
+            .iter()
+            .filter_map(|i| i.private_ip.as_deref()?.parse().ok())
+            .collect();
+        assert_eq!(again.len(), 25);
+        assert!(again.difference(&ips).count() == 1);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn instances_keep_the_user_data_they_were_launched_with() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        let mut lt = spec("lt-hot", "m6g.xlarge", Arch::Arm64);
+        lt.user_data = "s3.client.floe.endpoint: \"minio:9000\"\n".into();
+        sim.ensure_launch_template(&lt).await?;
+        let ids = sim.launch(&request("lt-hot", 1, 0, "t1", "dep-1")).await?;
+        sim.delete_launch_template("lt-hot").await?;
+        assert_eq!(
+            sim.user_data(&ids[0]).as_deref(),
+            Some(lt.user_data.as_str())
+        );
+        assert_eq!(sim.user_data("i-unknown"), None);
         Ok(())
     }
 
