@@ -3,18 +3,48 @@
 //! (simulated) instances, so a node group that grows joins nodes, and
 //! instances terminated before their shards were moved off take those
 //! shards with them, as on EC2. It implements the port of `floe-clusters`.
+//!
+//! A simulated node starts from what a real one boots with:
+//!
+//! - with instances on loopback addresses (`floe-compute-sim`'s loopback
+//!   pool), the cluster listens on every running node's address at the
+//!   nodes' HTTP port ([`SimulatedClusters::with_http_port`]), so any
+//!   address a plan records answers, and stops listening on a node's
+//!   address when its instance goes;
+//! - with the node parameters ([`SimulatedClusters::with_parameters`]),
+//!   the deployment's certificate, key and `elastic` password make the
+//!   cluster serve HTTPS and ask for basic authentication, and the client
+//!   handed to plans is pinned to the deployment's CA, as
+//!   `floe_clusters::NodeAddresses` connects to a real node; the
+//!   repository's keys are the nodes' keystore, reloaded (as
+//!   `_nodes/reload_secure_settings` does) whenever they change;
+//! - with the instances' user data ([`SimulatedClusters::with_user_data`]),
+//!   the S3 client settings of the `elasticsearch.yml` in it
+//!   (`s3.client.floe.endpoint`, `protocol`, `path_style_access`,
+//!   `region`).
 
 use async_trait::async_trait;
-use floe_clusters::{ClusterError, Clusters, running_nodes};
-use floe_compute::Compute;
+use floe_clusters::{ClusterError, Clusters, NodeAddress, running_nodes};
+use floe_compute::parameters::{
+    ELASTIC_PASSWORD, REPOSITORY_ACCESS_KEY, REPOSITORY_SECRET_KEY, REPOSITORY_SESSION_TOKEN,
+    TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY, deployment_path, parameter_name,
+};
+use floe_compute::{Compute, NodeParameters};
 use floe_domain::deployment::Deployment;
-use floe_elastic::ElasticClient;
-use floe_elastic_sim::{RunningCluster, S3Access, SimConfig, SimFaults, SimulatedCluster};
+use floe_domain::secret::SecretString;
+use floe_elastic::{Auth, ElasticClient};
+use floe_elastic_sim::{
+    RunningCluster, S3Access, S3Client, S3Keys, SimConfig, SimFaults, SimSecurity, SimulatedCluster,
+};
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
+
+/// The port a node serves HTTP on unless told otherwise: Elasticsearch's.
+pub const DEFAULT_HTTP_PORT: u16 = 9200;
 
 /// How each deployment's simulated cluster is set up.
 #[derive(Debug, Clone, Default)]
@@ -22,16 +52,102 @@ pub struct SimulatedClustersConfig {
     /// `path.repo` of every simulated cluster: `fs` repositories live here,
     /// shared by all deployments (so a clone sees its source's snapshots).
     pub fs_root: Option<PathBuf>,
+    /// An S3 client every simulated cluster starts with; what a
+    /// deployment's own nodes are configured with (user data, parameters)
+    /// overrides it.
     pub s3: Option<S3Access>,
     pub faults: SimFaults,
 }
 
+/// An instance's user data by instance id: what EC2 keeps of a launch
+/// (`floe_compute_sim::SimulatedCompute::user_data`). The compute port has
+/// no such call (production never needs one), so it is handed in apart.
+pub type UserDataSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 pub struct SimulatedClusters {
     compute: Arc<dyn Compute>,
     config: SimulatedClustersConfig,
-    /// Each deployment's simulated cluster and the one client kept for it.
-    clusters: Mutex<HashMap<String, (RunningCluster, ElasticClient)>>,
+    /// Each deployment's simulated cluster and what it was started with.
+    clusters: Mutex<HashMap<String, Simulated>>,
     timeout: Duration,
+    http_port: u16,
+    /// The node parameters and their path prefix.
+    parameters: Option<(Arc<dyn NodeParameters>, String)>,
+    user_data: Option<UserDataSource>,
+}
+
+/// One deployment's running simulated cluster.
+struct Simulated {
+    cluster: RunningCluster,
+    /// The CA the client pins, when the cluster is secured.
+    ca_cert_pem: Option<String>,
+    /// Whether its nodes listen on their own (loopback) addresses.
+    on_node_addresses: bool,
+    /// The client last handed out, and what it was built for.
+    client: Option<(ClientKey, ElasticClient)>,
+    /// The S3 keys last put in the keystore and reloaded.
+    keys: Option<S3Keys>,
+    /// The S3 client settings the nodes were last configured with.
+    settings: NodeS3Settings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClientKey {
+    addr: Option<SocketAddr>,
+    password: Option<String>,
+}
+
+/// What a deployment's nodes boot with, read from where a real node reads
+/// it.
+#[derive(Clone)]
+struct Boot {
+    security: Option<(SimSecurity, String)>,
+    settings: NodeS3Settings,
+    keys: Option<S3Keys>,
+}
+
+/// The `s3.client.floe.*` settings of a node's `elasticsearch.yml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct NodeS3Settings {
+    endpoint: Option<String>,
+    protocol: Option<String>,
+    path_style_access: Option<bool>,
+    region: Option<String>,
+}
+
+impl NodeS3Settings {
+    fn is_empty(&self) -> bool {
+        *self == NodeS3Settings::default()
+    }
+
+    /// Reads the settings of the client Floe's nodes use
+    /// (`floe_nodeconfig::S3_CLIENT`) from the rendered boot script: one
+    /// `s3.client.floe.NAME: VALUE` line each, the value a JSON-compatible
+    /// quoted string or a bare boolean.
+    fn from_user_data(user_data: &str) -> NodeS3Settings {
+        let prefix = format!("s3.client.{}.", floe_nodeconfig::S3_CLIENT);
+        let mut out = NodeS3Settings::default();
+        for line in user_data.lines() {
+            let Some(rest) = line.trim().strip_prefix(&prefix) else {
+                continue;
+            };
+            let Some((name, value)) = rest.split_once(':') else {
+                continue;
+            };
+            let value = value.trim();
+            let text = serde_json::from_str::<String>(value)
+                .ok()
+                .unwrap_or_else(|| value.to_string());
+            match name.trim() {
+                "endpoint" => out.endpoint = Some(text),
+                "protocol" => out.protocol = Some(text),
+                "path_style_access" => out.path_style_access = text.parse().ok(),
+                "region" => out.region = Some(text),
+                _ => {}
+            }
+        }
+        out
+    }
 }
 
 impl SimulatedClusters {
@@ -41,17 +157,57 @@ impl SimulatedClusters {
             config,
             clusters: Mutex::new(HashMap::new()),
             timeout: Duration::from_secs(30),
+            http_port: DEFAULT_HTTP_PORT,
+            parameters: None,
+            user_data: None,
         }
     }
 
+    /// The nodes' HTTP port, where a deployment whose instances have
+    /// loopback addresses is served on each of them (default
+    /// [`DEFAULT_HTTP_PORT`]; 0 takes any free port per address, which only
+    /// tests that never reach a node by its recorded address want).
+    pub fn with_http_port(mut self, port: u16) -> SimulatedClusters {
+        self.http_port = port;
+        self
+    }
+
+    /// Reads each deployment's certificates, password and repository keys
+    /// from the node parameters under `prefix`, as its nodes would at boot.
+    pub fn with_parameters(
+        mut self,
+        parameters: Arc<dyn NodeParameters>,
+        prefix: impl Into<String>,
+    ) -> SimulatedClusters {
+        self.parameters = Some((parameters, prefix.into()));
+        self
+    }
+
+    /// Reads the nodes' S3 client settings from their instances' user data.
+    pub fn with_user_data(mut self, source: UserDataSource) -> SimulatedClusters {
+        self.user_data = Some(source);
+        self
+    }
+
     /// The address of a deployment's simulated cluster, if it runs (for
-    /// users of local mode, who index documents into it directly).
+    /// users of local mode, who index documents into it directly): one of
+    /// its nodes' when they have their own addresses.
     pub async fn url(&self, deployment_id: &str) -> Option<String> {
         self.clusters
             .lock()
             .await
             .get(deployment_id)
-            .map(|(c, _)| c.url().to_string())
+            .and_then(|s| s.cluster.urls().into_iter().next())
+    }
+
+    /// Every address a deployment's simulated cluster listens on.
+    pub async fn addrs(&self, deployment_id: &str) -> Vec<SocketAddr> {
+        self.clusters
+            .lock()
+            .await
+            .get(deployment_id)
+            .map(|s| s.cluster.addrs())
+            .unwrap_or_default()
     }
 
     /// The simulated cluster's node names (tests check joins and leaves).
@@ -60,20 +216,185 @@ impl SimulatedClusters {
             .lock()
             .await
             .get(deployment_id)
-            .map(|(c, _)| c.node_names())
+            .map(|s| s.cluster.node_names())
             .unwrap_or_default()
+    }
+
+    /// The S3 client a deployment's simulated cluster uses now.
+    pub async fn s3_client(&self, deployment_id: &str) -> Option<S3Client> {
+        self.clusters
+            .lock()
+            .await
+            .get(deployment_id)
+            .and_then(|s| s.cluster.s3_client())
     }
 
     /// Changes the faults of a deployment's running simulated cluster.
     pub async fn set_faults(&self, deployment_id: &str, faults: SimFaults) -> bool {
         match self.clusters.lock().await.get(deployment_id) {
-            Some((c, _)) => {
-                c.set_faults(faults);
+            Some(s) => {
+                s.cluster.set_faults(faults);
                 true
             }
             None => false,
         }
     }
+
+    async fn parameter(
+        &self,
+        deployment_id: &str,
+        name: &str,
+    ) -> Result<Option<String>, ClusterError> {
+        let Some((parameters, prefix)) = &self.parameters else {
+            return Ok(None);
+        };
+        let path = deployment_path(prefix, deployment_id);
+        Ok(parameters
+            .get(&parameter_name(&path, name))
+            .await?
+            .map(|v| v.expose().to_string()))
+    }
+
+    /// What the deployment's nodes boot with now.
+    async fn boot(&self, deployment_id: &str, nodes: &[NodeAddress]) -> Result<Boot, ClusterError> {
+        let cert = self.parameter(deployment_id, TLS_NODE_CERT).await?;
+        let key = self.parameter(deployment_id, TLS_NODE_KEY).await?;
+        let password = self.parameter(deployment_id, ELASTIC_PASSWORD).await?;
+        let security = match (cert, key, password) {
+            (Some(cert), Some(key), Some(password)) => {
+                let ca = self
+                    .parameter(deployment_id, TLS_CA_CERT)
+                    .await?
+                    .ok_or_else(|| ClusterError::NotSecured {
+                        deployment_id: deployment_id.to_string(),
+                        message: format!("no {TLS_CA_CERT} parameter to trust its nodes by"),
+                    })?;
+                Some((
+                    SimSecurity {
+                        cert_chain_pem: cert,
+                        key_pem: SecretString::new(key),
+                        elastic_password: SecretString::new(password),
+                    },
+                    ca,
+                ))
+            }
+            _ => None,
+        };
+        let access_key = self.parameter(deployment_id, REPOSITORY_ACCESS_KEY).await?;
+        let secret_key = self.parameter(deployment_id, REPOSITORY_SECRET_KEY).await?;
+        let keys = match (access_key, secret_key) {
+            (Some(access_key), Some(secret_key)) => Some(S3Keys {
+                access_key,
+                secret_key: SecretString::new(secret_key),
+                session_token: self
+                    .parameter(deployment_id, REPOSITORY_SESSION_TOKEN)
+                    .await?
+                    .map(SecretString::new),
+            }),
+            _ => None,
+        };
+        // Every node of a deployment renders the same client settings;
+        // the first running node's stand for all.
+        let settings = match (&self.user_data, nodes.first()) {
+            (Some(source), Some(node)) => source(&node.node_name)
+                .map(|u| NodeS3Settings::from_user_data(&u))
+                .unwrap_or_default(),
+            _ => NodeS3Settings::default(),
+        };
+        Ok(Boot {
+            security,
+            settings,
+            keys,
+        })
+    }
+
+    /// The S3 client of nodes that booted with `settings` and `keys`, over
+    /// the configured base client.
+    fn s3_client_for(&self, settings: &NodeS3Settings, keys: Option<&S3Keys>) -> Option<S3Client> {
+        let base: Option<S3Client> = self.config.s3.clone().map(S3Client::from);
+        if settings.is_empty() && keys.is_none() {
+            return base;
+        }
+        let mut client = base.unwrap_or_default();
+        if settings.endpoint.is_some() {
+            client.endpoint.clone_from(&settings.endpoint);
+        }
+        if settings.protocol.is_some() {
+            client.protocol.clone_from(&settings.protocol);
+        }
+        if settings.path_style_access.is_some() {
+            client.path_style_access = settings.path_style_access;
+        }
+        if settings.region.is_some() {
+            client.region.clone_from(&settings.region);
+        }
+        if let Some(keys) = keys {
+            client.keys = Some(keys.clone());
+        }
+        Some(client)
+    }
+
+    async fn start(
+        &self,
+        deployment: &Deployment,
+        nodes: &[NodeAddress],
+        node_addrs: &[SocketAddr],
+        boot: Boot,
+    ) -> Result<Simulated, ClusterError> {
+        let mut config = SimConfig::new(deployment.spec.name.clone())
+            .with_nodes(u32::try_from(nodes.len()).unwrap_or(1))
+            .with_faults(self.config.faults.clone());
+        if let Some(root) = &self.config.fs_root {
+            config = config.with_fs_root(root.clone());
+        }
+        if let Some(s3) = self.s3_client_for(&boot.settings, boot.keys.as_ref()) {
+            config = config.with_s3(s3);
+        }
+        if let Some(first) = node_addrs.first() {
+            config = config.with_addr(*first);
+        }
+        let ca_cert_pem = match boot.security {
+            Some((security, ca)) => {
+                config = config.with_security(security);
+                Some(ca)
+            }
+            None => None,
+        };
+        let simulator = |e: floe_elastic_sim::SimError| ClusterError::Simulator(e.to_string());
+        let cluster = SimulatedCluster::start(config).await.map_err(simulator)?;
+        cluster.set_addrs(node_addrs).await.map_err(simulator)?;
+        tracing::info!(
+            deployment = %deployment.id,
+            urls = ?cluster.urls(),
+            secured = cluster.is_secured(),
+            "simulated cluster for the deployment"
+        );
+        Ok(Simulated {
+            cluster,
+            ca_cert_pem,
+            on_node_addresses: !node_addrs.is_empty(),
+            client: None,
+            keys: boot.keys,
+            settings: boot.settings,
+        })
+    }
+}
+
+/// The node addresses to serve: every running node's, when all of them are
+/// loopback addresses (a real node's private address would never be
+/// bindable here).
+fn loopback_addrs(nodes: &[NodeAddress], port: u16) -> Vec<SocketAddr> {
+    let ips: Vec<IpAddr> = nodes
+        .iter()
+        .filter_map(|n| n.private_ip.parse::<IpAddr>().ok())
+        .filter(IpAddr::is_loopback)
+        .collect();
+    if ips.len() != nodes.len() {
+        return Vec::new();
+    }
+    ips.into_iter()
+        .map(|ip| SocketAddr::new(ip, port))
+        .collect()
 }
 
 #[async_trait]
@@ -81,7 +402,7 @@ impl Clusters for SimulatedClusters {
     async fn client(
         &self,
         deployment: &Deployment,
-        _avoid: &[String],
+        avoid: &[String],
     ) -> Result<ElasticClient, ClusterError> {
         let nodes = running_nodes(self.compute.as_ref(), &deployment.id).await?;
         if nodes.is_empty() {
@@ -89,38 +410,121 @@ impl Clusters for SimulatedClusters {
                 deployment_id: deployment.id.clone(),
             });
         }
-        let names: Vec<String> = nodes.into_iter().map(|n| n.node_name).collect();
+        let names: Vec<String> = nodes.iter().map(|n| n.node_name.clone()).collect();
+        let node_addrs = loopback_addrs(&nodes, self.http_port);
+        let boot = self.boot(&deployment.id, &nodes).await?;
+        let password = self.parameter(&deployment.id, ELASTIC_PASSWORD).await?;
         let mut clusters = self.clusters.lock().await;
-        if !clusters.contains_key(&deployment.id) {
-            let mut config = SimConfig::new(deployment.spec.name.clone())
-                .with_nodes(u32::try_from(names.len()).unwrap_or(1))
-                .with_faults(self.config.faults.clone());
-            if let Some(root) = &self.config.fs_root {
-                config = config.with_fs_root(root.clone());
-            }
-            if let Some(s3) = &self.config.s3 {
-                config = config.with_s3(s3.clone());
-            }
-            let cluster = SimulatedCluster::start(config)
+        let simulated = match clusters.entry(deployment.id.clone()) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                self.start(deployment, &nodes, &node_addrs, boot.clone())
+                    .await?,
+            ),
+        };
+        let cluster = &simulated.cluster;
+        cluster.set_nodes(&names);
+        if simulated.on_node_addresses && !node_addrs.is_empty() {
+            cluster
+                .set_addrs(&node_addrs)
                 .await
                 .map_err(|e| ClusterError::Simulator(e.to_string()))?;
-            tracing::info!(deployment = %deployment.id, url = cluster.url(), "simulated cluster for the deployment");
-            let client = ElasticClient::new(cluster.url(), None, self.timeout)?;
-            clusters.insert(deployment.id.clone(), (cluster, client));
         }
-        let Some((cluster, client)) = clusters.get(&deployment.id) else {
-            return Err(ClusterError::Simulator("the cluster went away".into()));
+        // New nodes with another elasticsearch.yml (an update plan's new
+        // launch template) bring their S3 client settings.
+        let current = boot;
+        if current.settings != simulated.settings {
+            cluster.set_s3_client(self.s3_client_for(&current.settings, current.keys.as_ref()));
+            simulated.settings = current.settings.clone();
+            simulated.keys.clone_from(&current.keys);
+        } else if current.keys != simulated.keys {
+            // Changed keys reach the keystore, then the running nodes, as
+            // a plan's `_nodes/reload_secure_settings` makes them.
+            match &current.keys {
+                Some(keys) => cluster.set_keystore_s3_keys(Some(keys.clone())),
+                None => cluster.set_keystore_s3_keys(
+                    self.s3_client_for(&NodeS3Settings::default(), None)
+                        .and_then(|c| c.keys),
+                ),
+            }
+            cluster.reload_secure_settings();
+            simulated.keys.clone_from(&current.keys);
+            tracing::info!(deployment = %deployment.id, "simulated cluster reloaded the repository's keys");
+        }
+        // A node not being drained, as `NodeAddresses` picks one.
+        let addr = if simulated.on_node_addresses {
+            nodes
+                .iter()
+                .position(|n| !avoid.contains(&n.node_name))
+                .and_then(|i| node_addrs.get(i))
+                .or_else(|| node_addrs.first())
+                .copied()
+        } else {
+            None
         };
-        cluster.set_nodes(&names);
-        Ok(client.clone())
+        let key = ClientKey {
+            addr,
+            password: password.clone(),
+        };
+        if let Some((built, client)) = &simulated.client
+            && *built == key
+        {
+            return Ok(client.clone());
+        }
+        let target = addr.unwrap_or_else(|| cluster.addr());
+        let client = match (&simulated.ca_cert_pem, password) {
+            (Some(ca), Some(password)) => ElasticClient::pinned(
+                &floe_node_security::server_name(&deployment.id),
+                target,
+                ca,
+                Some(Auth::Basic {
+                    username: floe_node_security::ELASTIC_USER.to_string(),
+                    password: SecretString::new(password),
+                }),
+                self.timeout,
+            )?,
+            (Some(_), None) => {
+                return Err(ClusterError::NotSecured {
+                    deployment_id: deployment.id.clone(),
+                    message: format!("no {ELASTIC_PASSWORD} parameter"),
+                });
+            }
+            (None, _) => ElasticClient::new(
+                &format!("{}://{target}", cluster.scheme()),
+                None,
+                self.timeout,
+            )?,
+        };
+        simulated.client = Some((key, client.clone()));
+        Ok(client)
     }
 
     async fn forget(&self, deployment_id: &str) {
-        let cluster = self.clusters.lock().await.remove(deployment_id);
-        if let Some((cluster, _)) = cluster
-            && let Err(e) = cluster.shutdown().await
+        let simulated = self.clusters.lock().await.remove(deployment_id);
+        if let Some(simulated) = simulated
+            && let Err(e) = simulated.cluster.shutdown().await
         {
             tracing::warn!(deployment = deployment_id, error = %e, "simulated cluster did not stop cleanly");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeS3Settings;
+
+    #[test]
+    fn the_s3_client_settings_are_read_from_the_rendered_yml() {
+        let user_data = "#!/bin/bash\ncat > x <<'FLOE_EOF'\ncluster.name: \"a\"\ns3.client.floe.endpoint: \"minio.internal:9000\"\ns3.client.floe.protocol: \"http\"\ns3.client.floe.path_style_access: true\ns3.client.floe.region: \"eu-west-1\"\ns3.client.other.endpoint: \"no\"\nFLOE_EOF\n";
+        assert_eq!(
+            NodeS3Settings::from_user_data(user_data),
+            NodeS3Settings {
+                endpoint: Some("minio.internal:9000".into()),
+                protocol: Some("http".into()),
+                path_style_access: Some(true),
+                region: Some("eu-west-1".into()),
+            }
+        );
+        assert!(NodeS3Settings::from_user_data("s3.client.floe: x\n").is_empty());
     }
 }
