@@ -6,7 +6,7 @@
 use floe_clusters::Clusters;
 use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::Compute;
-use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
+use floe_compute_sim::{AddressPool, SimulatedCompute, SimulatedConfig};
 use floe_plans::{
     DeploymentSteps, Engine, EngineConfig, LocalQueue, StepPorts, StepSettings, WorkQueue,
 };
@@ -33,8 +33,11 @@ impl LocalPlatform {
         store: Store,
         cipher: Arc<dyn Cipher>,
     ) -> Result<LocalPlatform, ConfigError> {
-        let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
-            SimulatedConfig::parse(
+        // Every simulated instance gets an address of its own on this
+        // machine, where its simulated node serves.
+        let simulated = Arc::new(SimulatedCompute::new(SimulatedConfig {
+            addresses: AddressPool::Loopback,
+            ..SimulatedConfig::parse(
                 config.sim.boot_delay,
                 config.sim.terminate_delay,
                 &config.sim.faults,
@@ -42,18 +45,28 @@ impl LocalPlatform {
             .map_err(|m| ConfigError {
                 name: SimSettings::FAULTS,
                 message: m,
-            })?,
-        ));
+            })?
+        }));
+        let user_data = simulated.clone();
+        let compute: Arc<dyn Compute> = simulated;
+        let parameters = Arc::new(floe_compute_sim::SimulatedParameters::new(Vec::new()));
         // The simulated clusters keep fs repositories under the data folder,
         // as `path.repo`, shared by every deployment so clones see their
-        // source's snapshots.
-        let clusters: Arc<dyn Clusters> = Arc::new(SimulatedClusters::new(
-            compute.clone(),
-            SimulatedClustersConfig {
-                fs_root: Some(config.data_dir.join("repositories")),
-                ..SimulatedClustersConfig::default()
-            },
-        ));
+        // source's snapshots. Their nodes boot from what the plans store
+        // for real ones: certificates, password and repository keys in the
+        // parameters, S3 client settings in the user data.
+        let clusters: Arc<dyn Clusters> = Arc::new(
+            SimulatedClusters::new(
+                compute.clone(),
+                SimulatedClustersConfig {
+                    fs_root: Some(config.data_dir.join("repositories")),
+                    ..SimulatedClustersConfig::default()
+                },
+            )
+            .with_http_port(config.node_http.port)
+            .with_parameters(parameters.clone(), config.parameter_prefix.clone())
+            .with_user_data(Arc::new(move |id: &str| user_data.user_data(id))),
+        );
         let settings = StepSettings {
             poll: config.plan_poll,
             parameter_prefix: config.parameter_prefix.clone(),
@@ -64,7 +77,7 @@ impl LocalPlatform {
             StepPorts {
                 compute,
                 clusters: clusters.clone(),
-                parameters: Arc::new(floe_compute_sim::SimulatedParameters::new(Vec::new())),
+                parameters,
                 cipher,
                 snapshots: snapshotter.clone(),
             },

@@ -546,6 +546,11 @@ pub struct LocalConfig {
     pub plan_poll: Duration,
     pub parameter_prefix: String,
     pub sim: SimSettings,
+    /// `FLOE_ES_PORT` (9200): the port each simulated node serves HTTPS on,
+    /// at its instance's own loopback address, as a real node does at its
+    /// private address. `FLOE_ES_SCHEME` is read too but local mode's
+    /// nodes are always secured, as Floe's real ones are.
+    pub node_http: NodeHttp,
     /// `FLOE_LOCAL_S3`: where local mode serves its S3-compatible store
     /// (`127.0.0.1:9000` unless set; `off` serves none).
     pub s3: Option<std::net::SocketAddr>,
@@ -589,6 +594,7 @@ impl LocalConfig {
             parameter_prefix: parameter_prefix(env)?,
             sim: SimSettings::read(env)?,
             s3: local_s3(env)?,
+            node_http: NodeHttp::read(env)?,
         })
     }
 }
