@@ -70,6 +70,7 @@ impl LocalPlatform {
         let settings = StepSettings {
             poll: config.plan_poll,
             parameter_prefix: config.parameter_prefix.clone(),
+            http_port: config.node_http.port,
             ..StepSettings::default()
         };
         let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());

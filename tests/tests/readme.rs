@@ -26,10 +26,8 @@ async fn the_readme_walkthrough_runs_as_written() -> TestResult {
         script.contains("http://127.0.0.1:8080"),
         "the walk-through talks to the address ./scripts/run.sh serves"
     );
-    let server = Server::start_with(&[
-        ("FLOE_SIM_BOOT_DELAY_MS", "0"),
-        ("FLOE_PLAN_POLL_MS", "50"),
-    ]);
+    let server =
+        Server::start_with(&[("FLOE_SIM_BOOT_DELAY_MS", "0"), ("FLOE_PLAN_POLL_MS", "50")]);
     let script = script.replace("http://127.0.0.1:8080", server.base_url());
 
     // Where the user stands: a folder whose .floe is the server's data.

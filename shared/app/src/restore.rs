@@ -116,6 +116,7 @@ impl App {
         repository: Option<&str>,
         field: &str,
     ) -> Result<Resolved, AppError> {
+        self.adopt_cluster_snapshots(org, deployment_id).await;
         let mut page = PageRequest {
             size: Some(floe_store::stores::MAX_PAGE_SIZE),
             cursor: None,

@@ -97,6 +97,20 @@ impl App {
         })
     }
 
+    /// Records the snapshots a running deployment's cluster took into its
+    /// repository by itself (through its endpoint or the proxy). A cluster
+    /// that cannot be asked leaves the records as they are: reads must not
+    /// fail because a cluster is busy.
+    pub(crate) async fn adopt_cluster_snapshots(&self, org: &str, deployment_id: &str) {
+        let deployment = match self.store.get_deployment(org, deployment_id).await {
+            Ok(Some(d)) => d.value,
+            _ => return,
+        };
+        if let Err(e) = self.snapshotter().adopt(&deployment).await {
+            tracing::warn!(deployment = deployment_id, error = %e, "cannot look for snapshots taken on the cluster");
+        }
+    }
+
     /// One page of the deployment's snapshots, newest first; the first
     /// page carries the summary.
     pub async fn list_snapshots(
@@ -107,6 +121,9 @@ impl App {
     ) -> Result<SnapshotList, AppError> {
         let deployment = self.load_deployment(&who.org, id).await?.value;
         let first_page = page.cursor.is_none();
+        if first_page {
+            self.adopt_cluster_snapshots(&who.org, id).await;
+        }
         let listed = self.store.list_snapshots(&who.org, id, None, &page).await?;
         let snapshotter = self.snapshotter();
         let mut snapshots = Vec::with_capacity(listed.items.len());

@@ -39,6 +39,7 @@ fn deployment() -> Result<Deployment, serde_json::Error> {
         status: DeploymentStatus::Running,
         pending_plan: None,
         access: None,
+        password_to_apply: None,
         created: chrono::Utc::now(),
         updated: chrono::Utc::now(),
     })

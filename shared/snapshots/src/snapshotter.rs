@@ -394,6 +394,77 @@ impl Snapshotter {
         }
     }
 
+    /// Records the snapshots the cluster took into the deployment's own
+    /// repository without the platform (`PUT _snapshot/{repo}/{name}`
+    /// through the endpoint or the proxy), so that listings, retention and
+    /// `__latest_success__` know them. Only finished ones are recorded; one
+    /// already recorded is left as it is. Returns how many were new.
+    pub async fn adopt(&self, deployment: &Deployment) -> Result<usize, SnapshotError> {
+        let Some(repo) = deployment.spec.repository() else {
+            return Ok(0);
+        };
+        if !matches!(
+            deployment.status,
+            DeploymentStatus::Running | DeploymentStatus::Reconfiguring
+        ) {
+            return Ok(0);
+        }
+        let client = self.clusters.client(deployment, &[]).await?;
+        let listed = match client.list_snapshots(repo, false).await {
+            Ok(l) => l,
+            // Not registered yet (a plan registers it): nothing to adopt.
+            Err(ElasticError::RepositoryMissing(_)) => return Ok(0),
+            Err(e) => return Err(from_elastic(e, repo)),
+        };
+        let mut adopted = 0;
+        for info in listed {
+            let finished = !matches!(
+                info.state,
+                None | Some(floe_elastic::SnapshotState::InProgress)
+            );
+            if !finished
+                || self
+                    .store
+                    .get_snapshot(&deployment.org, &deployment.id, &info.snapshot)
+                    .await?
+                    .is_some()
+            {
+                continue;
+            }
+            let now = Utc::now();
+            let start = info.start_time().unwrap_or(now);
+            let mut record = SnapshotRecord {
+                org: deployment.org.clone(),
+                deployment_id: deployment.id.clone(),
+                repository: repo.to_string(),
+                name: info.snapshot.clone(),
+                uuid: String::new(),
+                state: SnapshotState::InProgress,
+                start,
+                end: None,
+                duration_in_millis: None,
+                indices: Vec::new(),
+                shards: SnapshotShards::default(),
+                size_in_bytes: None,
+                policy_id: None,
+                failure: None,
+                sort_millis: start.timestamp_millis(),
+                updated: now,
+            };
+            apply_info(&mut record, &info, now);
+            match self.store.create_snapshot(&record).await {
+                Ok(()) => adopted += 1,
+                // Another reader recorded it first.
+                Err(StoreError::AlreadyExists) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if adopted > 0 {
+            tracing::info!(deployment = %deployment.id, adopted, "snapshots taken on the cluster recorded");
+        }
+        Ok(adopted)
+    }
+
     /// A manual snapshot into the deployment's repository. `name` may be
     /// date math; without one Floe picks `manual-{time}-{suffix}`. With
     /// `wait`, returns once it ended (or `settings.wait` ran out).
