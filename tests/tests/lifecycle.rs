@@ -67,39 +67,36 @@ async fn last_plan(
     Ok((plan, ids))
 }
 
-/// The address of a deployment's simulated cluster, from the line local
-/// mode logs when it starts one.
-fn cluster_url(s: &Server, id: &str) -> Result<String, Box<dyn std::error::Error>> {
-    let line = s
-        .logs()
-        .into_iter()
-        .rev()
-        .find(|l| l.contains("simulated cluster for the deployment") && l.contains(id))
-        .ok_or_else(|| format!("no simulated cluster logged for {id}"))?;
-    let start = line.find("\"url\":\"").ok_or("no url field")? + 7;
-    let end = line[start..].find('"').ok_or("unterminated url")? + start;
-    Ok(line[start..end].to_string())
+/// A deployment's cluster, through the control plane's proxy (the way a
+/// user with a token reaches it).
+fn cluster(id: &str) -> String {
+    format!("{DEPLOYMENTS}/{id}/elasticsearch/main-elasticsearch/proxy")
 }
 
-async fn count_docs(url: &str, index: &str) -> Result<u64, Box<dyn std::error::Error>> {
-    let body: Value = reqwest::get(format!("{url}/{index}/_count"))
-        .await?
-        .json()
-        .await?;
+async fn count_docs(
+    s: &Server,
+    token: &str,
+    cluster: &str,
+    index: &str,
+) -> Result<u64, Box<dyn std::error::Error>> {
+    let r = s
+        .call(Call::get(format!("{cluster}/{index}/_count")).bearer(token))
+        .await;
+    let body = r.expect_status(200).json();
     body["count"]
         .as_u64()
         .ok_or_else(|| format!("{body}").into())
 }
 
-async fn write_docs(url: &str, index: &str, n: u32) -> TestResult {
-    let http = reqwest::Client::new();
+async fn write_docs(s: &Server, token: &str, cluster: &str, index: &str, n: u32) -> TestResult {
     for i in 0..n {
-        let r = http
-            .post(format!("{url}/{index}/_doc"))
-            .json(&json!({"n": i}))
-            .send()
-            .await?;
-        assert_eq!(r.status(), 201);
+        s.call(
+            Call::post(format!("{cluster}/{index}/_doc"))
+                .bearer(token)
+                .json(&json!({"n": i})),
+        )
+        .await
+        .expect_status(201);
     }
     Ok(())
 }
@@ -201,8 +198,8 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
         assert!(launched.contains("nodes of hot"), "{launched}");
     }
 
-    let source_url = cluster_url(&s, &id)?;
-    write_docs(&source_url, "orders", 20).await?;
+    let source_url = cluster(&id);
+    write_docs(&s, &token, &source_url, "orders", 20).await?;
     let manual = s
         .call(
             Call::post(format!("{path}/snapshots?wait_for_completion=true"))
@@ -212,7 +209,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
         .await;
     let manual = manual.expect_status(200).json();
     assert_eq!(manual["state"], json!("SUCCESS"), "{manual}");
-    write_docs(&source_url, "orders", 3).await?;
+    write_docs(&s, &token, &source_url, "orders", 3).await?;
 
     // A clone of the newest successful snapshot, on x86 with one node.
     let mut groups = body(1)["node_groups"].clone();
@@ -240,9 +237,9 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
             "record-access"
         ]
     );
-    let clone_url = cluster_url(&s, cloned["id"].as_str().ok_or("id")?)?;
-    assert_eq!(count_docs(&clone_url, "orders").await?, 20);
-    assert_eq!(count_docs(&source_url, "orders").await?, 23);
+    let clone_url = cluster(cloned["id"].as_str().ok_or("id")?);
+    assert_eq!(count_docs(&s, &token, &clone_url, "orders").await?, 20);
+    assert_eq!(count_docs(&s, &token, &source_url, "orders").await?, 23);
 
     let shutdown = s
         .call(Call::post(format!("{path}/_shutdown")).bearer(&token))

@@ -1,6 +1,8 @@
-//! The README's curl walk-through, as a test: what a user types, and what
-//! they would look at in each answer. Run once on the embedded SQLite store
-//! and once on DynamoDB (moto, started by scripts/test.sh).
+//! The API's own walk-through (repository, deployment, policy, attach,
+//! listings, plans, shutdown, delete): what a user types, and what they
+//! would look at in each answer. Run once on the embedded SQLite store and
+//! once on DynamoDB (moto, started by scripts/test.sh). The README's block
+//! itself is run by `readme.rs`.
 
 use floe_tests::{
     Call, DEPLOYMENTS, FLASHBLADE_REPOSITORY, INSTANCE_TYPES, POLICIES, REPOSITORIES, Reply,
