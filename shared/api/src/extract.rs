@@ -8,6 +8,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
+use floe_auth::Role;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -270,13 +271,15 @@ impl FromRequestParts<ApiState> for Caller {
             tracing::info!(reason = %e, "token refused");
             unauthorized(e.code(), &e.to_string())
         })?;
-        let org = match parts
+        let (org, roles) = match parts
             .headers
             .get(ORG_HEADER)
             .map(|v| v.to_str().unwrap_or(""))
         {
-            None => principal.org.clone(),
-            Some(requested) if requested == principal.org => principal.org.clone(),
+            None => (principal.org.clone(), principal.roles),
+            Some(requested) if requested == principal.org => {
+                (principal.org.clone(), principal.roles)
+            }
             Some(requested) => {
                 if !principal.is_platform() {
                     return Err(ApiError::forbidden(format!(
@@ -286,14 +289,22 @@ impl FromRequestParts<ApiState> for Caller {
                 floe_domain::names::validate_org(requested).map_err(|m| {
                     ApiError::invalid_field("validation.organization", ORG_HEADER, m)
                 })?;
-                requested.to_string()
+                // Outside its own organization a token holds its platform
+                // rights only: platform_viewer reads, platform_admin
+                // manages. Its organization's roles stay at home.
+                let platform: Vec<Role> = principal
+                    .roles
+                    .into_iter()
+                    .filter(|r| matches!(r, Role::PlatformAdmin | Role::PlatformViewer))
+                    .collect();
+                (requested.to_string(), platform)
             }
         };
         tracing::Span::current().record("org", org.as_str());
         Ok(Caller(floe_app::Caller {
             org,
             subject: principal.subject,
-            roles: principal.roles,
+            roles,
         }))
     }
 }

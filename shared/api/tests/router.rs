@@ -547,6 +547,67 @@ async fn organizations_and_roles() -> TestResult {
         (not_platform.status, not_platform.code()),
         (StatusCode::FORBIDDEN, "auth.forbidden")
     );
+    // Outside its own organization a token holds its platform roles only:
+    // a platform_viewer that manages deployments at home only reads here.
+    let combined = issue_hs256(
+        SECRET,
+        "floe-local",
+        "floe-api",
+        "tester",
+        "globex",
+        &[Role::PlatformViewer, Role::DeploymentManager],
+        Duration::from_secs(600),
+    )?;
+    let elsewhere = [("x-floe-organization", "acme")];
+    for (method, target, body) in [
+        (
+            "POST",
+            "/api/v1/deployments",
+            Some(deployment_body("intruder", None, &[])),
+        ),
+        ("POST", &format!("{path}/_shutdown") as &str, None),
+        ("DELETE", &format!("{path}/plans/pending") as &str, None),
+        (
+            "PUT",
+            &path as &str,
+            Some(deployment_body("renamed", None, &[])),
+        ),
+    ] {
+        let r = api
+            .call(method, target, Some(&combined), &elsewhere, body)
+            .await?;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::FORBIDDEN, "auth.forbidden"),
+            "{method} {target}: {}",
+            r.body
+        );
+    }
+    let read = api
+        .call("GET", &path, Some(&combined), &elsewhere, None)
+        .await?;
+    assert_eq!(read.status, StatusCode::OK);
+    let listed = api
+        .call(
+            "GET",
+            "/api/v1/deployments",
+            Some(&combined),
+            &elsewhere,
+            None,
+        )
+        .await?;
+    assert_eq!(listed.body["deployments"].as_array().map(Vec::len), Some(1));
+    // At home the same token manages.
+    let home = api
+        .call(
+            "POST",
+            "/api/v1/deployments",
+            Some(&combined),
+            &[],
+            Some(deployment_body("at-home", None, &[])),
+        )
+        .await?;
+    assert_eq!(home.status, StatusCode::CREATED, "{}", home.body);
 
     let viewer = token("acme", Role::DeploymentViewer);
     assert_eq!(
