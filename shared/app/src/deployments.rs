@@ -237,6 +237,62 @@ impl App {
         Ok(Some(replayed))
     }
 
+    /// A new `elastic` password for a running deployment: made here,
+    /// returned once in this answer, and applied to the cluster by a
+    /// `reset_password` plan (the old one works until the plan's first step
+    /// ends).
+    pub async fn reset_password(
+        &self,
+        who: &Manager,
+        id: &str,
+        ref_id: &str,
+    ) -> Result<DeploymentView, AppError> {
+        let previous = self.load_deployment(&who.org, id).await?;
+        if ref_id != floe_domain::access::ELASTICSEARCH_REF_ID {
+            return Err(AppError::not_found(
+                Resource::Elasticsearch,
+                format!("{id}/{ref_id}"),
+            ));
+        }
+        if let Some(pending) = &previous.value.pending_plan {
+            return Err(plan_in_progress(&pending.plan_id, pending.kind));
+        }
+        if previous.value.status != DeploymentStatus::Running || previous.value.access.is_none() {
+            return Err(AppError::conflict(
+                "deployments.not_running",
+                format!(
+                    "deployment {id} is {}; only a running cluster's password can be reset",
+                    previous.value.status.as_str()
+                ),
+            ));
+        }
+        let password = floe_node_security::new_password();
+        let sealed = self.seal_password(&who.org, id, password.expose()).await?;
+        let plan = Plan::new(
+            &who.org,
+            id,
+            PlanParams::ResetPassword,
+            "deployments.reset_password",
+            &who.subject,
+            chrono::Utc::now(),
+        );
+        let mut next = previous.value.clone();
+        next.status = lifecycle::while_running(plan.kind());
+        next.pending_plan = Some(plan.reference());
+        next.password_to_apply = Some(sealed);
+        next.updated = plan.created;
+        let version = self
+            .store
+            .replace_deployment(&next, &previous, Some(&plan))
+            .await
+            .map_err(|e| AppError::from_write(e, None, Resource::Deployment, id))?;
+        self.wake(&who.org, id, &plan.id).await;
+        tracing::info!(deployment = %id, plan = %plan.id, "password reset plan pending");
+        let mut answer = DeploymentView::new(&next, version);
+        answer.credentials = Some(credentials(password.expose()));
+        Ok(answer)
+    }
+
     /// Seals a deployment's `elastic` password for its record.
     pub(crate) async fn seal_password(
         &self,

@@ -18,6 +18,8 @@ pub enum PlanKind {
     Restore,
     /// A stopped deployment's nodes started again with its spec.
     Start,
+    /// A new `elastic` password applied to the running cluster.
+    ResetPassword,
 }
 
 impl PlanKind {
@@ -29,6 +31,7 @@ impl PlanKind {
             PlanKind::Delete => "delete",
             PlanKind::Restore => "restore",
             PlanKind::Start => "start",
+            PlanKind::ResetPassword => "reset_password",
         }
     }
 }
@@ -161,6 +164,9 @@ pub enum PlanParams {
     Restore(RestoreTarget),
     /// A stopped deployment started again.
     Start(StartParams),
+    /// The password the deployment's record holds sealed
+    /// (`password_to_apply`) applied to its cluster.
+    ResetPassword,
 }
 
 /// What starting a stopped deployment again runs: its spec, and the
@@ -189,6 +195,7 @@ impl PlanParams {
             PlanParams::Delete => PlanKind::Delete,
             PlanParams::Restore(_) => PlanKind::Restore,
             PlanParams::Start(_) => PlanKind::Start,
+            PlanParams::ResetPassword => PlanKind::ResetPassword,
         }
     }
 
@@ -228,7 +235,7 @@ impl PlanParams {
         let value = match self {
             PlanParams::Create(s) | PlanParams::Update(s) => serde_json::to_value(s),
             PlanParams::Shutdown(p) => serde_json::to_value(p),
-            PlanParams::Delete => Ok(serde_json::Value::Null),
+            PlanParams::Delete | PlanParams::ResetPassword => Ok(serde_json::Value::Null),
             PlanParams::Restore(t) => serde_json::to_value(t),
             PlanParams::Start(p) => serde_json::to_value(p),
         };
@@ -254,6 +261,7 @@ impl PlanParams {
             PlanKind::Delete => PlanParams::Delete,
             PlanKind::Restore => PlanParams::Restore(serde_json::from_value(value).map_err(e)?),
             PlanKind::Start => PlanParams::Start(serde_json::from_value(value).map_err(e)?),
+            PlanKind::ResetPassword => PlanParams::ResetPassword,
         })
     }
 }
@@ -430,7 +438,7 @@ pub mod lifecycle {
             PlanKind::Shutdown | PlanKind::Delete => DeploymentStatus::Stopping,
             // The cluster keeps serving while a snapshot is restored into
             // it, but a plan runs: clients wait for `running` again.
-            PlanKind::Restore => DeploymentStatus::Reconfiguring,
+            PlanKind::Restore | PlanKind::ResetPassword => DeploymentStatus::Reconfiguring,
         }
     }
 
@@ -449,6 +457,8 @@ pub mod lifecycle {
             (PlanKind::Delete, _) => DeploymentStatus::Stopped,
             // The cluster kept running whatever the restore did.
             (PlanKind::Restore, _) => DeploymentStatus::Running,
+            // The cluster kept serving, with the old password or the new.
+            (PlanKind::ResetPassword, _) => DeploymentStatus::Running,
         }
     }
 }

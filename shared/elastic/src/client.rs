@@ -190,6 +190,53 @@ impl ElasticClient {
         }
     }
 
+    /// The same cluster and connection pool, authenticating as `username`
+    /// with `password` instead.
+    pub fn with_basic_auth(&self, username: &str, password: SecretString) -> ElasticClient {
+        ElasticClient {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            auth: Some(Auth::Basic {
+                username: username.to_string(),
+                password,
+            }),
+            api_key_header: None,
+            timeout: self.timeout,
+        }
+    }
+
+    /// `GET _security/_authenticate`: whether these credentials are good.
+    pub async fn authenticate(&self) -> Result<(), ElasticError> {
+        let (status, body) = self
+            .execute(
+                Method::GET,
+                "_security/_authenticate",
+                &[],
+                None,
+                Duration::ZERO,
+            )
+            .await?;
+        success(status, &body)
+    }
+
+    /// `POST _security/user/{username}/_password`: the user's new password,
+    /// in force at once on every node (it lives in the security index).
+    pub async fn change_password(
+        &self,
+        username: &str,
+        password: &SecretString,
+    ) -> Result<(), ElasticError> {
+        let path = format!(
+            "_security/user/{}/_password",
+            exact_name("username", username)?
+        );
+        let body = to_body(&serde_json::json!({"password": password.expose()}))?;
+        let (status, answer) = self
+            .execute(Method::POST, &path, &[], Some(body), Duration::ZERO)
+            .await?;
+        success(status, &answer)
+    }
+
     /// `GET _cluster/health`, optionally waiting (up to `timeout`, or
     /// Elasticsearch's 30 s) for the cluster to reach `wait_for_status`.
     ///

@@ -34,6 +34,7 @@ fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
             spec: spec.clone(),
             restore: None,
         }),
+        PlanKind::ResetPassword => PlanParams::ResetPassword,
     }
 }
 

@@ -23,6 +23,40 @@ pub fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(create_deployment, list_deployments))
         .routes(routes!(get_deployment, put_deployment, delete_deployment))
+        .routes(routes!(reset_password))
+}
+
+/// Reset the `elastic` user's password.
+///
+/// A new password is made and returned in this answer only (`credentials`);
+/// a `reset_password` plan applies it to the running cluster, and the old
+/// one stops working when that plan's `apply-password` step ends.
+#[utoipa::path(
+    post,
+    path = "/api/v1/deployments/{id}/elasticsearch/{ref_id}/_reset-password",
+    operation_id = "reset-elasticsearch-password",
+    tag = TAG,
+    params(
+        ("id" = String, Path, description = "Deployment id."),
+        ("ref_id" = String, Path, description = "`main-elasticsearch`."),
+    ),
+    responses(
+        (status = 202, description = "A reset_password plan is pending; the answer carries the new credentials, once.", body = DeploymentView,
+         example = json!(crate::examples::deployment_view())),
+        ManageErrors,
+        (status = 404, description = "No such deployment or Elasticsearch resource.", body = ErrorBody),
+        (status = 409, description = "A plan is pending, or the deployment is not running.", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+async fn reset_password(
+    State(state): State<ApiState>,
+    caller: Caller,
+    axum::extract::Path((id, ref_id)): axum::extract::Path<(String, String)>,
+) -> Result<Versioned<DeploymentView>, ApiError> {
+    let who = caller.manager()?;
+    let reset = state.app.reset_password(&who, &id, &ref_id).await?;
+    Ok(Versioned::accepted(reset))
 }
 
 /// Create a deployment.

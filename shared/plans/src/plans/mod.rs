@@ -6,6 +6,7 @@
 
 pub mod create;
 pub mod delete;
+pub mod reset_password;
 pub mod restore;
 pub mod shutdown;
 pub mod start;
@@ -24,5 +25,6 @@ pub fn saga(plan: &Plan, deployment: &Deployment) -> Saga {
         PlanParams::Delete => delete::saga(),
         PlanParams::Restore(target) => restore::saga(target),
         PlanParams::Start(params) => start::saga(params),
+        PlanParams::ResetPassword => reset_password::saga(),
     }
 }

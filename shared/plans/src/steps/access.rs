@@ -80,7 +80,7 @@ impl DeploymentSteps {
 /// leaves no node to reach.
 pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
     match plan.kind() {
-        PlanKind::Create | PlanKind::Update | PlanKind::Start => {
+        PlanKind::Create | PlanKind::Update | PlanKind::Start | PlanKind::ResetPassword => {
             let recorded = plan
                 .steps
                 .iter()

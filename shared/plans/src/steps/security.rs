@@ -66,6 +66,69 @@ impl DeploymentSteps {
         done(&NodeSecurityOutput { kept: false })
     }
 
+    /// Gives the running cluster the password the record holds for this
+    /// plan, then stores it where the nodes and the functions read it. Run
+    /// again after a crash, it finds the cluster already changed (the old
+    /// password is refused, the new one works) and only stores it.
+    pub(crate) async fn apply_password(&self, ctx: &StepContext<'_>) -> Outcome {
+        use floe_compute::parameters::{ELASTIC_PASSWORD, SecretOrPlain, parameter_name};
+        let new = match self.password_to_apply(ctx).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return fail("invalid_plan", "the record holds no password to apply"),
+            Err(stop) => return stop,
+        };
+        let path = self.parameter_path(&ctx.plan.deployment_id);
+        let name = parameter_name(&path, ELASTIC_PASSWORD);
+        match self.parameters.get(&name).await {
+            Ok(Some(current)) if current.expose() == new.expose() => {
+                ctx.log("the cluster has the new password already");
+                return Outcome::Done(Value::Null);
+            }
+            Ok(_) => {}
+            Err(e) => return outcome_of(e),
+        }
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => return super::cluster_outcome(e, "reaching the cluster", self.settings.poll),
+        };
+        let user = floe_node_security::ELASTIC_USER;
+        match client.change_password(user, &new).await {
+            Ok(()) => ctx.log("the cluster took the new elastic password"),
+            Err(e) if e.status() == Some(401) => {
+                // An earlier attempt changed it and died before storing it.
+                let again = client.with_basic_auth(user, new.clone());
+                if let Err(e) = again.authenticate().await {
+                    return fail(
+                        "password_reset_failed",
+                        format!(
+                            "the cluster takes neither the old nor the new elastic password: {e}"
+                        ),
+                    );
+                }
+                ctx.log("the cluster had taken the new elastic password already");
+            }
+            Err(e) if e.is_transient() => {
+                return Outcome::Retry(format!("changing the elastic password: {e}"));
+            }
+            Err(e) => {
+                return fail(
+                    "password_reset_failed",
+                    format!("changing the elastic password: {e}"),
+                );
+            }
+        }
+        match self
+            .put_parameters(
+                &ctx.plan.deployment_id,
+                &[(ELASTIC_PASSWORD, SecretOrPlain::secret(new.expose()))],
+            )
+            .await
+        {
+            Ok(_) => Outcome::Done(Value::Null),
+            Err(stop) => stop,
+        }
+    }
+
     /// The password the deployment's record holds for its pending plan to
     /// apply, opened.
     pub(crate) async fn password_to_apply(
