@@ -291,3 +291,63 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
     }
     Ok(())
 }
+
+/// An S3 store that cannot be reached fails the create plan at
+/// `register-repository`, with a message naming the endpoint and why; the
+/// deployment ends `stopped` (nothing of it left running) and, with a
+/// reachable repository, starts again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_store_fails_the_plan_naming_the_endpoint() -> TestResult {
+    let s = Server::start_with(&[
+        ("FLOE_SIM_BOOT_DELAY_MS", "0"),
+        ("FLOE_PLAN_POLL_MS", "20"),
+        ("FLOE_ALLOW_PRIVATE_ENDPOINTS", "true"),
+    ]);
+    let token = s.token(ORG, &["platform_admin"]);
+    // Nothing listens on port 9 (discard) of loopback.
+    let repo = s
+        .call(
+            Call::put(format!("{REPOSITORIES}/local-backups"))
+                .bearer(&token)
+                .json(&json!({"type": "s3", "settings": {
+                    "bucket": "nowhere", "endpoint": "127.0.0.1:9", "protocol": "http",
+                    "access_key": "AKIDLOCALTEST", "secret_key": "not-a-real-secret-0123"}})),
+        )
+        .await;
+    assert!([200, 201].contains(&repo.status), "{}", repo.describe());
+    let created = s
+        .call(Call::post(DEPLOYMENTS).bearer(&token).json(&body(3)))
+        .await;
+    let id = created.expect_status(201).json()["id"]
+        .as_str()
+        .ok_or("id")?
+        .to_string();
+    let path = format!("{DEPLOYMENTS}/{id}");
+    let d = settled(&s, &token, &path).await?;
+    assert_eq!(d["status"], json!("stopped"), "{d}");
+    let plans = s
+        .call(Call::get(format!("{path}/plans")).bearer(&token))
+        .await;
+    let plans = plans.expect_status(200).json();
+    let plan = plans["history"]
+        .as_array()
+        .and_then(|h| h.last())
+        .cloned()
+        .ok_or("no plan")?;
+    assert_eq!(plan["status"], json!("failed"), "{plan}");
+    let error = plan["error"].to_string();
+    assert!(
+        error.contains("register-repository") || plan.to_string().contains("register-repository"),
+        "{plan}"
+    );
+    assert!(
+        error.contains("127.0.0.1:9"),
+        "the endpoint is named: {error}"
+    );
+    assert!(
+        error.to_lowercase().contains("refused"),
+        "and the reason: {error}"
+    );
+    assert!(!error.contains("SimConfig"), "no internal type: {error}");
+    Ok(())
+}
