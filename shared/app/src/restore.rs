@@ -13,7 +13,7 @@ use floe_domain::deployment::{
     Deployment, DeploymentSpec, DeploymentStatus, DeploymentView, NodeGroup,
 };
 use floe_domain::plan::{Plan, PlanParams};
-use floe_domain::repository::{Repository, RepositorySettings};
+use floe_domain::repository::{Repository, reachable_with};
 use floe_domain::restore::{
     LATEST_SUCCESS, RestoreMode, RestoreRequest, RestoreSnapshot, RestoreTarget,
 };
@@ -46,28 +46,6 @@ pub struct CloneRequest {
 struct Resolved {
     record: SnapshotRecord,
     repository: Repository,
-}
-
-/// Whether nodes set up for `own` (the deployment's repository, or none:
-/// the instance role on AWS S3) can read `other`. Each node has one S3
-/// client, so a repository needing another endpoint or other keys is out
-/// of its reach. (The plans check the same before registering one.)
-pub fn reachable_with(own: Option<&Repository>, other: &Repository) -> bool {
-    let RepositorySettings::S3(o) = &other.settings else {
-        // A shared filesystem needs no client.
-        return true;
-    };
-    match own.map(|r| &r.settings) {
-        Some(RepositorySettings::S3(a)) => {
-            a.endpoint == o.endpoint
-                && a.protocol == o.protocol
-                && a.path_style_access == o.path_style_access
-                && a.region == o.region
-                && a.access_key == o.access_key
-        }
-        // The default client: AWS S3 with the nodes' instance role.
-        _ => o.endpoint.is_none() && o.access_key.is_none(),
-    }
 }
 
 /// The error with its field `from` named `to` (a use case that exposes the

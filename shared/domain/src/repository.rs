@@ -132,6 +132,28 @@ pub struct EndpointPolicy {
     pub trusted: Option<std::net::SocketAddr>,
 }
 
+/// Whether nodes set up for `own` (the deployment's repository, or none:
+/// the instance role on AWS S3) can read `other`. Each node has one S3
+/// client, so a repository needing another endpoint or other keys is out
+/// of its reach. The API checks it before a clone or restore is planned.
+pub fn reachable_with(own: Option<&Repository>, other: &Repository) -> bool {
+    let RepositorySettings::S3(o) = &other.settings else {
+        // A shared filesystem needs no client.
+        return true;
+    };
+    match own.map(|r| &r.settings) {
+        Some(RepositorySettings::S3(a)) => {
+            a.endpoint == o.endpoint
+                && a.protocol == o.protocol
+                && a.path_style_access == o.path_style_access
+                && a.region == o.region
+                && a.access_key == o.access_key
+        }
+        // The default client: AWS S3 with the nodes' instance role.
+        _ => o.endpoint.is_none() && o.access_key.is_none(),
+    }
+}
+
 impl RepositoryRequest {
     /// Checks every field, reporting all problems at once.
     pub fn validate(&self, policy: EndpointPolicy) -> Result<(), Invalid> {

@@ -35,28 +35,6 @@ pub fn client_settings(repo: &Repository) -> Option<RepositoryClient<'_>> {
     })
 }
 
-/// Whether nodes configured with `own`'s S3 client (or, without `own`,
-/// with none: the instance role on AWS S3) can read `other`. Each node has
-/// one S3 client, so a repository needing another endpoint or other keys
-/// is out of its reach.
-pub fn reachable_with(own: Option<&Repository>, other: &Repository) -> bool {
-    let RepositorySettings::S3(o) = &other.settings else {
-        // A shared filesystem needs no client.
-        return true;
-    };
-    match own.map(|r| &r.settings) {
-        Some(RepositorySettings::S3(a)) => {
-            a.endpoint == o.endpoint
-                && a.protocol == o.protocol
-                && a.path_style_access == o.path_style_access
-                && a.region == o.region
-                && a.access_key == o.access_key
-        }
-        // The default client: AWS S3 with the nodes' instance role.
-        _ => o.endpoint.is_none() && o.access_key.is_none(),
-    }
-}
-
 /// The credential parameters a node of a deployment using `repo` reads
 /// (names relative to the deployment's path) with their values, and the
 /// ones it must not find (a session token left from earlier credentials
