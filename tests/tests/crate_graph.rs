@@ -357,6 +357,26 @@ fn no_lambda_function_links_a_simulator() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The Lambda functions keep their records in DynamoDB: SQLite (local
+/// mode's embedded store) stays out of their zips.
+#[test]
+fn no_lambda_function_links_sqlite() {
+    let mut wrong = Vec::new();
+    for function in LAMBDA_FUNCTIONS {
+        for dep in linked_alone(function) {
+            if matches!(
+                dep.as_str(),
+                "floe-store-sqlite" | "rusqlite" | "libsqlite3-sys"
+            ) {
+                wrong.push(format!(
+                    "{function} links {dep} (cargo tree -p {function} -i {dep})"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// The api function records, seals and enqueues: DynamoDB, KMS and SQS,
 /// and the STS and SSO clients aws-config brings for credentials. It
 /// reaches clusters from the records (no EC2, no SSM) and keeps schedules

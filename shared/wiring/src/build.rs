@@ -8,7 +8,6 @@ use floe_secrets::{Cipher, Ciphers, LocalCipher};
 use floe_secrets_kms::KmsCipher;
 use floe_store::Store;
 use floe_store_dynamo::DynamoBackend;
-use floe_store_sqlite::SqliteBackend;
 use std::sync::Arc;
 
 /// A start-up failure: a setting is wrong, or what it names cannot be used.
@@ -22,6 +21,11 @@ pub enum WiringError {
     Auth(#[from] floe_auth::ConfigError),
     #[error("FLOE_SECRET_KEY_FILE / FLOE_KMS_KEY_ID: {0}")]
     Secrets(#[from] floe_secrets::SecretError),
+    /// A Lambda build names a SQLite file: its records belong in DynamoDB.
+    #[error(
+        "FLOE_STORE: this build keeps records in DynamoDB only (dynamodb://TABLE), not in the SQLite file {0}"
+    )]
+    NoSqlite(String),
 }
 
 /// The records. SQLite opens (and migrates) its file; DynamoDB is created
@@ -29,7 +33,14 @@ pub enum WiringError {
 /// configuration.
 pub async fn store(choice: &StoreChoice, sdk: Aws<'_>) -> Result<Store, WiringError> {
     Ok(match choice {
-        StoreChoice::Sqlite(path) => Store::new(Arc::new(SqliteBackend::open(path)?)),
+        #[cfg(feature = "sqlite")]
+        StoreChoice::Sqlite(path) => {
+            Store::new(Arc::new(floe_store_sqlite::SqliteBackend::open(path)?))
+        }
+        #[cfg(not(feature = "sqlite"))]
+        StoreChoice::Sqlite(path) => {
+            return Err(WiringError::NoSqlite(path.display().to_string()));
+        }
         StoreChoice::Dynamo { table, create } => {
             let backend = DynamoBackend::new(sdk.config().await, table.clone());
             if *create {
