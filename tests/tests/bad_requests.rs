@@ -854,6 +854,11 @@ fn table() -> Vec<Row> {
             .json(pol_with(|p| p["schedule"] = json!({"interval": "30s"})))
             .expect(400, "validation.interval")
             .fields(&["schedule.interval"]),
+        row("interval past any sum (150000000000000d)", "POST", POLICIES)
+            .auth(Auth::Manager)
+            .json(pol_with(|p| p["schedule"] = json!({"interval": "150000000000000d"})))
+            .expect(400, "validation.interval")
+            .fields(&["schedule.interval"]),
         row("bad cron", "POST", POLICIES)
             .auth(Auth::Manager)
             .json(pol_with(|p| p["schedule"] = json!({"cron": "every day"})))

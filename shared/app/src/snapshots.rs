@@ -184,8 +184,10 @@ impl App {
         let recent = match window {
             Some(interval) => {
                 let since = latest_end.unwrap_or(deployment.created);
-                let allowed =
-                    chrono::TimeDelta::from_std(interval * 2).unwrap_or(chrono::TimeDelta::MAX);
+                let allowed = interval
+                    .checked_mul(2)
+                    .and_then(|twice| chrono::TimeDelta::from_std(twice).ok())
+                    .unwrap_or(chrono::TimeDelta::MAX);
                 Utc::now().signed_duration_since(since) < allowed
             }
             None => false,

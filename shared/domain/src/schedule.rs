@@ -11,11 +11,19 @@ const MINUTE_SECS: u64 = 60;
 const HOUR_MINUTES: u64 = 60;
 const DAY_MINUTES: u64 = 24 * 60;
 
+/// The longest interval a policy may have.
+pub const MAX_INTERVAL_DAYS: u64 = 366;
+
 /// Turns an interval such as `30m` into an EventBridge rate expression, in the
 /// largest unit that divides it exactly: `120m` becomes `rate(2 hours)`.
 /// Also returns the interval itself.
 pub fn interval_to_rate(interval: &str) -> Result<(String, Duration), String> {
     let duration = parse_time_value(interval)?;
+    // A schedule that never runs in a deployment's lifetime is a mistake,
+    // and a bound keeps every sum with it finite.
+    if duration > Duration::from_secs(MAX_INTERVAL_DAYS * DAY_MINUTES * MINUTE_SECS) {
+        return Err(format!("must be at most {MAX_INTERVAL_DAYS}d"));
+    }
     if duration < Duration::from_secs(MINUTE_SECS) {
         return Err(
             "must be at least 1m: EventBridge Scheduler runs a schedule at most once a minute"
@@ -312,6 +320,14 @@ mod tests {
         assert_eq!(rate("48h").as_deref(), Ok("rate(2 days)"));
         assert_eq!(rate("300s").as_deref(), Ok("rate(5 minutes)"));
         assert_eq!(rate("3600000ms").as_deref(), Ok("rate(1 hour)"));
+    }
+
+    #[test]
+    fn huge_intervals_are_refused_not_overflowed() {
+        assert_eq!(rate("366d").as_deref(), Ok("rate(366 days)"));
+        for huge in ["367d", "150000000000000d", "18446744073709551615s"] {
+            assert!(rate(huge).is_err(), "{huge}");
+        }
     }
 
     #[test]
