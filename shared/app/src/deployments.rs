@@ -427,6 +427,16 @@ impl App {
             ));
         }
 
+        // A stopped deployment's nodes start fresh on whatever version; a
+        // cluster that ran moves only along Elastic's upgrade paths.
+        if previous.value.status != DeploymentStatus::Stopped {
+            floe_domain::deployment::check_version_change(
+                &previous.value.spec.version,
+                &spec.version,
+            )
+            .map_err(|m| AppError::invalid("deployments.version_change", "version", m))?;
+        }
+
         let now = chrono::Utc::now();
         let mut next = previous.value.clone();
         let status = previous.value.status;

@@ -367,3 +367,26 @@ async fn the_password_is_in_the_create_and_its_retry_only() -> TestResult {
     );
     Ok(())
 }
+
+/// A version change that Elastic does not support is refused before any
+/// plan, naming the path that is.
+#[tokio::test]
+async fn versions_move_only_forward_along_supported_paths() -> TestResult {
+    let w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let view = created(w.app.create_deployment(&who, spec(1)?, None).await?)?;
+    for (to, says) in [("8.14.0", "downgraded"), ("9.0.0", "upgrade to 8.18 first")] {
+        let mut next = spec(1)?;
+        next.version = to.into();
+        match w.app.update_deployment(&who, &view.id, None, next).await {
+            Err(AppError::Invalid(invalid)) => {
+                let problem = invalid.0.first().ok_or("a problem")?;
+                assert_eq!(problem.field, "version");
+                assert_eq!(problem.code, "deployments.version_change");
+                assert!(problem.message.contains(says), "{}", problem.message);
+            }
+            other => return Err(format!("{to}: {other:?}").into()),
+        }
+    }
+    Ok(())
+}

@@ -589,6 +589,51 @@ pub fn validate_es_version(v: &str) -> Result<(), String> {
     }
 }
 
+/// `major.minor.patch` of a version [`validate_es_version`] accepted.
+fn version_parts(v: &str) -> Option<(u32, u32, u32)> {
+    let mut it = v.split('.').map(|p| p.parse::<u32>().ok());
+    match (it.next(), it.next(), it.next(), it.next()) {
+        (Some(Some(a)), Some(Some(b)), Some(Some(c)), None) => Some((a, b, c)),
+        _ => None,
+    }
+}
+
+/// The minor of the previous major a new major upgrades from, as Elastic
+/// supports it (8.x from 7.17; 9.x from 8.18).
+fn upgrade_base(major: u32) -> Option<(u32, u32)> {
+    match major {
+        8 => Some((7, 17)),
+        9 => Some((8, 18)),
+        _ => None,
+    }
+}
+
+/// Whether a running cluster on `from` may be moved to `to`: never down,
+/// within a major freely, and to the next major only from the minor Elastic
+/// upgrades from. The error names the path that is allowed.
+pub fn check_version_change(from: &str, to: &str) -> Result<(), String> {
+    let (Some(f), Some(t)) = (version_parts(from), version_parts(to)) else {
+        return Ok(());
+    };
+    if t < f {
+        return Err(format!(
+            "{from} cannot become {to}: Elasticsearch cannot be downgraded (restore a snapshot into a new deployment on {to} instead)"
+        ));
+    }
+    if t.0 == f.0 {
+        return Ok(());
+    }
+    match upgrade_base(t.0) {
+        Some((major, minor)) if t.0 == f.0 + 1 && (f.0, f.1) >= (major, minor) => Ok(()),
+        Some((major, minor)) => Err(format!(
+            "{from} cannot become {to} directly: upgrade to {major}.{minor} first, then to {to}"
+        )),
+        None => Err(format!(
+            "{from} cannot become {to}: no supported upgrade path"
+        )),
+    }
+}
+
 fn check_storage(p: &mut Problems, at: &str, s: &Storage) {
     let field = |name: &str| format!("{at}.{name}");
     match s.volume_type {
@@ -768,5 +813,30 @@ impl DeploymentView {
             created: d.created,
             updated: d.updated,
         }
+    }
+}
+
+#[cfg(test)]
+mod version_change_tests {
+    use super::check_version_change;
+
+    #[test]
+    fn versions_move_only_along_elastics_upgrade_paths() {
+        for (from, to) in [
+            ("8.15.3", "8.15.3"),
+            ("8.15.3", "8.15.4"),
+            ("8.15.3", "8.17.0"),
+            ("7.17.25", "8.15.3"),
+            ("8.18.2", "9.0.0"),
+            ("8.19.1", "9.1.0"),
+        ] {
+            assert_eq!(check_version_change(from, to), Ok(()), "{from} -> {to}");
+        }
+        let down = check_version_change("8.15.3", "8.14.0").expect_err("downgrade");
+        assert!(down.contains("downgraded"), "{down}");
+        let jump = check_version_change("7.16.3", "8.15.3").expect_err("from 7.16");
+        assert!(jump.contains("upgrade to 7.17 first"), "{jump}");
+        let two = check_version_change("7.17.25", "9.0.0").expect_err("two majors");
+        assert!(two.contains("upgrade to 8.18 first"), "{two}");
     }
 }
