@@ -58,7 +58,8 @@ impl App {
     }
 
     /// Create or replace a repository. Secrets are sealed; on replace,
-    /// omitted secrets are kept when `access_key` is unchanged.
+    /// omitted secrets are kept when the access key, endpoint and protocol
+    /// are all unchanged.
     pub async fn put_repository(
         &self,
         who: &Admin,
@@ -79,10 +80,29 @@ impl App {
         let settings = match &req {
             RepositoryRequest::Fs(fs) => RepositorySettings::Fs(fs.clone()),
             RepositoryRequest::S3(s3) => {
-                let previous = existing.as_ref().and_then(|e| match &e.value.settings {
-                    RepositorySettings::S3(p) if p.access_key == s3.access_key => Some(p),
-                    _ => None,
+                // Stored secrets go only where they went before: the same
+                // access key, at the same endpoint, over the same protocol.
+                // A new host (or plain http) must be sent the secret again.
+                let stored = existing.as_ref().and_then(|e| match &e.value.settings {
+                    RepositorySettings::S3(p) => Some(p),
+                    RepositorySettings::Fs(_) => None,
                 });
+                let previous = stored.filter(|p| {
+                    p.access_key == s3.access_key
+                        && p.endpoint == s3.endpoint
+                        && p.protocol == s3.protocol
+                });
+                if s3.access_key.is_some()
+                    && s3.secret_key.is_none()
+                    && previous.is_none()
+                    && stored.is_some_and(|p| p.secret_key.is_some())
+                {
+                    return Err(AppError::invalid(
+                        "validation.required",
+                        "settings.secret_key",
+                        "send the secret key again: the access key, endpoint or protocol changed, and a stored secret is never sent anywhere new",
+                    ));
+                }
                 let owner = |field| Owner {
                     org: &who.org,
                     repository: name,

@@ -390,3 +390,56 @@ async fn versions_move_only_forward_along_supported_paths() -> TestResult {
     }
     Ok(())
 }
+
+/// A stored secret key is sent only where it went before: a PUT that moves
+/// the endpoint, changes the protocol or the access key must send it again.
+#[tokio::test]
+async fn stored_secrets_never_follow_a_new_endpoint() -> TestResult {
+    let w = world()?;
+    let admin = caller(&[Role::PlatformAdmin]).admin()?;
+    let body = |endpoint: &str, protocol: &str, secret: bool| {
+        let mut settings = json!({"bucket": "snaps", "endpoint": endpoint, "protocol": protocol,
+                                  "access_key": "AKIDEXAMPLE"});
+        if secret {
+            settings["secret_key"] = json!("a-secret-for-this-host-only");
+        }
+        serde_json::from_value::<floe_domain::repository::RepositoryRequest>(
+            json!({"type": "s3", "settings": settings}),
+        )
+    };
+    w.app
+        .put_repository(&admin, "fb", None, body("s3.example.com", "https", true)?)
+        .await?;
+    // Unchanged place: the stored secret is kept.
+    w.app
+        .put_repository(&admin, "fb", None, body("s3.example.com", "https", false)?)
+        .await?;
+    for (endpoint, protocol) in [
+        ("s3.elsewhere.example", "https"),
+        ("s3.example.com", "http"),
+    ] {
+        let moved = w
+            .app
+            .put_repository(&admin, "fb", None, body(endpoint, protocol, false)?)
+            .await;
+        match moved {
+            Err(AppError::Invalid(invalid)) => {
+                assert_eq!(
+                    invalid.0[0].field, "settings.secret_key",
+                    "{endpoint} {protocol}"
+                );
+            }
+            other => return Err(format!("{endpoint} {protocol}: {other:?}").into()),
+        }
+    }
+    // Sent again, the move is fine.
+    w.app
+        .put_repository(
+            &admin,
+            "fb",
+            None,
+            body("s3.elsewhere.example", "https", true)?,
+        )
+        .await?;
+    Ok(())
+}
