@@ -293,6 +293,34 @@ impl App {
         Ok(answer)
     }
 
+    /// The repository and policies `spec` names exist in the organization.
+    async fn check_references(&self, org: &str, spec: &DeploymentSpec) -> Result<(), AppError> {
+        let missing = |kind, key: &str| StoreError::MissingReference {
+            kind,
+            key: key.to_string(),
+        };
+        let holder = Holder::Deployment {
+            policies: spec.policies(),
+        };
+        if let Some(repo) = spec.repository()
+            && self.store.get_repository(org, repo).await?.is_none()
+        {
+            return Err(reference_error(
+                holder,
+                missing(floe_store::Kind::Repository, repo),
+            ));
+        }
+        for policy in spec.policies() {
+            if self.store.get_policy(org, policy).await?.is_none() {
+                return Err(reference_error(
+                    holder,
+                    missing(floe_store::Kind::Policy, policy),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Seals a deployment's `elastic` password for its record.
     pub(crate) async fn seal_password(
         &self,
@@ -469,6 +497,12 @@ impl App {
                     ));
                 }
             };
+            // The record keeps the running spec while the plan runs, so the
+            // store checks its references, not the target's: check those
+            // here, before any node changes.
+            if let Some(target) = params.target_spec() {
+                self.check_references(&who.org, target).await?;
+            }
             if let PlanParams::Start(p) = &params {
                 next.spec = p.spec.clone();
             }

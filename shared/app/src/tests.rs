@@ -443,3 +443,41 @@ async fn stored_secrets_never_follow_a_new_endpoint() -> TestResult {
         .await?;
     Ok(())
 }
+
+/// An update plan's target is checked for its references before it runs:
+/// a policy that does not exist is a 400 on its field, not a plan whose end
+/// can never be written.
+#[tokio::test]
+async fn an_update_plans_references_are_checked_before_it_runs() -> TestResult {
+    let mut w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let view = created(w.app.create_deployment(&who, spec(1)?, None).await?)?;
+    let _ = w.jobs.try_recv()?;
+    let previous = w
+        .app
+        .store
+        .get_deployment("acme", &view.id)
+        .await?
+        .ok_or("stored")?;
+    let mut running = previous.value.clone();
+    running.status = DeploymentStatus::Running;
+    running.pending_plan = None;
+    w.app
+        .store
+        .replace_deployment(&running, &previous, None)
+        .await?;
+    let mut target = spec(2)?;
+    target.snapshot = Some(floe_domain::deployment::SnapshotAttachment {
+        repository: None,
+        policies: vec!["0193a0c4d2b77c3e9a4b5c6d7e8f9fff".into()],
+    });
+    match w.app.update_deployment(&who, &view.id, None, target).await {
+        Err(AppError::Invalid(invalid)) => {
+            assert_eq!(invalid.0[0].field, "snapshot.policies[0]");
+            assert_eq!(invalid.0[0].code, "validation.policy_not_found");
+        }
+        other => return Err(format!("{other:?}").into()),
+    }
+    assert!(w.jobs.try_recv().is_err(), "no plan was started");
+    Ok(())
+}

@@ -546,7 +546,42 @@ impl Engine {
                 previous: deployment,
             }
         };
-        match self.store.finish_plan(plan, version, outcome).await {
+        let written = match self.store.finish_plan(plan, version, outcome).await {
+            // The target's repository or a policy was deleted while the
+            // plan ran: the record cannot name it. Retrying cannot help, so
+            // the plan ends failed and says why; the record keeps the spec
+            // it had, and a PUT of the spec without it brings them in step.
+            Err(StoreError::MissingReference { kind, key }) if succeeded => {
+                plan.status = PlanStatus::Failed;
+                plan.error = Some(StepError {
+                    failure_type: "reference_missing".into(),
+                    message: format!(
+                        "the nodes run the new spec, but its {} {key} was deleted while the plan ran, so the deployment keeps its previous spec; send the spec again without it",
+                        match kind {
+                            floe_store::Kind::Repository => "snapshot repository",
+                            floe_store::Kind::Policy => "snapshot policy",
+                            _ => "reference",
+                        }
+                    ),
+                });
+                let mut kept = next.clone();
+                kept.spec = deployment.value.spec.clone();
+                kept.access = deployment.value.access.clone();
+                tracing::warn!(plan = %plan.id, key = %key, "a plan's target lost a reference; recorded as failed");
+                self.store
+                    .finish_plan(
+                        plan,
+                        version,
+                        DeploymentOutcome::Update {
+                            deployment: &kept,
+                            previous: deployment,
+                        },
+                    )
+                    .await
+            }
+            other => other,
+        };
+        match written {
             Ok(_) => {
                 tracing::info!(plan = %plan.id, status = plan.status.as_str(), deployment_status = next.status.as_str(), "plan finished");
                 if let Some(listener) = &self.listener {

@@ -499,3 +499,76 @@ async fn create_and_update_plans_record_how_to_reach_the_cluster() -> TestResult
     }
     Ok(())
 }
+
+/// A policy the target names is deleted while the update runs: the end
+/// cannot be written as planned, so the plan ends failed and says why (no
+/// endless retry), and the deployment keeps its spec and runs again.
+#[tokio::test]
+async fn a_reference_deleted_while_an_update_runs_fails_the_plan_once() -> TestResult {
+    use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
+    use floe_domain::repository::{FsSettings, Repository, RepositorySettings};
+    let w = World::new()?;
+    let now = Utc::now();
+    w.store
+        .create_repository(&Repository {
+            org: "acme".into(),
+            name: "main".into(),
+            settings: RepositorySettings::Fs(FsSettings {
+                location: "main".into(),
+                compress: None,
+                max_snapshot_bytes_per_sec: None,
+                max_restore_bytes_per_sec: None,
+            }),
+            created: now,
+            updated: now,
+        })
+        .await?;
+    let policy = Policy {
+        id: floe_domain::names::new_resource_id(),
+        org: "acme".into(),
+        spec: PolicySpec {
+            name: "every-30m".into(),
+            schedule: Schedule {
+                interval: Some("30m".into()),
+                cron: None,
+                timezone: None,
+            },
+            snapshot_name: "<scheduled-{now/d}>".into(),
+            repository: "main".into(),
+            indices: vec![],
+            include_global_state: true,
+            retention: None,
+            enabled: true,
+        },
+        schedule_expression: ScheduleExpression {
+            expression: "rate(30 minutes)".into(),
+            timezone: "UTC".into(),
+        },
+        created: now,
+        updated: now,
+    };
+    w.store.create_policy(&policy).await?;
+    let d = w.create(spec(1, "m6g.large")?).await?;
+    let mut target = spec(2, "m6g.large")?;
+    target.snapshot = Some(floe_domain::deployment::SnapshotAttachment {
+        repository: None,
+        policies: vec![policy.id.clone()],
+    });
+    // Nothing holds the policy yet (the record names the running spec).
+    let stored = w
+        .store
+        .get_policy("acme", &policy.id)
+        .await?
+        .ok_or("policy")?;
+    w.store.delete_policy(&stored).await?;
+    let (status, plan) = w.update(&d.id, &target, Arc::new(w.steps())).await?;
+    assert_eq!(status, PlanStatus::Failed, "{plan:?}");
+    let error = plan.error.ok_or("an error")?;
+    assert_eq!(error.failure_type, "reference_missing");
+    assert!(error.message.contains(&policy.id), "{}", error.message);
+    let after = w.deployment(&d.id).await?;
+    assert_eq!(after.status, DeploymentStatus::Running);
+    assert!(after.pending_plan.is_none());
+    assert_eq!(after.spec, d.spec, "the record keeps its spec");
+    Ok(())
+}
