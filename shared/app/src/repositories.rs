@@ -82,7 +82,7 @@ impl App {
             RepositoryRequest::S3(s3) => {
                 // Stored secrets go only where they went before: the same
                 // access key, at the same endpoint, over the same protocol.
-                // A new host (or plain http) must be sent the secret again.
+                // A new host (or plain http) gets no secret unless it is sent.
                 let stored = existing.as_ref().and_then(|e| match &e.value.settings {
                     RepositorySettings::S3(p) => Some(p),
                     RepositorySettings::Fs(_) => None,
@@ -92,17 +92,6 @@ impl App {
                         && p.endpoint == s3.endpoint
                         && p.protocol == s3.protocol
                 });
-                if s3.access_key.is_some()
-                    && s3.secret_key.is_none()
-                    && previous.is_none()
-                    && stored.is_some_and(|p| p.secret_key.is_some())
-                {
-                    return Err(AppError::invalid(
-                        "validation.required",
-                        "settings.secret_key",
-                        "send the secret key again: the access key, endpoint or protocol changed, and a stored secret is never sent anywhere new",
-                    ));
-                }
                 let owner = |field| Owner {
                     org: &who.org,
                     repository: name,
