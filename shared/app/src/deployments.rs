@@ -329,13 +329,8 @@ impl App {
         password: &str,
     ) -> Result<String, AppError> {
         let resource = sealing_resource(deployment_id);
-        let owner = Owner {
-            org,
-            repository: &resource,
-            field: PASSWORD_FIELD,
-        };
         self.cipher
-            .seal(password, &owner)
+            .seal(password, &password_owner(org, &resource))
             .await
             .map_err(secret_error)
     }
@@ -347,12 +342,10 @@ impl App {
         sealed: &str,
     ) -> Result<String, AppError> {
         let resource = sealing_resource(deployment_id);
-        let owner = Owner {
-            org,
-            repository: &resource,
-            field: PASSWORD_FIELD,
-        };
-        self.cipher.open(sealed, &owner).await.map_err(secret_error)
+        self.cipher
+            .open(sealed, &password_owner(org, &resource))
+            .await
+            .map_err(secret_error)
     }
 
     /// One page of the organization's deployments, oldest first.
@@ -655,6 +648,16 @@ impl App {
         self.sync_schedules(ReconcileJob::deployment(&who.org, id))
             .await;
         Ok(())
+    }
+}
+
+/// What a deployment's sealed password is bound to (`resource` is its
+/// [`sealing_resource`]).
+fn password_owner<'a>(org: &'a str, resource: &'a str) -> Owner<'a> {
+    Owner {
+        org,
+        repository: resource,
+        field: PASSWORD_FIELD,
     }
 }
 

@@ -942,32 +942,7 @@ async fn write(url: &str, index: &str, docs: u32) -> TestResult {
 }
 
 async fn scheduled_source(fx: &Fixture) -> Result<Source, Box<dyn Error>> {
-    use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
-    let now = Utc::now();
-    let policy = Policy {
-        id: floe_domain::names::new_resource_id(),
-        org: ORG.into(),
-        spec: PolicySpec {
-            name: "every-30m".into(),
-            schedule: Schedule {
-                interval: Some("30m".into()),
-                cron: None,
-                timezone: None,
-            },
-            snapshot_name: "<scheduled-{now/d}>".into(),
-            repository: REPOSITORY.into(),
-            indices: vec![],
-            include_global_state: true,
-            retention: None,
-            enabled: true,
-        },
-        schedule_expression: ScheduleExpression {
-            expression: "rate(30 minutes)".into(),
-            timezone: "UTC".into(),
-        },
-        created: now,
-        updated: now,
-    };
+    let policy = support::policy(ORG, REPOSITORY);
     fx.store.create_policy(&policy).await?;
     let mut source = spec("m5.xlarge")?;
     source.snapshot = Some(floe_domain::deployment::SnapshotAttachment {

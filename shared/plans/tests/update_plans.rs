@@ -505,7 +505,6 @@ async fn create_and_update_plans_record_how_to_reach_the_cluster() -> TestResult
 /// endless retry), and the deployment keeps its spec and runs again.
 #[tokio::test]
 async fn a_reference_deleted_while_an_update_runs_fails_the_plan_once() -> TestResult {
-    use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
     use floe_domain::repository::{FsSettings, Repository, RepositorySettings};
     let w = World::new()?;
     let now = Utc::now();
@@ -523,30 +522,7 @@ async fn a_reference_deleted_while_an_update_runs_fails_the_plan_once() -> TestR
             updated: now,
         })
         .await?;
-    let policy = Policy {
-        id: floe_domain::names::new_resource_id(),
-        org: "acme".into(),
-        spec: PolicySpec {
-            name: "every-30m".into(),
-            schedule: Schedule {
-                interval: Some("30m".into()),
-                cron: None,
-                timezone: None,
-            },
-            snapshot_name: "<scheduled-{now/d}>".into(),
-            repository: "main".into(),
-            indices: vec![],
-            include_global_state: true,
-            retention: None,
-            enabled: true,
-        },
-        schedule_expression: ScheduleExpression {
-            expression: "rate(30 minutes)".into(),
-            timezone: "UTC".into(),
-        },
-        created: now,
-        updated: now,
-    };
+    let policy = support::policy("acme", "main");
     w.store.create_policy(&policy).await?;
     let d = w.create(spec(1, "m6g.large")?).await?;
     let mut target = spec(2, "m6g.large")?;

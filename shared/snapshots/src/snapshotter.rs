@@ -107,6 +107,34 @@ fn failure_reason(info: &SnapshotInfo) -> Option<String> {
     ))
 }
 
+/// The record of a snapshot of `deployment` started at `start`, before the
+/// cluster has said more about it. Its storage key sorts by `start`.
+fn started_record(
+    deployment: &Deployment,
+    repository: &str,
+    name: String,
+    start: DateTime<Utc>,
+) -> SnapshotRecord {
+    SnapshotRecord {
+        org: deployment.org.clone(),
+        deployment_id: deployment.id.clone(),
+        repository: repository.to_string(),
+        name,
+        uuid: String::new(),
+        state: SnapshotState::InProgress,
+        start,
+        end: None,
+        duration_in_millis: None,
+        indices: Vec::new(),
+        shards: SnapshotShards::default(),
+        size_in_bytes: None,
+        policy_id: None,
+        failure: None,
+        sort_millis: start.timestamp_millis(),
+        updated: start,
+    }
+}
+
 /// Copies what the cluster says about the snapshot into the record.
 fn apply_info(record: &mut SnapshotRecord, info: &SnapshotInfo, now: DateTime<Utc>) {
     record.state = record_state(info);
@@ -246,24 +274,9 @@ impl Snapshotter {
                 other => from_elastic(other, &repo.name),
             })?;
         let now = Utc::now();
-        let record = SnapshotRecord {
-            org: deployment.org.clone(),
-            deployment_id: deployment.id.clone(),
-            repository: repo.name.clone(),
-            name,
-            uuid: String::new(),
-            state: SnapshotState::InProgress,
-            start: now,
-            end: None,
-            duration_in_millis: None,
-            indices: request.indices.clone(),
-            shards: SnapshotShards::default(),
-            size_in_bytes: None,
-            policy_id: policy_id.map(str::to_string),
-            failure: None,
-            sort_millis: now.timestamp_millis(),
-            updated: now,
-        };
+        let mut record = started_record(deployment, &repo.name, name, now);
+        record.indices.clone_from(&request.indices);
+        record.policy_id = policy_id.map(str::to_string);
         self.store.create_snapshot(&record).await?;
         let stored = Versioned {
             value: record,
@@ -433,24 +446,7 @@ impl Snapshotter {
             }
             let now = Utc::now();
             let start = info.start_time().unwrap_or(now);
-            let mut record = SnapshotRecord {
-                org: deployment.org.clone(),
-                deployment_id: deployment.id.clone(),
-                repository: repo.to_string(),
-                name: info.snapshot.clone(),
-                uuid: String::new(),
-                state: SnapshotState::InProgress,
-                start,
-                end: None,
-                duration_in_millis: None,
-                indices: Vec::new(),
-                shards: SnapshotShards::default(),
-                size_in_bytes: None,
-                policy_id: None,
-                failure: None,
-                sort_millis: start.timestamp_millis(),
-                updated: now,
-            };
+            let mut record = started_record(deployment, repo, info.snapshot.clone(), start);
             apply_info(&mut record, &info, now);
             match self.store.create_snapshot(&record).await {
                 Ok(()) => adopted += 1,

@@ -92,3 +92,35 @@ pub async fn run_to_end(
     }
     Err("plan did not finish".into())
 }
+
+/// A 30-minute snapshot policy of `org` on `repository`.
+// Each test binary compiles this module; not every one makes a policy.
+#[allow(dead_code)]
+pub fn policy(org: &str, repository: &str) -> floe_domain::policy::Policy {
+    use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
+    let now = chrono::Utc::now();
+    Policy {
+        id: floe_domain::names::new_resource_id(),
+        org: org.into(),
+        spec: PolicySpec {
+            name: "every-30m".into(),
+            schedule: Schedule {
+                interval: Some("30m".into()),
+                cron: None,
+                timezone: None,
+            },
+            snapshot_name: "<scheduled-{now/d}>".into(),
+            repository: repository.into(),
+            indices: vec![],
+            include_global_state: true,
+            retention: None,
+            enabled: true,
+        },
+        schedule_expression: ScheduleExpression {
+            expression: "rate(30 minutes)".into(),
+            timezone: "UTC".into(),
+        },
+        created: now,
+        updated: now,
+    }
+}
