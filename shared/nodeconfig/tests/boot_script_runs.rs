@@ -230,6 +230,15 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
         }
     }
 
+    // The mount points are host folders this test creates and removes: two
+    // test runs on one machine (a CI clone beside a working tree) take
+    // turns, or one would remove a folder the other is about to mount on.
+    let turn = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("floe-boot-script-test.lock"))?;
+    turn.lock()?;
     let mut cleanup = Cleanup::default();
     let scratch = tempfile::Builder::new().prefix("floe-boot-").tempdir()?;
     let dir = scratch.path();
