@@ -1110,3 +1110,88 @@ async fn the_proxy_reaches_the_cluster_by_the_callers_rights() -> TestResult {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     Ok(())
 }
+
+/// The proxy's authorisation, cell by cell: every method × no token and
+/// each role alone × the deployment's own organization and another (with
+/// and without a platform role choosing it). Reading methods need a role,
+/// writing ones a manager (refused before any lookup); another
+/// organization's deployment is never found, unless a platform role picks
+/// it, and then only with that role's rights.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_authorisation_matrix() -> TestResult {
+    let w = world().await?;
+    let (id, _) = w
+        .create_at("/api/v1/deployments", spec("matrix", Some("main")))
+        .await?;
+    let proxy =
+        format!("/api/v1/deployments/{id}/elasticsearch/main-elasticsearch/proxy/matrix-index");
+    let roles = [
+        Role::DeploymentViewer,
+        Role::DeploymentManager,
+        Role::PlatformViewer,
+        Role::PlatformAdmin,
+    ];
+    let mut cells = 0;
+    for method in ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"] {
+        let reads = matches!(method, "GET" | "HEAD");
+        let body = (!reads && method != "DELETE").then(|| json!({}));
+        // No token at all.
+        let req = Request::builder()
+            .method(method)
+            .uri(&proxy)
+            .body(Body::empty())?;
+        let res = w.app.clone().oneshot(req).await?;
+        assert_eq!(
+            res.status(),
+            StatusCode::UNAUTHORIZED,
+            "{method} without a token"
+        );
+        cells += 1;
+        for role in roles {
+            let platform = matches!(role, Role::PlatformViewer | Role::PlatformAdmin);
+            let may = reads || matches!(role, Role::DeploymentManager | Role::PlatformAdmin);
+            for (org, header) in [(ORG, false), ("globex", false), ("globex", true)] {
+                let token = token_with(org, &[role]);
+                let mut req = Request::builder()
+                    .method(method)
+                    .uri(&proxy)
+                    .header("authorization", format!("Bearer {token}"))
+                    .header("content-type", "application/json");
+                if header {
+                    req = req.header("x-floe-organization", ORG);
+                }
+                let req = req.body(match &body {
+                    Some(b) => Body::from(serde_json::to_vec(b)?),
+                    None => Body::empty(),
+                })?;
+                let status = w.app.clone().oneshot(req).await?.status();
+                let expected_refusal = match (org == ORG, header, platform) {
+                    // Choosing another organization takes a platform role.
+                    (false, true, false) => Some(StatusCode::FORBIDDEN),
+                    // A role that may not send the method is refused before
+                    // any lookup (the answer says nothing about the id).
+                    _ if !may => Some(StatusCode::FORBIDDEN),
+                    // Another organization, not chosen: its deployment is not there.
+                    (false, false, _) => Some(StatusCode::NOT_FOUND),
+                    _ => None,
+                };
+                match expected_refusal {
+                    Some(refused) => assert_eq!(
+                        status, refused,
+                        "{method} as {role:?} of {org} (header {header})"
+                    ),
+                    // Allowed: the cluster's own answer (404 for an index
+                    // that is not there, 2xx, or 400/405 for a bodyless
+                    // write), never the door's 401/403.
+                    None => assert!(
+                        !matches!(status.as_u16(), 401 | 403) && status.as_u16() < 500,
+                        "{method} as {role:?} of {org} (header {header}): {status}"
+                    ),
+                }
+                cells += 1;
+            }
+        }
+    }
+    assert_eq!(cells, 6 * (1 + 4 * 3));
+    Ok(())
+}
