@@ -132,6 +132,35 @@ pub trait Steps: Send + Sync + 'static {
     fn settle(&self, plan: &Plan, next: &mut Deployment);
 }
 
+/// The spec an update plan ends with: its target, with the changes a PUT
+/// made to the record while it ran. The name, tags and policies need no
+/// plan, so a PUT applies them to the record at once; one written after
+/// the plan began is newer than the plan's copy and must not be reverted.
+fn with_later_record_changes(
+    target: &floe_domain::deployment::DeploymentSpec,
+    record: &Deployment,
+    plan: &Plan,
+) -> floe_domain::deployment::DeploymentSpec {
+    let mut spec = target.clone();
+    if record.updated <= plan.created {
+        return spec;
+    }
+    spec.name.clone_from(&record.spec.name);
+    spec.metadata.clone_from(&record.spec.metadata);
+    let policies = record.spec.policies().to_vec();
+    match &mut spec.snapshot {
+        Some(s) => s.policies = policies,
+        None if !policies.is_empty() => {
+            spec.snapshot = Some(floe_domain::deployment::SnapshotAttachment {
+                repository: None,
+                policies,
+            });
+        }
+        None => {}
+    }
+    spec
+}
+
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// How long a lease holds without renewal; a worker that dies is replaced after it.
@@ -534,7 +563,7 @@ impl Engine {
         next.status = lifecycle::after(plan.kind(), end);
         if succeeded {
             if let PlanParams::Update(spec) = &plan.params {
-                next.spec = spec.clone();
+                next.spec = with_later_record_changes(spec, &deployment.value, plan);
             }
             self.steps.settle(plan, &mut next);
         }

@@ -548,3 +548,59 @@ async fn a_reference_deleted_while_an_update_runs_fails_the_plan_once() -> TestR
     assert_eq!(after.spec, d.spec, "the record keeps its spec");
     Ok(())
 }
+
+/// A tag edit accepted while an update plan runs (tags need no plan) is not
+/// reverted by the plan's end: the node change comes from the plan, the
+/// tags from the record.
+#[tokio::test]
+async fn a_tag_edit_during_an_update_survives_its_end() -> TestResult {
+    let w = World::new()?;
+    let d = w.create(spec(1, "m6g.large")?).await?;
+    let target = spec(2, "m6g.large")?;
+    let previous = w
+        .store
+        .get_deployment("acme", &d.id)
+        .await?
+        .ok_or("deployment")?;
+    let plan = Plan::new(
+        "acme",
+        &d.id,
+        PlanParams::Update(target.clone()),
+        "deployments.update",
+        "tester",
+        Utc::now(),
+    );
+    let mut next = previous.value.clone();
+    next.status = DeploymentStatus::Reconfiguring;
+    next.pending_plan = Some(plan.reference());
+    next.updated = plan.created;
+    w.store
+        .replace_deployment(&next, &previous, Some(&plan))
+        .await?;
+    // The PUT of a tag, while the plan is pending.
+    let pending = w
+        .store
+        .get_deployment("acme", &d.id)
+        .await?
+        .ok_or("deployment")?;
+    let mut tagged = pending.value.clone();
+    tagged.spec.metadata.tags = vec![floe_domain::deployment::Tag {
+        key: "team".into(),
+        value: "search".into(),
+    }];
+    tagged.updated = Utc::now() + chrono::Duration::milliseconds(1);
+    w.store.replace_deployment(&tagged, &pending, None).await?;
+
+    let status = w.run(Arc::new(w.steps()), &d.id, &plan.id).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let after = w.deployment(&d.id).await?;
+    assert_eq!(
+        after.spec.node_groups, target.node_groups,
+        "the plan's nodes"
+    );
+    assert_eq!(
+        after.spec.metadata.tags, tagged.spec.metadata.tags,
+        "the PUT's tags"
+    );
+    Ok(())
+}
