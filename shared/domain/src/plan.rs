@@ -428,7 +428,7 @@ pub enum PlanEnd {
 /// plan of `kind` runs, and which it takes when that plan ends. The use
 /// cases that start plans and the engine that finishes them both ask here.
 pub mod lifecycle {
-    use super::{DeploymentStatus, PlanEnd, PlanKind};
+    use super::{DeploymentStatus, Plan, PlanEnd, PlanKind, StepStatus};
 
     /// The status a deployment shows while a plan of `kind` is pending.
     pub fn while_running(kind: PlanKind) -> DeploymentStatus {
@@ -440,6 +440,30 @@ pub mod lifecycle {
             // it, but a plan runs: clients wait for `running` again.
             PlanKind::Restore | PlanKind::ResetPassword => DeploymentStatus::Reconfiguring,
         }
+    }
+
+    /// The status a deployment takes when `plan` ends so. A shutdown whose
+    /// `terminate` step began has passed its point of no return: its nodes
+    /// are gone or going, so it ends `stopped` (terminate did its work) or
+    /// `failed` (it did not finish), never `running` with no nodes.
+    pub fn after_plan(plan: &Plan, end: PlanEnd) -> DeploymentStatus {
+        if plan.kind() == PlanKind::Shutdown && end == PlanEnd::RolledBack {
+            let terminate = plan.steps.iter().find(|s| s.step_id == "terminate");
+            match terminate.map(|s| s.status) {
+                // Undone: it had succeeded, and its undo keeps nodes gone.
+                Some(StepStatus::Succeeded | StepStatus::Undone) => {
+                    return DeploymentStatus::Stopped;
+                }
+                Some(
+                    StepStatus::Running
+                    | StepStatus::Waiting
+                    | StepStatus::Failed
+                    | StepStatus::UndoFailed,
+                ) => return DeploymentStatus::Failed,
+                Some(StepStatus::Pending) | None => {}
+            }
+        }
+        after(plan.kind(), end)
     }
 
     /// The status a deployment takes when its plan of `kind` ends so.
@@ -480,6 +504,36 @@ mod tests {
                   {"step_id": "wait-terminated", "status": "waiting", "attempts": 2, "info_log": ["1 of 3 nodes gone"]}],
         "cursor": 1, "lease": null, "cancel_requested": false, "wake_at": null, "error": null, "finished": null
     }"#;
+
+    /// Once `terminate` began, a shutdown that is cancelled or fails ends
+    /// stopped or failed, never running with its nodes gone.
+    #[test]
+    fn a_shutdown_past_terminate_never_ends_running() {
+        use super::lifecycle::after_plan;
+        let at = |status: &str| -> Plan {
+            let mut v: serde_json::Value =
+                serde_json::from_str(STORED_BEFORE_TYPED_PARAMS).expect("json");
+            v["steps"][0]["status"] = status.into();
+            serde_json::from_value(v).expect("plan")
+        };
+        for (terminate, status) in [
+            ("succeeded", DeploymentStatus::Stopped),
+            ("undone", DeploymentStatus::Stopped),
+            ("failed", DeploymentStatus::Failed),
+            ("running", DeploymentStatus::Failed),
+            ("pending", DeploymentStatus::Running),
+        ] {
+            assert_eq!(
+                after_plan(&at(terminate), PlanEnd::RolledBack),
+                status,
+                "terminate {terminate}"
+            );
+        }
+        assert_eq!(
+            after_plan(&at("succeeded"), PlanEnd::Succeeded),
+            DeploymentStatus::Stopped
+        );
+    }
 
     #[test]
     fn records_written_before_typed_params_load_and_round_trip() {

@@ -560,7 +560,7 @@ impl Engine {
         } else {
             PlanEnd::RolledBack
         };
-        next.status = lifecycle::after(plan.kind(), end);
+        next.status = lifecycle::after_plan(plan, end);
         if succeeded {
             if let PlanParams::Update(spec) = &plan.params {
                 next.spec = with_later_record_changes(spec, &deployment.value, plan);
