@@ -318,8 +318,7 @@ impl Snapshotter {
                             .and_then(|s| u64::try_from(s.stats.total.size_in_bytes).ok());
                     }
                     if next.state.is_finished() || next.uuid != stored.value.uuid {
-                        stored.version = self.store.update_snapshot(&next, stored.version).await?;
-                        stored.value = next;
+                        stored = self.save(next, &stored).await?;
                     }
                     if stored.value.state.is_finished() {
                         return Ok(stored);
@@ -339,9 +338,7 @@ impl Snapshotter {
                     next.state = SnapshotState::Failed;
                     next.failure = Some("the snapshot is no longer in the repository".into());
                     next.updated = Utc::now();
-                    stored.version = self.store.update_snapshot(&next, stored.version).await?;
-                    stored.value = next;
-                    return Ok(stored);
+                    return self.save(next, &stored).await;
                 }
                 // A busy cluster: keep the record and look again.
                 Err(e) if e.is_transient() => {
@@ -353,6 +350,30 @@ impl Snapshotter {
                 return Ok(stored);
             }
             tokio::time::sleep(self.settings.poll).await;
+        }
+    }
+
+    /// Writes what the cluster said about a snapshot. When another reader
+    /// (a listing's refresh, the scheduled run) wrote first, its record is
+    /// as current as ours, both being read from the cluster: it is loaded
+    /// and followed on, never turned into an error.
+    async fn save(
+        &self,
+        next: SnapshotRecord,
+        stored: &Versioned<SnapshotRecord>,
+    ) -> Result<Versioned<SnapshotRecord>, SnapshotError> {
+        match self.store.update_snapshot(&next, stored.version).await {
+            Ok(version) => Ok(Versioned {
+                value: next,
+                version,
+                refs: stored.refs,
+            }),
+            Err(StoreError::VersionMismatch { .. }) => self
+                .store
+                .get_snapshot(&next.org, &next.deployment_id, &next.name)
+                .await?
+                .ok_or_else(|| SnapshotError::SnapshotNotFound(next.name.clone())),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -801,3 +801,31 @@ async fn a_30_minute_policy_fires_on_time_in_local_mode_and_retention_trims() ->
     );
     Ok(())
 }
+
+/// Two readers finish one snapshot's record at once (a listing's refresh
+/// and the run that took it): the one that loses the write reads the
+/// winner's record and answers with it, never a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_loses_the_write_answers_the_winners_record() -> TestResult {
+    let w = world(SimFaults {
+        snapshot_delay: Duration::from_millis(300),
+        ..SimFaults::default()
+    })?;
+    let repo = fs_repository("main");
+    let p = policy("main", None);
+    let d = deployment(&w, &repo, &p).await?;
+    let taken = w
+        .snapshotter
+        .take_manual(ORG, &d.id, Some("raced"), None, false)
+        .await?;
+    assert_eq!(taken.value.state, SnapshotState::InProgress);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The winner: another reader wrote the finished record.
+    let winner = w.snapshotter.get(ORG, &d.id, "raced").await?;
+    assert_eq!(winner.value.state, SnapshotState::Success);
+    // The loser still holds the IN_PROGRESS record it read before.
+    let late = w.snapshotter.refresh(&d, taken).await;
+    assert_eq!(late.value.state, SnapshotState::Success, "{:?}", late.value);
+    assert_eq!(late.version, winner.version);
+    Ok(())
+}
