@@ -1056,3 +1056,22 @@ fn the_deploy_guides_name_exactly_the_template_parameters() {
     }
     assert!(problems.is_empty(), "{}", report(&problems));
 }
+
+/// The api waits for a manual snapshot (`wait_for_completion`) inside its
+/// own function, so the wait must end well before the function's timeout:
+/// otherwise the client gets a gateway error instead of the documented 202,
+/// and its retry starts a second snapshot.
+#[test]
+fn the_apis_snapshot_wait_fits_inside_its_function() {
+    let t = template();
+    let timeout = t
+        .pointer("/Resources/ApiFunction/Properties/Timeout")
+        .or_else(|| t.pointer("/Globals/Function/Timeout"))
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{TEMPLATE}: ApiFunction has no Timeout"));
+    let wait = floe_app::snapshots::API_WAIT.as_secs();
+    assert!(
+        wait + 5 <= timeout,
+        "the api waits up to {wait} s for a snapshot inside a {timeout} s function: leave 5 s for the rest of the request"
+    );
+}

@@ -27,13 +27,23 @@ pub struct Adapters {
     pub schedules: Option<Arc<ReconcileNow>>,
 }
 
+/// How long the final snapshot step waits for its snapshot in one go.
+const STEP_SNAPSHOT_WAIT: Duration = Duration::from_secs(30);
+
 impl Adapters {
     pub async fn from_config(config: &WorkerConfig) -> Result<Adapters, WiringError> {
         let sdk = floe_wiring::aws().await;
         let store = build::store(&config.store, sdk.into()).await?;
         let queue: Arc<dyn WorkQueue> = Arc::new(SqsQueue::new(sdk, config.queue_url.clone()));
         let (compute, clusters, parameters) = nodes(config).await?;
-        let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
+        // A plan step (the final snapshot) waits at most this long at once:
+        // a snapshot still running then makes the step wait and look again,
+        // so no wait outlasts the function's 120 s timeout.
+        let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone())
+            .with_settings(floe_snapshots::SnapshotterSettings {
+                wait: STEP_SNAPSHOT_WAIT,
+                ..floe_snapshots::SnapshotterSettings::default()
+            });
         let settings = StepSettings {
             region: config.region.clone(),
             parameter_prefix: config.parameter_prefix.clone(),

@@ -23,9 +23,11 @@ use utoipa::ToSchema;
 const SUMMARY_SCAN_LIMIT: usize = 2_000;
 /// A cron schedule's interval, for `healthy`.
 const CRON_INTERVAL: Duration = Duration::from_secs(24 * 3600);
-/// `wait_for_completion` waits at most this long, under API Gateway's 30 s;
-/// a snapshot still running then is answered as running, to poll.
-const API_WAIT: Duration = Duration::from_secs(25);
+/// `wait_for_completion` waits at most this long: well inside the api
+/// function's 20 s timeout (which is under API Gateway's 30 s), with room
+/// for the request's own work, so the client gets the documented 202 and
+/// never a gateway timeout whose retry would start a second snapshot.
+pub const API_WAIT: Duration = Duration::from_secs(12);
 
 /// A manual snapshot; every field is optional, and so is the body.
 #[derive(Debug, Default, Deserialize, ToSchema)]
