@@ -424,3 +424,121 @@ fn check_key_files(s: &Server) -> TestResult {
     }
     Ok(())
 }
+
+/// The `elastic` password is in the create's answer (and a reset's) and
+/// nowhere else: not in a read, a list, a plan or its log, another answer,
+/// or a log line (nor as the Basic credentials the control plane sends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_elastic_password_is_in_its_own_answers_only() -> TestResult {
+    let s = Server::start_with(&[("FLOE_SIM_BOOT_DELAY_MS", "0"), ("FLOE_PLAN_POLL_MS", "20")]);
+    let token = s.token(ORG, &["platform_admin"]);
+    s.call(
+        Call::put(format!("{REPOSITORIES}/local"))
+            .bearer(&token)
+            .json(&json!({"type": "fs", "settings": {"location": "leak-check"}})),
+    )
+    .await
+    .expect_status(201);
+    let mut body = deployment("guarded", Some("local"), &[]);
+    body["node_groups"][0]["count"] = json!(1);
+    body["node_groups"][0]["zone_count"] = json!(1);
+    let created = s
+        .call(Call::post(DEPLOYMENTS).bearer(&token).json(&body))
+        .await;
+    let created = created.expect_status(201).json();
+    let id = created["id"].as_str().ok_or("id")?.to_string();
+    let first = created["credentials"]["password"]
+        .as_str()
+        .ok_or("the create carries the password")?
+        .to_string();
+    let path = format!("{DEPLOYMENTS}/{id}");
+    assert_eq!(settle(&s, &token, &path).await?["status"], "running");
+    let proxy = format!("{path}/elasticsearch/main-elasticsearch/proxy");
+    s.call(Call::get(format!("{proxy}/_cluster/health")).bearer(&token))
+        .await
+        .expect_status(200);
+    s.call(
+        Call::post(format!("{path}/snapshots?wait_for_completion=true"))
+            .bearer(&token)
+            .json(&json!({})),
+    )
+    .await
+    .expect_status(200);
+    let reset = s
+        .call(
+            Call::post(format!(
+                "{path}/elasticsearch/main-elasticsearch/_reset-password"
+            ))
+            .bearer(&token),
+        )
+        .await;
+    let second = reset.expect_status(202).json()["credentials"]["password"]
+        .as_str()
+        .ok_or("the reset carries the new password")?
+        .to_string();
+    assert_ne!(first, second);
+    assert_eq!(settle(&s, &token, &path).await?["status"], "running");
+    s.call(Call::get(format!("{proxy}/_cat/health?v")).bearer(&token))
+        .await
+        .expect_status(200);
+    for read in [
+        path.clone(),
+        DEPLOYMENTS.to_string(),
+        format!("{path}/plans"),
+        format!("{path}/snapshots"),
+    ] {
+        s.call(Call::get(read).bearer(&token))
+            .await
+            .expect_status(200);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+
+    let mut leaks = Vec::new();
+    for (name, password) in [
+        ("the first password", &first),
+        ("the reset password", &second),
+    ] {
+        let mut search = needles(password);
+        search.extend(needles(&format!("elastic:{password}")));
+        for r in s.seen() {
+            let its_own = (r.method == "POST" && r.path == DEPLOYMENTS)
+                || r.path.ends_with("/_reset-password");
+            for needle in &search {
+                if !its_own
+                    && (r.body.contains(needle.as_str())
+                        || r.headers.iter().any(|(k, v)| {
+                            k.contains(needle.as_str()) || v.contains(needle.as_str())
+                        }))
+                {
+                    leaks.push(format!("{name} in the answer to {} {}", r.method, r.path));
+                }
+            }
+        }
+        for line in s.logs() {
+            if search.iter().any(|n| line.contains(n.as_str())) {
+                leaks.push(format!("{name} in the log line {line}"));
+            }
+        }
+    }
+    assert!(
+        s.seen().iter().any(|r| r.body.contains(first.as_str())),
+        "the search sees the create's answer (proof it looks at the right place)"
+    );
+    assert!(leaks.is_empty(), "{}", leaks.join("\n"));
+    Ok(())
+}
+
+/// Polls the deployment until no plan is pending.
+async fn settle(s: &Server, token: &str, path: &str) -> Result<Value, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let d = s.call(Call::get(path).bearer(token)).await.json();
+        if d["plans"]["pending"].is_null() {
+            return Ok(d);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("still pending: {d}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
