@@ -1051,6 +1051,16 @@ async fn the_proxy_reaches_the_cluster_by_the_callers_rights() -> TestResult {
         "{d}"
     );
     assert_eq!(es["nodes"].as_array().map(Vec::len), Some(1), "{d}");
+    assert_eq!(
+        es["endpoint"],
+        format!(
+            "https://{}:{}",
+            es["nodes"][0]["address"].as_str().unwrap_or(""),
+            es["port"]
+        ),
+        "the endpoint is a node's address: {d}"
+    );
+    assert_eq!(es["server_name"], format!("{id}.nodes.floe.internal"));
     let proxy = format!("/api/v1/deployments/{id}/elasticsearch/main-elasticsearch/proxy");
     assert_eq!(es["proxy_path"], format!("{proxy}/"));
 

@@ -52,11 +52,16 @@ pub struct ElasticsearchAccess {
     /// `main-elasticsearch`: the `ref_id` of the proxy's path.
     #[schema(example = "main-elasticsearch")]
     pub ref_id: String,
-    /// `https://{server_name}:{port}`. The name is the one on the nodes'
-    /// certificate; resolve it to any node's address (`curl --resolve
-    /// NAME:PORT:ADDRESS --cacert ca.pem`).
-    #[schema(example = "https://0193a0c4d2b77c3e9a4b5c6d7e8f9a0b.nodes.floe.internal:9200")]
+    /// `https://{address}:{port}` of the first running node (every node
+    /// answers for the cluster; in local mode, the simulated node's own
+    /// loopback address). Its certificate names `server_name`, not the
+    /// address: connect with `curl --cacert ca.pem --connect-to
+    /// SERVER_NAME:PORT:ADDRESS:PORT https://SERVER_NAME:PORT/`.
+    #[schema(example = "https://10.0.1.7:9200")]
     pub endpoint: String,
+    /// The one name on the nodes' certificate (their addresses are not
+    /// known when it is made): what a client checks the certificate against.
+    #[schema(example = "0193a0c4d2b77c3e9a4b5c6d7e8f9a0b.nodes.floe.internal")]
     pub server_name: String,
     pub port: u16,
     /// Every running node answers for the cluster.
@@ -79,7 +84,13 @@ impl ElasticsearchAccess {
         let name = server_name(id);
         ElasticsearchAccess {
             ref_id: ELASTICSEARCH_REF_ID.to_string(),
-            endpoint: format!("https://{name}:{}", access.http_port),
+            endpoint: match access.nodes.first() {
+                Some(node) if node.address.contains(':') => {
+                    format!("https://[{}]:{}", node.address, access.http_port)
+                }
+                Some(node) => format!("https://{}:{}", node.address, access.http_port),
+                None => format!("https://{name}:{}", access.http_port),
+            },
             server_name: name,
             port: access.http_port,
             nodes: access.nodes.clone(),
