@@ -381,7 +381,20 @@ impl Reply {
 pub type ApiResult = Result<Reply, ApiError>;
 
 pub fn json_response(status: StatusCode, body: &Value) -> Response {
-    let mut response = Response::new(Body::from(body.to_string()));
+    json_response_as(status, body, false)
+}
+
+/// With `pretty` (`?pretty` on the request), the body indented and ending
+/// in a newline, as Elasticsearch prints it for people.
+fn json_response_as(status: StatusCode, body: &Value, pretty: bool) -> Response {
+    let text = if pretty {
+        let mut t = serde_json::to_string_pretty(body).unwrap_or_else(|_| body.to_string());
+        t.push('\n');
+        t
+    } else {
+        body.to_string()
+    };
+    let mut response = Response::new(Body::from(text));
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(
@@ -423,6 +436,8 @@ async fn dispatch(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    // `?pretty` and `?pretty=true` indent; `?pretty=false` does not.
+    let pretty = query.get("pretty").is_some_and(|v| v != "false");
     let outcome = match path_segments(uri.path()) {
         Ok(segments) => {
             let req = Req {
@@ -451,7 +466,7 @@ async fn dispatch(
             );
             response
         }
-        Ok(reply) => json_response(reply.status, &reply.body),
+        Ok(reply) => json_response_as(reply.status, &reply.body, pretty),
         Err(error) => {
             tracing::debug!(
                 %method,
@@ -461,7 +476,7 @@ async fn dispatch(
                 reason = %error.reason,
                 "simulated cluster refused a request"
             );
-            json_response(error.status, &error.body())
+            json_response_as(error.status, &error.body(), pretty)
         }
     };
     if head {

@@ -124,3 +124,26 @@ async fn a_single_node_with_replicas_is_yellow_and_a_green_wait_times_out() -> T
     cluster.shutdown().await?;
     Ok(())
 }
+
+/// `?pretty` indents the answer and ends it with a newline, errors too;
+/// without it (or with `pretty=false`) the answer is one line.
+#[tokio::test]
+async fn pretty_answers_are_indented() -> TestResult {
+    let root = tempfile::tempdir()?;
+    let cluster = start("pretty", root.path(), SimFaults::default()).await?;
+    let http = reqwest::Client::new();
+    let text = |path: &str| {
+        let http = http.clone();
+        let url = format!("{}{path}", cluster.url());
+        async move { http.get(url).send().await?.text().await }
+    };
+    let pretty = text("/?pretty").await?;
+    assert!(pretty.contains("\n  \"cluster_name\""), "{pretty}");
+    assert!(pretty.ends_with('\n'));
+    let plain = text("/").await?;
+    assert!(!plain.contains('\n'), "{plain}");
+    assert!(!text("/?pretty=false").await?.contains('\n'));
+    let missing = text("/nothing?pretty").await?;
+    assert!(missing.contains("\n  \"error\""), "{missing}");
+    Ok(())
+}
