@@ -221,15 +221,32 @@ impl App {
                 "this idempotency key was already used with a different request body",
             ));
         }
-        let d = self.load_deployment(org, &first.deployment_id).await?;
+        // The deployment this key created is gone (deleted since): its first
+        // answer cannot be given again, and a new deployment under an old
+        // key would surprise the caller who retries.
+        let d = match self.load_deployment(org, &first.deployment_id).await {
+            Err(AppError::NotFound { .. }) => {
+                return Err(AppError::conflict(
+                    "request.idempotency_key_spent",
+                    format!(
+                        "this idempotency key created deployment {}, which has been deleted since; send a new key to create another",
+                        first.deployment_id
+                    ),
+                ));
+            }
+            other => other?,
+        };
         // The same caller retrying the same create (its first answer lost
         // on the way) gets the credentials that answer carried.
         let mut replayed = view(&d);
-        let sealed = d.value.password_to_apply.as_deref().or(d
+        // The password the cluster has, else the one its create gives it
+        // (a reset that never applied must not be handed out).
+        let sealed = d
             .value
             .access
             .as_ref()
-            .map(|a| a.sealed_password.as_str()));
+            .map(|a| a.sealed_password.as_str())
+            .or(d.value.password_to_apply.as_deref());
         if let Some(sealed) = sealed {
             let password = self.open_password(org, &d.value.id, sealed).await?;
             replayed.credentials = Some(credentials(&password));

@@ -477,3 +477,38 @@ async fn an_update_plans_references_are_checked_before_it_runs() -> TestResult {
     assert!(w.jobs.try_recv().is_err(), "no plan was started");
     Ok(())
 }
+
+/// A key whose deployment was deleted since is spent: the create answers a
+/// conflict naming it, not "deployment not found" and not a second one.
+#[tokio::test]
+async fn an_idempotency_key_of_a_deleted_deployment_is_spent() -> TestResult {
+    let w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let first = created(
+        w.app
+            .create_deployment(&who, spec(1)?, Some("once"))
+            .await?,
+    )?;
+    let stored = w
+        .app
+        .store
+        .get_deployment("acme", &first.id)
+        .await?
+        .ok_or("stored")?;
+    let mut stopped = stored.value.clone();
+    stopped.status = DeploymentStatus::Stopped;
+    stopped.pending_plan = None;
+    w.app
+        .store
+        .replace_deployment(&stopped, &stored, None)
+        .await?;
+    w.app.delete_deployment(&who, &first.id, None).await?;
+    match w.app.create_deployment(&who, spec(1)?, Some("once")).await {
+        Err(AppError::Conflict { code, message, .. }) => {
+            assert_eq!(code, "request.idempotency_key_spent");
+            assert!(message.contains(&first.id), "{message}");
+        }
+        other => return Err(format!("{other:?}").into()),
+    }
+    Ok(())
+}

@@ -82,7 +82,7 @@ async fn reset_password(
         (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody,
          example = json!({"errors": [{"code": "validation.instance_type", "message": "node_groups[0].instance_type: 'm6g.huge' is not in the instance catalog", "fields": ["node_groups[0].instance_type"]}]})),
         ManageErrors,
-        (status = 409, description = "Idempotency key reused with another body.", body = ErrorBody),
+        (status = 409, description = "Idempotency key reused with another body, or spent (its deployment was deleted since).", body = ErrorBody),
         BodyErrors,
     ),
     security(("bearer" = []))
