@@ -450,19 +450,31 @@ impl Snapshotter {
             Err(ElasticError::RepositoryMissing(_)) => return Ok(0),
             Err(e) => return Err(from_elastic(e, repo)),
         };
+        // The names already recorded, a page at a time (one query per page,
+        // not one read per snapshot the cluster lists).
+        let mut known = std::collections::BTreeSet::new();
+        let mut page = PageRequest {
+            size: Some(floe_store::stores::MAX_PAGE_SIZE),
+            cursor: None,
+        };
+        loop {
+            let records = self
+                .store
+                .list_snapshots(&deployment.org, &deployment.id, None, &page)
+                .await?;
+            known.extend(records.items.into_iter().map(|r| r.value.name));
+            match records.next_cursor {
+                Some(c) => page.cursor = Some(c),
+                None => break,
+            }
+        }
         let mut adopted = 0;
         for info in listed {
             let finished = !matches!(
                 info.state,
                 None | Some(floe_elastic::SnapshotState::InProgress)
             );
-            if !finished
-                || self
-                    .store
-                    .get_snapshot(&deployment.org, &deployment.id, &info.snapshot)
-                    .await?
-                    .is_some()
-            {
+            if !finished || known.contains(&info.snapshot) {
                 continue;
             }
             let now = Utc::now();
