@@ -763,7 +763,7 @@ pub const FLASHBLADE_REPOSITORY: &str = r#"{"type":"s3","settings":{"max_restore
 
 pub fn s3_repository(bucket: &str) -> Value {
     json!({"type": "s3", "settings": {
-        "bucket": bucket, "endpoint": "s3.example.com", "protocol": "https",
+        "bucket": bucket, "endpoint": "198.51.100.7", "protocol": "https",
         "path_style_access": true, "max_snapshot_bytes_per_sec": "150mb",
         "max_restore_bytes_per_sec": "1gb"}})
 }

@@ -21,7 +21,7 @@ const REPLACED_SECRET_KEY: &str = "SECRET-floe-leak-canary-b21d-replaced-key";
 
 fn repository(secret_key: Option<&str>, session_token: Option<&str>) -> Value {
     let mut r = json!({"type": "s3", "settings": {
-        "bucket": BUCKET, "endpoint": "s3.example.com", "protocol": "https",
+        "bucket": BUCKET, "endpoint": "198.51.100.7", "protocol": "https",
         "access_key": ACCESS_KEY, "max_snapshot_bytes_per_sec": "150mb"}});
     if let Some(s) = secret_key {
         r["settings"]["secret_key"] = json!(s);

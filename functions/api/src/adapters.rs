@@ -36,6 +36,7 @@ pub async fn state() -> Result<ApiState, WiringError> {
         },
         queue,
         schedules,
+        resolver: Arc::new(floe_ports::SystemResolver),
     };
     Ok(ApiState::new(app, Arc::new(verifier)))
 }

@@ -144,6 +144,7 @@ async fn world(root: &std::path::Path) -> Fallible<World> {
                 store.clone(),
                 Arc::new(floe_schedules::NoScheduler),
             )),
+            resolver: Arc::new(floe_ports::FixedResolver::default()),
         },
         Arc::new(Verifier::new(VerifierConfig {
             issuer: "floe-local".into(),

@@ -59,3 +59,45 @@ pub fn policy_view() -> Value {
         "enabled": true, "schedule_expression": {"expression": "rate(30 minutes)", "timezone": "UTC"},
         "attached_deployments": 1, "resource_version": 1, "created": TIME, "updated": TIME})
 }
+
+pub fn plans() -> Value {
+    json!({
+        "pending": {"plan_attempt_id": PLAN_ID, "kind": "create", "status": "running",
+            "source": {"action": "deployments.create", "user": "alice", "date": "2026-11-29T10:00:00Z"},
+            "created": "2026-11-29T10:00:00Z", "cancel_requested": false,
+            "steps": [
+                {"step_id": "template:hot", "status": "succeeded", "started": "2026-11-29T10:00:01Z", "duration_in_millis": 412, "attempts": 1, "info_log": ["launch template floe-…-hot (lt-0abc) for m6g.xlarge (arm64)"]},
+                {"step_id": "launch:hot", "status": "succeeded", "started": "2026-11-29T10:00:02Z", "duration_in_millis": 1830, "attempts": 1, "info_log": ["1 nodes of hot in zone 0", "1 nodes of hot in zone 1", "1 nodes of hot in zone 2"]},
+                {"step_id": "wait-running", "status": "waiting", "started": "2026-11-29T10:00:04Z", "attempts": 3, "info_log": ["0 of 3 nodes running", "2 of 3 nodes running"]}
+            ]},
+        "history": []
+    })
+}
+
+pub fn snapshot() -> Value {
+    json!({
+        "snapshot": "floe-2026.11.29-3f9c2a7d1b0e", "repository": "main-backups",
+        "uuid": "dpGR0bHlS5eSn5xE1ZKYKg", "state": "SUCCESS",
+        "start_time": "2026-11-29T10:00:00Z", "end_time": "2026-11-29T10:00:42Z",
+        "duration_in_millis": 42113, "indices": ["logs-2026.11.29"],
+        "shards": {"total": 3, "successful": 3, "failed": 0}, "size_in_bytes": 73400320,
+        "policy_id": POLICY_ID
+    })
+}
+
+pub fn running_snapshot() -> Value {
+    json!({
+        "snapshot": "before-upgrade-2026.11.29", "repository": "main-backups", "uuid": "",
+        "state": "IN_PROGRESS", "start_time": "2026-11-29T10:00:00Z", "indices": [],
+        "shards": {"total": 0, "successful": 0, "failed": 0}
+    })
+}
+
+pub fn snapshot_list() -> Value {
+    json!({
+        "snapshots": [snapshot()],
+        "next_cursor": "ODFhMjJhMjIwZTViNzYzMDk1NTViMWE1MDZiNTViYTYjODIwMzk5NjA2NzQ5OSNmbG9l",
+        "count": 12, "latest_status": "SUCCESS",
+        "latest_successful_end_time": "2026-11-29T10:00:42Z", "healthy": true
+    })
+}

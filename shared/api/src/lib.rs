@@ -77,8 +77,12 @@ fn collected() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
     // spells it as one path parameter.
     let router = router.merge(routes::proxy::router());
     doc.merge(routes::proxy::ProxyDoc::openapi());
-    // Headers the typed answers send, once every route is collected.
-    respond::VersionHeaders.modify(&mut doc);
+    // The answers document themselves by reference to their bodies'
+    // schemas; the components hold each one.
+    let components = doc.components.get_or_insert_with(Default::default);
+    for (name, schema) in respond::answer_schemas() {
+        components.schemas.entry(name).or_insert(schema);
+    }
     (router, doc)
 }
 

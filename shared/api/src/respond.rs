@@ -1,14 +1,34 @@
 //! Typed answers: each sets its status and the headers its kind of
-//! resource carries, so a handler says what it answers, not how.
+//! resource carries, so a handler says what it answers, not how. Each also
+//! documents itself (`utoipa::IntoResponses`): an operation lists its
+//! return type in `responses(...)`, so the document's success answers are
+//! the ones the handler's type can give, with their headers and examples.
 
+use crate::examples;
+use crate::routes::platform::Health;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use floe_app::catalog::InstanceTypeList;
 use floe_app::deployments::Creation;
+use floe_app::deployments::DeploymentList;
+use floe_app::plans::{DeploymentPlans, PlanView};
+use floe_app::policies::PolicyList;
+use floe_app::repositories::RepositoryList;
+use floe_app::snapshots::SnapshotList;
 use floe_domain::deployment::DeploymentView;
 use floe_domain::policy::PolicyView;
 use floe_domain::repository::RepositoryView;
+use floe_domain::snapshot::SnapshotView;
 use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::response::{Response as DocResponse, ResponseBuilder};
+use utoipa::openapi::schema::{Object, Schema, Type};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{IntoResponses, ToSchema};
 
 /// A resource that carries its version.
 pub trait HasVersion {
@@ -42,34 +62,152 @@ fn with_version(mut r: Response, version: u64) -> Response {
     r
 }
 
-/// 200 (or 202 with [`Versioned::accepted`]) with the resource's version as
-/// `ETag` and ECE's `x-cloud-resource-version`.
-pub struct Versioned<T> {
-    status: StatusCode,
-    body: T,
-}
-
-impl<T> Versioned<T> {
-    pub fn ok(body: T) -> Versioned<T> {
-        Versioned {
-            status: StatusCode::OK,
-            body,
-        }
-    }
-
-    /// A change was accepted and runs as a plan; the body is the resource now.
-    pub fn accepted(body: T) -> Versioned<T> {
-        Versioned {
-            status: StatusCode::ACCEPTED,
-            body,
-        }
+/// A body the API answers with: its schema, what it is in a sentence's
+/// words, and an example for the document.
+pub trait Documented: ToSchema {
+    /// What the body is, as the object of a sentence ("the deployment").
+    const WHAT: &'static str;
+    fn example() -> Value;
+    /// The example of an answer given while the work still runs.
+    fn example_running() -> Value {
+        Self::example()
     }
 }
+
+macro_rules! documented {
+    ($($ty:ty => $what:literal, $example:expr $(, running $running:expr)?;)*) => {
+        $(impl Documented for $ty {
+            const WHAT: &'static str = $what;
+            fn example() -> Value {
+                $example
+            }
+            $(fn example_running() -> Value {
+                $running
+            })?
+        })*
+
+        /// The schemas of every documented body, with the schemas they
+        /// refer to: answers document themselves by reference, so the
+        /// document's components must hold each of them.
+        pub fn answer_schemas() -> Vec<(String, RefOr<Schema>)> {
+            let mut all = Vec::new();
+            $(
+                all.push((<$ty as ToSchema>::name().into_owned(), <$ty as utoipa::PartialSchema>::schema()));
+                <$ty as ToSchema>::schemas(&mut all);
+            )*
+            all
+        }
+    };
+}
+
+documented! {
+    DeploymentView => "the deployment, with each node group's architecture and JVM heap", examples::deployment_view();
+    RepositoryView => "the repository (its secrets show only whether they are set)", examples::repository_view();
+    PolicyView => "the policy, with its schedule expression and attachments", examples::policy_view();
+    DeploymentList => "one page of deployments, oldest first", json_list("deployments", examples::deployment_view());
+    RepositoryList => "one page of repositories, by name", json_list("repositories", examples::repository_view());
+    PolicyList => "one page of policies, oldest first", json_list("policies", examples::policy_view());
+    SnapshotList => "one page of snapshots, newest first; the first page carries `count`, `latest_status`, `latest_successful_end_time` and `healthy`", examples::snapshot_list();
+    SnapshotView => "the snapshot: state, times, indices, shards and size", examples::snapshot(), running examples::running_snapshot();
+    DeploymentPlans => "the plans with their steps: status, timing, attempts, log lines and errors", examples::plans();
+    PlanView => "the plan", examples::plans()["pending"].clone();
+    InstanceTypeList => "the instance catalog", serde_json::json!({"instance_types": [{"name": "m6g.xlarge", "family": "m6g", "arch": "arm64", "vcpus": 4, "memory_mib": 16384, "jvm_heap_mib": 8192}]});
+    Health => "the API's status and version", serde_json::json!({"status": "ok", "version": "0.1.0"});
+}
+
+fn json_list(field: &str, item: Value) -> Value {
+    serde_json::json!({ field: [item], "next_cursor": null })
+}
+
+fn sentence(what: &str) -> String {
+    let mut chars = what.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+fn header(ty: Type, description: &str) -> utoipa::openapi::Header {
+    HeaderBuilder::new()
+        .schema(Object::with_type(ty))
+        .description(Some(description))
+        .build()
+}
+
+/// An answer with `T` as its JSON body, by reference to its schema.
+fn answer<T: Documented>(description: String, example: Value) -> ResponseBuilder {
+    ResponseBuilder::new().description(description).content(
+        "application/json",
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name(T::name())))
+            .example(Some(example))
+            .build(),
+    )
+}
+
+/// The same answer with the version headers every versioned body carries.
+fn versioned_answer<T: Documented>(description: String, example: Value) -> ResponseBuilder {
+    answer::<T>(description, example)
+        .header(
+            "ETag",
+            header(Type::String, "The resource's version, for `If-Match`."),
+        )
+        .header(
+            "x-cloud-resource-version",
+            header(Type::Integer, "The resource's version (ECE)."),
+        )
+}
+
+fn one(status: &str, response: ResponseBuilder) -> BTreeMap<String, RefOr<DocResponse>> {
+    BTreeMap::from([(status.to_string(), RefOr::T(response.build()))])
+}
+
+/// 200 with the resource's version as `ETag` and ECE's
+/// `x-cloud-resource-version`.
+pub struct Versioned<T>(pub T);
 
 impl<T: Serialize + HasVersion> IntoResponse for Versioned<T> {
     fn into_response(self) -> Response {
-        let version = self.body.version();
-        with_version((self.status, Json(self.body)).into_response(), version)
+        let version = self.0.version();
+        with_version((StatusCode::OK, Json(self.0)).into_response(), version)
+    }
+}
+
+impl<T: Documented> IntoResponses for Versioned<T> {
+    fn responses() -> BTreeMap<String, RefOr<DocResponse>> {
+        one(
+            "200",
+            versioned_answer::<T>(format!("{}.", sentence(T::WHAT)), T::example()),
+        )
+    }
+}
+
+/// 202 with the resource as it is now, versioned: a plan was recorded and
+/// the engine runs it.
+pub struct Planned<T>(pub T);
+
+impl<T: Serialize + HasVersion> IntoResponse for Planned<T> {
+    fn into_response(self) -> Response {
+        let version = self.0.version();
+        with_version(
+            (StatusCode::ACCEPTED, Json(self.0)).into_response(),
+            version,
+        )
+    }
+}
+
+impl<T: Documented> IntoResponses for Planned<T> {
+    fn responses() -> BTreeMap<String, RefOr<DocResponse>> {
+        one(
+            "202",
+            versioned_answer::<T>(
+                format!(
+                    "Accepted: a plan is pending and runs in the background (follow it under `…/plans`). The body is {} as it is now.",
+                    T::WHAT
+                ),
+                T::example(),
+            ),
+        )
     }
 }
 
@@ -93,6 +231,16 @@ impl<T: Serialize + HasVersion> IntoResponse for Created<T> {
     }
 }
 
+impl<T: Documented> IntoResponses for Created<T> {
+    fn responses() -> BTreeMap<String, RefOr<DocResponse>> {
+        one(
+            "201",
+            versioned_answer::<T>(format!("Created: {}.", T::WHAT), T::example())
+                .header("Location", header(Type::String, "The new resource's path.")),
+        )
+    }
+}
+
 /// A create (201) or, for a retry or a replace, the existing resource (200).
 pub enum CreatedOr<T> {
     Created(Created<T>),
@@ -108,6 +256,41 @@ impl<T: Serialize + HasVersion> IntoResponse for CreatedOr<T> {
     }
 }
 
+impl<T: Documented> IntoResponses for CreatedOr<T> {
+    fn responses() -> BTreeMap<String, RefOr<DocResponse>> {
+        let mut all = Created::<T>::responses();
+        all.extend(one(
+            "200",
+            versioned_answer::<T>(
+                format!(
+                    "Already there (a retry with the same idempotency key and body, or a replace): {}.",
+                    T::WHAT
+                ),
+                T::example(),
+            ),
+        ));
+        all
+    }
+}
+
+/// 200 with a JSON body that carries no version (a list, a snapshot).
+pub struct Plain<T>(pub T);
+
+impl<T: Serialize> IntoResponse for Plain<T> {
+    fn into_response(self) -> Response {
+        Json(self.0).into_response()
+    }
+}
+
+impl<T: Documented> IntoResponses for Plain<T> {
+    fn responses() -> BTreeMap<String, RefOr<DocResponse>> {
+        one(
+            "200",
+            answer::<T>(format!("{}.", sentence(T::WHAT)), T::example()),
+        )
+    }
+}
+
 /// 202: accepted, still under way; poll for the end.
 pub struct Accepted<T>(pub T);
 
@@ -117,9 +300,24 @@ impl<T: Serialize> IntoResponse for Accepted<T> {
     }
 }
 
+impl<T: Documented> IntoResponses for Accepted<T> {
+    fn responses() -> BTreeMap<String, RefOr<DocResponse>> {
+        one(
+            "202",
+            answer::<T>(
+                format!(
+                    "Accepted and still under way: {}, as it is now; poll it for the end.",
+                    T::WHAT
+                ),
+                T::example_running(),
+            ),
+        )
+    }
+}
+
 /// 200 when the work ended before the answer, 202 while it runs.
 pub enum DoneOr<T> {
-    Done(Json<T>),
+    Done(Plain<T>),
     Running(Accepted<T>),
 }
 
@@ -132,12 +330,32 @@ impl<T: Serialize> IntoResponse for DoneOr<T> {
     }
 }
 
+impl<T: Documented> IntoResponses for DoneOr<T> {
+    fn responses() -> BTreeMap<String, RefOr<DocResponse>> {
+        let mut all = Accepted::<T>::responses();
+        all.extend(one(
+            "200",
+            answer::<T>(
+                format!("Ended before the answer: {}.", T::WHAT),
+                T::example(),
+            ),
+        ));
+        all
+    }
+}
+
 /// 204: done, nothing to say.
 pub struct NoContent;
 
 impl IntoResponse for NoContent {
     fn into_response(self) -> Response {
         StatusCode::NO_CONTENT.into_response()
+    }
+}
+
+impl IntoResponses for NoContent {
+    fn responses() -> BTreeMap<String, RefOr<DocResponse>> {
+        one("204", ResponseBuilder::new().description("Done; no body."))
     }
 }
 
@@ -148,71 +366,6 @@ pub fn deployment_created(creation: Creation) -> CreatedOr<DeploymentView> {
             location: format!("/api/v1/deployments/{}", view.id),
             body: view,
         }),
-        Creation::Replayed(view) => CreatedOr::Existing(Versioned::ok(view)),
-    }
-}
-
-/// The schemas answered through [`Versioned`] and [`Created`]: every
-/// response with one of them as its body carries the version headers.
-fn versioned_schemas() -> [String; 3] {
-    use utoipa::ToSchema;
-    [
-        DeploymentView::name().into_owned(),
-        RepositoryView::name().into_owned(),
-        PolicyView::name().into_owned(),
-    ]
-}
-
-/// Documents the headers the typed answers send: `ETag` and
-/// `x-cloud-resource-version` on a versioned resource, and `Location` on
-/// a created one.
-pub struct VersionHeaders;
-
-impl utoipa::Modify for VersionHeaders {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::schema::{Object, Type};
-        use utoipa::openapi::{Header, RefOr};
-        let refs = versioned_schemas().map(|name| format!("#/components/schemas/{name}"));
-        let header = |ty: Type, description: &str| {
-            let mut h = Header::new(Object::with_type(ty));
-            h.description = Some(description.into());
-            h
-        };
-        for item in openapi.paths.paths.values_mut() {
-            let operations = [
-                item.get.as_mut(),
-                item.put.as_mut(),
-                item.post.as_mut(),
-                item.delete.as_mut(),
-            ];
-            for op in operations.into_iter().flatten() {
-                for (status, response) in op.responses.responses.iter_mut() {
-                    let RefOr::T(response) = response else {
-                        continue;
-                    };
-                    let versioned = status.starts_with('2')
-                        && response.content.get("application/json").is_some_and(|c| {
-                            matches!(&c.schema, Some(RefOr::Ref(r)) if refs.contains(&r.ref_location))
-                        });
-                    if !versioned {
-                        continue;
-                    }
-                    response.headers.insert(
-                        "ETag".into(),
-                        header(Type::String, "The resource's version, for `If-Match`."),
-                    );
-                    response.headers.insert(
-                        "x-cloud-resource-version".into(),
-                        header(Type::Integer, "The resource's version (ECE)."),
-                    );
-                    if status == "201" {
-                        response.headers.insert(
-                            "Location".into(),
-                            header(Type::String, "The new resource's path."),
-                        );
-                    }
-                }
-            }
-        }
+        Creation::Replayed(view) => CreatedOr::Existing(Versioned(view)),
     }
 }

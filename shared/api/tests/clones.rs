@@ -177,6 +177,7 @@ async fn world() -> Fallible<World> {
                 store.clone(),
                 Arc::new(floe_schedules::NoScheduler),
             )),
+            resolver: Arc::new(floe_ports::FixedResolver::default()),
         },
         Arc::new(verifier),
     );

@@ -78,6 +78,7 @@ fn api() -> Result<Api, Box<dyn std::error::Error>> {
             )),
             floe_clusters_sim::SimulatedClustersConfig::default(),
         )),
+        resolver: Arc::new(floe_ports::FixedResolver::default()),
     };
     let state = ApiState::new(app_layer, Arc::new(verifier));
     Ok(Api { app: app(state) })
@@ -784,6 +785,42 @@ fn every_operation_is_fully_documented() -> TestResult {
     Ok(())
 }
 
+/// Answers document their bodies by reference: every `$ref` in the
+/// document names a schema its components hold.
+#[test]
+fn every_schema_reference_resolves() -> TestResult {
+    fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref") {
+                    out.push(r);
+                }
+                map.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let doc: Value = serde_json::from_str(&floe_api::openapi_json())?;
+    let mut found = Vec::new();
+    refs(&doc, &mut found);
+    assert!(
+        found.len() > 50,
+        "expected many references, found {}",
+        found.len()
+    );
+    for r in found {
+        let name = r
+            .strip_prefix("#/components/schemas/")
+            .ok_or(format!("{r}: not a schema reference"))?;
+        assert!(
+            doc["components"]["schemas"].get(name).is_some(),
+            "{r} names no schema of the document"
+        );
+    }
+    Ok(())
+}
+
 /// The headers the document promises on a versioned answer are the ones
 /// the typed answers send.
 #[tokio::test]
@@ -826,5 +863,52 @@ async fn documented_version_headers_are_sent() -> TestResult {
     );
     // Answers without a version document none.
     assert!(documented("/api/v1/deployments", "get", "200").is_empty());
+    Ok(())
+}
+
+/// A spec that each field allows but that adds up past what the store can
+/// hold is a 400 naming its biggest part, and nothing is stored (issue 12,
+/// defect 14); so are more policies than one transaction can attach.
+#[tokio::test]
+async fn a_spec_too_big_to_store_is_refused_on_its_biggest_part() -> TestResult {
+    let api = api()?;
+    let mut body = deployment_body("big", None, &[]);
+    // 150 settings of 100 items of 55 characters: each within its bound,
+    // about 900 KB in all, under the 1 MiB body cap.
+    let item = "x".repeat(55);
+    for k in 0..150 {
+        body["user_settings"][format!("custom.attribute{k}")] = json!(vec![item.clone(); 100]);
+    }
+    let size = body.to_string().len();
+    assert!(size > 800_000 && size < 1_000_000, "{size}");
+    let refused = api.admin("POST", "/api/v1/deployments", Some(body)).await?;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert_eq!(refused.code(), "validation.too_large");
+    assert_eq!(
+        refused.body["errors"][0]["fields"],
+        json!(["user_settings"])
+    );
+
+    let ids: Vec<String> = (0..21)
+        .map(|i| format!("0193a0c4e1f07d2a8b9c0d1e2f3a4b{i:02}"))
+        .collect();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let refused = api
+        .admin(
+            "POST",
+            "/api/v1/deployments",
+            Some(deployment_body("many", Some("main"), &refs)),
+        )
+        .await?;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert!(
+        refused.body["errors"].as_array().is_some_and(|e| e
+            .iter()
+            .any(|e| e["fields"] == json!(["snapshot.policies"]))),
+        "{}",
+        refused.body
+    );
+    let listed = api.admin("GET", "/api/v1/deployments", None).await?;
+    assert_eq!(listed.body["deployments"], json!([]), "nothing stored");
     Ok(())
 }

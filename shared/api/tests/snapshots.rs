@@ -182,6 +182,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
                     floe_schedules::SystemClock,
                 ))),
             )),
+            resolver: Arc::new(floe_ports::FixedResolver::default()),
         },
         Arc::new(verifier),
     );

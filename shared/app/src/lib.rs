@@ -42,6 +42,9 @@ pub struct App {
     pub schedules: Arc<dyn ScheduleSync>,
     /// Reaches a deployment's Elasticsearch cluster (snapshots).
     pub clusters: Arc<dyn floe_clusters::Clusters>,
+    /// Resolves the names of repository endpoints, to check the addresses
+    /// behind them.
+    pub resolver: Arc<dyn floe_ports::Resolver>,
 }
 
 /// A page of a listing: `size` (1 to the store's maximum) and the cursor

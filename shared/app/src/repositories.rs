@@ -69,6 +69,7 @@ impl App {
     ) -> Result<Put, AppError> {
         check_name(name)?;
         req.validate(self.endpoint_policy)?;
+        self.check_endpoint_resolves(&req).await?;
         let existing = self.store.get_repository(&who.org, name).await?;
         match (&existing, expected) {
             (Some(e), _) => check_version(expected, e.version)?,
@@ -118,6 +119,21 @@ impl App {
                 ))
             }
         };
+        // Snapshots already taken stay where they are: a repository that a
+        // deployment or policy uses keeps its place, or they would vanish
+        // from the cluster's view and retention would drop their records.
+        if let Some(previous) = existing.as_ref().filter(|e| e.refs > 0)
+            && let Some(field) = settings.moved_from(&previous.value.settings)
+        {
+            return Err(AppError::conflict_on(
+                "repositories.location_in_use",
+                field,
+                format!(
+                    "{field} cannot change while {} deployments or policies use snapshot repository '{name}': their snapshots are at the current place; register the new place under another name and move them over",
+                    previous.refs
+                ),
+            ));
+        }
         let repo = Repository {
             org: who.org.clone(),
             name: name.to_string(),
@@ -151,6 +167,31 @@ impl App {
                 )))
             }
         }
+    }
+
+    /// An endpoint given as a name is as safe as the addresses behind it:
+    /// each must pass the address policy that a literal address passes.
+    /// Checked when the repository is written; a name that resolves
+    /// nowhere is refused too, since no node could reach it.
+    async fn check_endpoint_resolves(&self, req: &RepositoryRequest) -> Result<(), AppError> {
+        let RepositoryRequest::S3(s3) = req else {
+            return Ok(());
+        };
+        let Some((name, port)) = s3.endpoint.as_deref().and_then(|e| {
+            floe_domain::repository::endpoint_name(e, s3.protocol, self.endpoint_policy)
+        }) else {
+            return Ok(());
+        };
+        let refuse = |message: String| {
+            AppError::invalid("validation.endpoint", "settings.endpoint", message)
+        };
+        let addresses = self
+            .resolver
+            .resolve(&name, port)
+            .await
+            .map_err(|e| refuse(e.to_string()))?;
+        floe_domain::repository::check_resolved(&name, &addresses, self.endpoint_policy)
+            .map_err(refuse)
     }
 
     /// Seals a newly sent secret, or keeps the stored one when none was sent.

@@ -63,6 +63,17 @@ fn world() -> Result<World, Box<dyn std::error::Error>> {
             compute,
             floe_clusters_sim::SimulatedClustersConfig::default(),
         )),
+        resolver: Arc::new(
+            floe_ports::FixedResolver::default()
+                .with(
+                    "s3.example.com",
+                    &[std::net::IpAddr::from([203, 0, 113, 10])],
+                )
+                .with(
+                    "s3.elsewhere.example",
+                    &[std::net::IpAddr::from([203, 0, 113, 11])],
+                ),
+        ),
     };
     Ok(World { app, jobs, synced })
 }
@@ -509,6 +520,169 @@ async fn an_idempotency_key_of_a_deleted_deployment_is_spent() -> TestResult {
             assert!(message.contains(&first.id), "{message}");
         }
         other => return Err(format!("{other:?}").into()),
+    }
+    Ok(())
+}
+
+/// A repository in use keeps its place (issue 12, defect 13): a change of
+/// bucket, base path or type is a 409 on that field while a deployment uses
+/// it, and nothing changes; throttles and clients may still change, and
+/// once nothing uses it, it may move.
+#[tokio::test]
+async fn a_repository_in_use_keeps_its_place() -> TestResult {
+    let w = world()?;
+    let admin = caller(&[Role::PlatformAdmin]).admin()?;
+    let manager = caller(&[Role::DeploymentManager]).manager()?;
+    let request = |settings: serde_json::Value| {
+        serde_json::from_value::<floe_domain::repository::RepositoryRequest>(
+            json!({"type": "s3", "settings": settings}),
+        )
+    };
+    let place = json!({"bucket": "snaps", "base_path": "prod"});
+    w.app
+        .put_repository(&admin, "main", None, request(place.clone())?)
+        .await?;
+    let mut with_repo = spec(1)?;
+    with_repo.snapshot = Some(serde_json::from_value(json!({"repository": "main"}))?);
+    let id = created(w.app.create_deployment(&manager, with_repo, None).await?)?.id;
+    settle(&w.app, &id, DeploymentStatus::Running).await?;
+
+    for (settings, field) in [
+        (
+            json!({"bucket": "other", "base_path": "prod"}),
+            "settings.bucket",
+        ),
+        (
+            json!({"bucket": "snaps", "base_path": "staging"}),
+            "settings.base_path",
+        ),
+        (json!({"bucket": "snaps"}), "settings.base_path"),
+    ] {
+        match w
+            .app
+            .put_repository(&admin, "main", None, request(settings)?)
+            .await
+        {
+            Err(AppError::Conflict {
+                code,
+                field: Some(f),
+                ..
+            }) => {
+                assert_eq!((code, f.as_str()), ("repositories.location_in_use", field));
+            }
+            other => return Err(format!("{field}: expected a 409, got {other:?}").into()),
+        }
+    }
+    let fs = serde_json::from_value(json!({"type": "fs", "settings": {"location": "prod"}}))?;
+    match w.app.put_repository(&admin, "main", None, fs).await {
+        Err(AppError::Conflict { field: Some(f), .. }) => assert_eq!(f, "type"),
+        other => return Err(format!("type: expected a 409, got {other:?}").into()),
+    }
+    let kept = w
+        .app
+        .get_repository(&caller(&[Role::PlatformAdmin]).reader()?, "main")
+        .await?;
+    assert_eq!(kept.resource_version, 1, "a refused change changes nothing");
+
+    // The same place with a new throttle: accepted.
+    let mut same = place.clone();
+    same["max_snapshot_bytes_per_sec"] = json!("200mb");
+    w.app
+        .put_repository(&admin, "main", None, request(same)?)
+        .await?;
+
+    // Once nothing uses it, it may move.
+    w.app.shutdown_deployment(&manager, &id, true).await?;
+    settle(&w.app, &id, DeploymentStatus::Stopped).await?;
+    w.app.delete_deployment(&manager, &id, None).await?;
+    w.app
+        .put_repository(&admin, "main", None, request(json!({"bucket": "other"}))?)
+        .await?;
+    Ok(())
+}
+
+/// An endpoint given as a name is checked by the addresses it resolves to
+/// (issue 12, defect 11): a name for the metadata service, a link-local or
+/// (with private endpoints disallowed) a private address, or a name that
+/// resolves nowhere, is a 400 on `settings.endpoint`, and nothing is
+/// stored; a public name and a literal address need no resolution.
+#[tokio::test]
+async fn endpoint_names_are_checked_by_what_they_resolve_to() -> TestResult {
+    use std::net::IpAddr;
+    let mut w = world()?;
+    w.app.resolver = Arc::new(
+        floe_ports::FixedResolver::default()
+            .with(
+                "169.254.169.254.nip.io",
+                &[IpAddr::from([169, 254, 169, 254])],
+            )
+            .with(
+                "metadata.example",
+                &[IpAddr::from([0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254])],
+            )
+            .with("inside.example", &[IpAddr::from([10, 0, 0, 5])])
+            .with(
+                "mixed.example",
+                &[
+                    IpAddr::from([203, 0, 113, 9]),
+                    IpAddr::from([169, 254, 1, 1]),
+                ],
+            )
+            .with("s3.example.com", &[IpAddr::from([203, 0, 113, 10])]),
+    );
+    let admin = caller(&[Role::PlatformAdmin]).admin()?;
+    let request = |endpoint: &str| {
+        serde_json::from_value::<floe_domain::repository::RepositoryRequest>(json!({
+            "type": "s3", "settings": {"bucket": "snaps", "endpoint": endpoint, "protocol": "https"}}))
+    };
+    for endpoint in [
+        "169.254.169.254.nip.io",
+        "metadata.example:9000",
+        "inside.example",
+        "mixed.example",
+        "nowhere.example",
+    ] {
+        match w
+            .app
+            .put_repository(&admin, "fb", None, request(endpoint)?)
+            .await
+        {
+            Err(AppError::Invalid(invalid)) => {
+                let fields: Vec<&str> = invalid.0.iter().map(|e| e.field.as_str()).collect();
+                assert_eq!(fields, ["settings.endpoint"], "{endpoint}: {invalid:?}");
+            }
+            other => return Err(format!("{endpoint}: expected a 400, got {other:?}").into()),
+        }
+    }
+    let stored = w
+        .app
+        .list_repositories(
+            &caller(&[Role::PlatformAdmin]).reader()?,
+            Default::default(),
+        )
+        .await?;
+    assert!(stored.repositories.is_empty(), "nothing stored");
+
+    w.app
+        .put_repository(&admin, "fb", None, request("s3.example.com")?)
+        .await?;
+    w.app
+        .put_repository(&admin, "lit", None, request("203.0.113.20:9000")?)
+        .await?;
+
+    // A platform that allows private stores takes a name for one.
+    w.app.endpoint_policy.allow_private = true;
+    w.app
+        .put_repository(&admin, "onprem", None, request("inside.example")?)
+        .await?;
+    for still_refused in ["169.254.169.254.nip.io", "mixed.example"] {
+        assert!(
+            w.app
+                .put_repository(&admin, "x", None, request(still_refused)?)
+                .await
+                .is_err(),
+            "{still_refused}"
+        );
     }
     Ok(())
 }

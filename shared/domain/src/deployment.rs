@@ -15,6 +15,13 @@ pub const MAX_NODE_GROUPS: usize = 20;
 pub const MAX_NODES_PER_GROUP: u32 = 100;
 pub const MAX_USER_SETTINGS: usize = 200;
 pub const MAX_TAGS: usize = 32;
+/// Policies one deployment may attach: each attachment is one more write in
+/// the transaction that stores the deployment (DynamoDB takes 100).
+pub const MAX_POLICIES: usize = 20;
+/// A spec's size as stored, in bytes. The record holds it, and so does its
+/// plan; a DynamoDB item holds at most 400 KB, so a bigger spec would be
+/// accepted by the API and refused by the store.
+pub const MAX_SPEC_BYTES: usize = 96 * 1024;
 
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
@@ -388,6 +395,13 @@ impl DeploymentSpec {
             if let Some(r) = &s.repository {
                 p.check("snapshot.repository", "validation.name", validate_name(r));
             }
+            if s.policies.len() > MAX_POLICIES {
+                p.push(
+                    "snapshot.policies",
+                    "validation.length",
+                    format!("at most {MAX_POLICIES} policies"),
+                );
+            }
             let mut seen = BTreeSet::new();
             for (i, id) in s.policies.iter().enumerate() {
                 if !crate::names::is_resource_id(id) {
@@ -437,7 +451,37 @@ impl DeploymentSpec {
                 );
             }
         }
+        self.check_size(&mut p);
         p.finish()
+    }
+
+    /// Refuses a spec too big to store, naming its biggest part, so that
+    /// what each field allows on its own cannot add up past the store's
+    /// item limit.
+    fn check_size(&self, p: &mut Problems) {
+        let Ok(Value::Object(fields)) = serde_json::to_value(self) else {
+            return;
+        };
+        let sizes: Vec<(String, usize)> = fields
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string().len()))
+            .collect();
+        let total: usize = sizes.iter().map(|(k, n)| k.len() + n + 4).sum();
+        if total <= MAX_SPEC_BYTES {
+            return;
+        }
+        let biggest = sizes
+            .iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(k, _)| k.clone())
+            .unwrap_or_default();
+        p.push(
+            biggest,
+            "validation.too_large",
+            format!(
+                "the spec is {total} bytes as stored, more than {MAX_SPEC_BYTES}; this is its biggest part"
+            ),
+        );
     }
 
     /// Whether going from `self` to `next` changes the cluster (and so needs

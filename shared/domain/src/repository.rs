@@ -99,6 +99,35 @@ pub enum RepositorySettings {
     Fs(FsSettings),
 }
 
+impl RepositorySettings {
+    /// The first part of where snapshots are kept that differs between
+    /// `self` and `other`, by its field name in a request (`type`,
+    /// `settings.bucket`, …), or `None` when both name one place. Clients,
+    /// throttles and credentials may change under a deployment; the place
+    /// may not, or the snapshots already taken vanish from its view.
+    pub fn moved_from(&self, other: &RepositorySettings) -> Option<&'static str> {
+        fn trimmed(p: &Option<String>) -> &str {
+            p.as_deref().unwrap_or("").trim_matches('/')
+        }
+        match (self, other) {
+            (RepositorySettings::S3(a), RepositorySettings::S3(b)) => {
+                if a.bucket != b.bucket {
+                    Some("settings.bucket")
+                } else if trimmed(&a.base_path) != trimmed(&b.base_path) {
+                    Some("settings.base_path")
+                } else {
+                    None
+                }
+            }
+            (RepositorySettings::Fs(a), RepositorySettings::Fs(b)) => {
+                (a.location.trim_end_matches('/') != b.location.trim_end_matches('/'))
+                    .then_some("settings.location")
+            }
+            _ => Some("type"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct S3Settings {
     pub bucket: String,
@@ -407,6 +436,52 @@ pub fn validate_endpoint(e: &str, policy: EndpointPolicy) -> Result<(), String> 
             }
         }
     }
+}
+
+/// The DNS name and port an endpoint names, when it names one (not an
+/// address, not the platform's trusted store, not `localhost`): what the
+/// use case must resolve before it may trust the endpoint. Call it on an
+/// endpoint that [`validate_endpoint`] accepted.
+pub fn endpoint_name(
+    e: &str,
+    protocol: Option<Protocol>,
+    policy: EndpointPolicy,
+) -> Option<(String, u16)> {
+    if policy
+        .trusted
+        .is_some_and(|t| e.parse::<std::net::SocketAddr>() == Ok(t))
+    {
+        return None;
+    }
+    let (host, port) = split_host_port(e).ok()?;
+    let numeric = host.starts_with('[') || host.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let lower = host.to_ascii_lowercase();
+    if numeric || lower == "localhost" || lower.ends_with(".localhost") {
+        return None;
+    }
+    let default_port = match protocol {
+        Some(Protocol::Http) => 80,
+        _ => 443,
+    };
+    let port = match port {
+        Some(p) => p.parse().ok()?,
+        None => default_port,
+    };
+    Some((lower, port))
+}
+
+/// Checks the addresses a name resolved to: every one must be allowed, or
+/// the name could lead a node to the one that is not.
+pub fn check_resolved(
+    name: &str,
+    addresses: &[IpAddr],
+    policy: EndpointPolicy,
+) -> Result<(), String> {
+    for ip in addresses {
+        check_address(*ip, policy)
+            .map_err(|m| format!("{name} resolves to {ip}: the endpoint {m}"))?;
+    }
+    Ok(())
 }
 
 fn private_refused() -> String {

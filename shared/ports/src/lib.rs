@@ -4,11 +4,13 @@
 
 pub mod listener;
 pub mod queue;
+pub mod resolver;
 pub mod schedule_sync;
 pub mod scheduler;
 
 pub use listener::PlanListener;
 pub use queue::{LocalQueue, PlanJob, QueueError, WorkQueue};
+pub use resolver::{FixedResolver, ResolveError, Resolver, SystemResolver};
 pub use schedule_sync::{ReconcileJob, ScheduleSync, WorkMessage};
 pub use scheduler::{
     ExistingSchedule, NoScheduler, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,

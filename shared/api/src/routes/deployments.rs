@@ -1,14 +1,13 @@
 //! Deployments: `/api/v1/deployments`.
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::extract::{
     Caller, DeploymentReplacement, JsonSpec, PathParam, expected_version, idempotency_key,
     only_params, page_request,
 };
-use crate::respond::{CreatedOr, NoContent, Versioned, deployment_created};
-use crate::responses::{BodyErrors, ManageErrors, ReadErrors};
+use crate::respond::{CreatedOr, NoContent, Plain, Planned, Versioned, deployment_created};
+use crate::responses::{BodyErrors, Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
-use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use floe_app::deployments::{DeploymentList, DeploymentQuery};
@@ -31,6 +30,10 @@ pub fn router() -> OpenApiRouter<ApiState> {
 /// A new password is made and returned in this answer only (`credentials`);
 /// a `reset_password` plan applies it to the running cluster, and the old
 /// one stops working when that plan's `apply-password` step ends.
+///
+/// Refusals:
+/// - 404: no such deployment or Elasticsearch resource.
+/// - 409: a plan is pending, or the deployment is not running.
 #[utoipa::path(
     post,
     path = "/api/v1/deployments/{id}/elasticsearch/{ref_id}/_reset-password",
@@ -40,23 +43,17 @@ pub fn router() -> OpenApiRouter<ApiState> {
         ("id" = String, Path, description = "Deployment id."),
         ("ref_id" = String, Path, description = "`main-elasticsearch`."),
     ),
-    responses(
-        (status = 202, description = "A reset_password plan is pending; the answer carries the new credentials, once.", body = DeploymentView,
-         example = json!(crate::examples::deployment_view())),
-        ManageErrors,
-        (status = 404, description = "No such deployment or Elasticsearch resource.", body = ErrorBody),
-        (status = 409, description = "A plan is pending, or the deployment is not running.", body = ErrorBody),
-    ),
+    responses(Planned<DeploymentView>, ManageErrors, NotFound, Conflict),
     security(("bearer" = []))
 )]
 async fn reset_password(
     State(state): State<ApiState>,
     caller: Caller,
     axum::extract::Path((id, ref_id)): axum::extract::Path<(String, String)>,
-) -> Result<Versioned<DeploymentView>, ApiError> {
+) -> Result<Planned<DeploymentView>, ApiError> {
     let who = caller.manager()?;
     let reset = state.app.reset_password(&who, &id, &ref_id).await?;
-    Ok(Versioned::accepted(reset))
+    Ok(Planned(reset))
 }
 
 /// Create a deployment.
@@ -64,6 +61,9 @@ async fn reset_password(
 /// Stores the deployment as `initializing` with a pending `create` plan that
 /// the plan engine runs. `Idempotency-Key` (or ECE's `request_id`) makes
 /// retries safe: the same key and body return the first result.
+///
+/// Refusals:
+/// - 409: idempotency key reused with another body, or spent (its deployment was deleted since).
 #[utoipa::path(
     post,
     path = "/api/v1/deployments",
@@ -74,17 +74,7 @@ async fn reset_password(
         ("request_id" = Option<String>, Query, description = "Same as Idempotency-Key (ECE)."),
     ),
     request_body(content = DeploymentSpec, example = json!(crate::examples::deployment_request())),
-    responses(
-        (status = 201, description = "Created, with its pending create plan.", body = DeploymentView,
-         example = json!(crate::examples::deployment_view())),
-        (status = 200, description = "A retry with the same idempotency key and body: the first result.", body = DeploymentView,
-         example = json!(crate::examples::deployment_view())),
-        (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody,
-         example = json!({"errors": [{"code": "validation.instance_type", "message": "node_groups[0].instance_type: 'm6g.huge' is not in the instance catalog", "fields": ["node_groups[0].instance_type"]}]})),
-        ManageErrors,
-        (status = 409, description = "Idempotency key reused with another body, or spent (its deployment was deleted since).", body = ErrorBody),
-        BodyErrors,
-    ),
+    responses(CreatedOr<DeploymentView>, Invalid, ManageErrors, Conflict, BodyErrors),
     security(("bearer" = []))
 )]
 async fn create_deployment(
@@ -117,19 +107,14 @@ async fn create_deployment(
         ("status" = Option<String>, Query, description = "Only this status (initializing, running, …)."),
         ("tag" = Option<String>, Query, description = "Only deployments with this tag, as `key:value`."),
     ),
-    responses(
-        (status = 200, description = "One page, oldest first.", body = DeploymentList,
-         example = json!({"deployments": [crate::examples::deployment_view()]})),
-        (status = 400, description = "Bad parameters.", body = ErrorBody),
-        ReadErrors,
-    ),
+    responses(Plain<DeploymentList>, Invalid, ReadErrors),
     security(("bearer" = []))
 )]
 async fn list_deployments(
     State(state): State<ApiState>,
     caller: Caller,
     Query(mut query): Query<BTreeMap<String, String>>,
-) -> Result<Json<DeploymentList>, ApiError> {
+) -> Result<Plain<DeploymentList>, ApiError> {
     let who = caller.reader()?;
     only_params(&query, &["size", "cursor", "name", "status", "tag"])?;
     let query = DeploymentQuery {
@@ -138,7 +123,7 @@ async fn list_deployments(
         status: query.remove("status"),
         tag: query.remove("tag"),
     };
-    Ok(Json(state.app.list_deployments(&who, query).await?))
+    Ok(Plain(state.app.list_deployments(&who, query).await?))
 }
 
 /// Read a deployment.
@@ -148,12 +133,7 @@ async fn list_deployments(
     operation_id = "get-deployment",
     tag = TAG,
     params(("id" = String, Path, description = "Deployment id.")),
-    responses(
-        (status = 200, description = "The deployment, with each node group's architecture and JVM heap.", body = DeploymentView,
-         example = json!(crate::examples::deployment_view())),
-        ReadErrors,
-        (status = 404, description = "No such deployment in this organization.", body = ErrorBody),
-    ),
+    responses(Versioned<DeploymentView>, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
 async fn get_deployment(
@@ -162,7 +142,7 @@ async fn get_deployment(
     PathParam(id): PathParam,
 ) -> Result<Versioned<DeploymentView>, ApiError> {
     let who = caller.reader()?;
-    Ok(Versioned::ok(state.app.get_deployment(&who, &id).await?))
+    Ok(Versioned(state.app.get_deployment(&who, &id).await?))
 }
 
 /// Replace a deployment's spec.
@@ -181,6 +161,9 @@ async fn get_deployment(
 /// is pending. A stopped deployment records any change; it applies at its
 /// next start (`POST …/_start`). A failed deployment is fixed by sending
 /// its spec again: a plan re-applies it.
+///
+/// Refusals:
+/// - 409: a plan is pending, or a concurrent change won.
 #[utoipa::path(
     put,
     path = "/api/v1/deployments/{id}",
@@ -192,16 +175,7 @@ async fn get_deployment(
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     request_body(content = DeploymentSpec, description = "A spec, or the GET body with fields changed.", example = json!(crate::examples::deployment_request())),
-    responses(
-        (status = 200, description = "Updated.", body = DeploymentView, example = json!(crate::examples::deployment_view())),
-        (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody),
-        ManageErrors,
-        (status = 404, description = "No such deployment.", body = ErrorBody),
-        (status = 409, description = "A plan is pending, or a concurrent change won.", body = ErrorBody,
-         example = json!({"errors": [{"code": "deployments.plan_in_progress", "message": "plan 0193a0c4d2b87c3e9a4b5c6d7e8f9a0c (create) is pending; wait for it or cancel it"}]})),
-        (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
-        BodyErrors,
-    ),
+    responses(Versioned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict, Stale, BodyErrors),
     security(("bearer" = []))
 )]
 async fn put_deployment(
@@ -219,10 +193,13 @@ async fn put_deployment(
         .app
         .replace_deployment(&who, &id, expected, spec, &read_only)
         .await?;
-    Ok(Versioned::ok(updated))
+    Ok(Versioned(updated))
 }
 
 /// Delete a stopped deployment's record.
+///
+/// Refusals:
+/// - 409: the deployment is not stopped (shut it down first).
 #[utoipa::path(
     delete,
     path = "/api/v1/deployments/{id}",
@@ -233,14 +210,7 @@ async fn put_deployment(
         ("If-Match" = Option<String>, Header, description = "Delete only if the deployment is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
-    responses(
-        (status = 204, description = "Deleted."),
-        ManageErrors,
-        (status = 404, description = "No such deployment.", body = ErrorBody),
-        (status = 409, description = "The deployment is not stopped (shut it down first).", body = ErrorBody,
-         example = json!({"errors": [{"code": "deployments.deployment_not_stopped", "message": "deployment 0193a0c4d2b77c3e9a4b5c6d7e8f9a0b is initializing; shut it down before deleting it"}]})),
-        (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
-    ),
+    responses(NoContent, ManageErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]
 async fn delete_deployment(

@@ -2,8 +2,9 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, only_params};
+use crate::respond::Plain;
+use crate::responses::Invalid;
 use crate::state::ApiState;
-use axum::Json;
 use axum::extract::{Query, State};
 use floe_app::catalog::InstanceTypeList;
 use serde::Serialize;
@@ -32,40 +33,37 @@ pub struct Health {
     path = "/api/v1/health",
     operation_id = "get-health",
     tag = "platform",
-    responses((status = 200, description = "The API is serving.", body = Health,
-               example = json!({"status": "ok", "version": "0.1.0"}))),
+    responses(Plain<Health>),
     security(())
 )]
-async fn health() -> Json<Health> {
-    Json(Health {
+async fn health() -> Plain<Health> {
+    Plain(Health {
         status: "ok".into(),
         version: env!("CARGO_PKG_VERSION").into(),
     })
 }
 
 /// The EC2 instance types deployments can use.
+///
+/// Refusals:
+/// - 400: unknown architecture.
 #[utoipa::path(
     get,
     path = "/api/v1/platform/configuration/instance-types",
     operation_id = "list-instance-types",
     tag = "platform",
     params(("arch" = Option<String>, Query, description = "Only this architecture: `arm64` (Graviton) or `x86_64`.")),
-    responses(
-        (status = 200, description = "The catalog.", body = InstanceTypeList,
-         example = json!({"instance_types": [{"name": "m6g.xlarge", "family": "m6g", "arch": "arm64", "vcpus": 4, "memory_mib": 16384, "jvm_heap_mib": 8192}]})),
-        (status = 400, description = "Unknown architecture.", body = ErrorBody),
-        (status = 401, description = "No or bad token.", body = ErrorBody),
-    ),
+    responses(Plain<InstanceTypeList>, Invalid, (status = 401, description = "No or bad token.", body = ErrorBody)),
     security(("bearer" = []))
 )]
 async fn list_instance_types(
     State(state): State<ApiState>,
     caller: Caller,
     Query(query): Query<BTreeMap<String, String>>,
-) -> Result<Json<InstanceTypeList>, ApiError> {
+) -> Result<Plain<InstanceTypeList>, ApiError> {
     let who = caller.reader()?;
     only_params(&query, &["arch"])?;
-    Ok(Json(state.app.instance_types(
+    Ok(Plain(state.app.instance_types(
         &who,
         query.get("arch").map(String::as_str),
     )?))

@@ -1,11 +1,10 @@
 //! Snapshot policies: `/api/v1/snapshot-policies`.
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::extract::{Caller, JsonSpec, PathParam, expected_version, only_params, page_request};
-use crate::respond::{Created, NoContent, Versioned};
-use crate::responses::{BodyErrors, ManageErrors, ReadErrors};
+use crate::respond::{Created, NoContent, Plain, Versioned};
+use crate::responses::{BodyErrors, Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
-use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use floe_app::policies::PolicyList;
@@ -32,13 +31,7 @@ pub fn router() -> OpenApiRouter<ApiState> {
     operation_id = "create-snapshot-policy",
     tag = TAG,
     request_body(content = PolicySpec, example = json!(crate::examples::policy_request())),
-    responses(
-        (status = 201, description = "Created.", body = PolicyView, example = json!(crate::examples::policy_view())),
-        (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody,
-         example = json!({"errors": [{"code": "validation.interval", "message": "schedule.interval: must be at least 1m (EventBridge Scheduler's shortest rate)", "fields": ["schedule.interval"]}]})),
-        ManageErrors,
-        BodyErrors,
-    ),
+    responses(Created<PolicyView>, Invalid, ManageErrors, BodyErrors),
     security(("bearer" = []))
 )]
 async fn create_policy(
@@ -66,23 +59,18 @@ async fn create_policy(
         ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
-    responses(
-        (status = 200, description = "One page, oldest first.", body = PolicyList,
-         example = json!({"policies": [crate::examples::policy_view()]})),
-        (status = 400, description = "Bad parameters.", body = ErrorBody),
-        ReadErrors,
-    ),
+    responses(Plain<PolicyList>, Invalid, ReadErrors),
     security(("bearer" = []))
 )]
 async fn list_policies(
     State(state): State<ApiState>,
     caller: Caller,
     Query(query): Query<BTreeMap<String, String>>,
-) -> Result<Json<PolicyList>, ApiError> {
+) -> Result<Plain<PolicyList>, ApiError> {
     let who = caller.reader()?;
     only_params(&query, &["size", "cursor"])?;
     let page = page_request(&query)?;
-    Ok(Json(state.app.list_policies(&who, page).await?))
+    Ok(Plain(state.app.list_policies(&who, page).await?))
 }
 
 /// Read a snapshot policy.
@@ -92,11 +80,7 @@ async fn list_policies(
     operation_id = "get-snapshot-policy",
     tag = TAG,
     params(("id" = String, Path, description = "Policy id.")),
-    responses(
-        (status = 200, description = "The policy.", body = PolicyView, example = json!(crate::examples::policy_view())),
-        ReadErrors,
-        (status = 404, description = "No such policy in this organization.", body = ErrorBody),
-    ),
+    responses(Versioned<PolicyView>, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
 async fn get_policy(
@@ -105,7 +89,7 @@ async fn get_policy(
     PathParam(id): PathParam,
 ) -> Result<Versioned<PolicyView>, ApiError> {
     let who = caller.reader()?;
-    Ok(Versioned::ok(state.app.get_policy(&who, &id).await?))
+    Ok(Versioned(state.app.get_policy(&who, &id).await?))
 }
 
 /// Replace a snapshot policy.
@@ -120,15 +104,7 @@ async fn get_policy(
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     request_body(content = PolicySpec, example = json!(crate::examples::policy_request())),
-    responses(
-        (status = 200, description = "Updated.", body = PolicyView, example = json!(crate::examples::policy_view())),
-        (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody),
-        ManageErrors,
-        (status = 404, description = "No such policy.", body = ErrorBody),
-        (status = 409, description = "Changed concurrently.", body = ErrorBody),
-        (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
-        BodyErrors,
-    ),
+    responses(Versioned<PolicyView>, Invalid, ManageErrors, NotFound, Conflict, Stale, BodyErrors),
     security(("bearer" = []))
 )]
 async fn put_policy(
@@ -143,10 +119,13 @@ async fn put_policy(
     only_params(&query, &["version"])?;
     let expected = expected_version(&headers, &query)?;
     let updated = state.app.update_policy(&who, &id, expected, spec).await?;
-    Ok(Versioned::ok(updated))
+    Ok(Versioned(updated))
 }
 
 /// Delete a snapshot policy that no deployment has attached.
+///
+/// Refusals:
+/// - 409: still attached to a deployment.
 #[utoipa::path(
     delete,
     path = "/api/v1/snapshot-policies/{id}",
@@ -157,13 +136,7 @@ async fn put_policy(
         ("If-Match" = Option<String>, Header, description = "Delete only if the policy is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
-    responses(
-        (status = 204, description = "Deleted."),
-        ManageErrors,
-        (status = 404, description = "No such policy.", body = ErrorBody),
-        (status = 409, description = "Still attached to a deployment.", body = ErrorBody),
-        (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
-    ),
+    responses(NoContent, ManageErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]
 async fn delete_policy(

@@ -1,13 +1,12 @@
 //! Snapshot repositories: `/api/v1/platform/configuration/snapshots/repositories`.
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::extract::{
     Caller, JsonBody, PathParam, expected_version, only_params, page_request, parse_value_at,
 };
-use crate::respond::{Created, CreatedOr, NoContent, Versioned};
-use crate::responses::{AdminErrors, BodyErrors, ReadErrors};
+use crate::respond::{Created, CreatedOr, NoContent, Plain, Versioned};
+use crate::responses::{AdminErrors, BodyErrors, Conflict, Invalid, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
-use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use floe_app::repositories::{Put, RepositoryList, check_name};
@@ -69,23 +68,18 @@ impl RawRepository {
         ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
-    responses(
-        (status = 200, description = "One page of repositories, by name.", body = RepositoryList,
-         example = json!({"repositories": [crate::examples::repository_view()], "next_cursor": null})),
-        (status = 400, description = "Bad paging parameters.", body = ErrorBody),
-        ReadErrors,
-    ),
+    responses(Plain<RepositoryList>, Invalid, ReadErrors),
     security(("bearer" = []))
 )]
 async fn list_repositories(
     State(state): State<ApiState>,
     caller: Caller,
     Query(query): Query<BTreeMap<String, String>>,
-) -> Result<Json<RepositoryList>, ApiError> {
+) -> Result<Plain<RepositoryList>, ApiError> {
     let who = caller.reader()?;
     only_params(&query, &["size", "cursor"])?;
     let page = page_request(&query)?;
-    Ok(Json(state.app.list_repositories(&who, page).await?))
+    Ok(Plain(state.app.list_repositories(&who, page).await?))
 }
 
 /// Read one snapshot repository (credentials are never returned).
@@ -95,12 +89,7 @@ async fn list_repositories(
     operation_id = "get-snapshot-repository",
     tag = TAG,
     params(("name" = String, Path, description = "Repository name.")),
-    responses(
-        (status = 200, description = "The repository; secrets show only whether they are set.", body = RepositoryView,
-         example = json!(crate::examples::repository_view())),
-        ReadErrors,
-        (status = 404, description = "No such repository in this organization.", body = ErrorBody),
-    ),
+    responses(Versioned<RepositoryView>, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
 async fn get_repository(
@@ -109,7 +98,7 @@ async fn get_repository(
     PathParam(name): PathParam,
 ) -> Result<Versioned<RepositoryView>, ApiError> {
     let who = caller.reader()?;
-    Ok(Versioned::ok(state.app.get_repository(&who, &name).await?))
+    Ok(Versioned(state.app.get_repository(&who, &name).await?))
 }
 
 /// Create or replace a snapshot repository.
@@ -128,15 +117,7 @@ async fn get_repository(
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     request_body(content = RepositoryRequest, example = json!(crate::examples::repository_request())),
-    responses(
-        (status = 200, description = "Replaced.", body = RepositoryView, example = json!(crate::examples::repository_view())),
-        (status = 201, description = "Created.", body = RepositoryView, example = json!(crate::examples::repository_view())),
-        (status = 400, description = "Invalid settings; every offending field is listed.", body = ErrorBody),
-        AdminErrors,
-        (status = 409, description = "Changed concurrently.", body = ErrorBody),
-        (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
-        BodyErrors,
-    ),
+    responses(CreatedOr<RepositoryView>, Invalid, AdminErrors, Conflict, Stale, BodyErrors),
     security(("bearer" = []))
 )]
 async fn put_repository(
@@ -163,12 +144,15 @@ async fn put_repository(
                 location: format!("/api/v1/platform/configuration/snapshots/repositories/{name}"),
                 body: view,
             }),
-            Put::Replaced(view) => CreatedOr::Existing(Versioned::ok(view)),
+            Put::Replaced(view) => CreatedOr::Existing(Versioned(view)),
         },
     )
 }
 
 /// Delete a snapshot repository that no deployment or policy uses.
+///
+/// Refusals:
+/// - 409: a deployment or policy still uses it.
 #[utoipa::path(
     delete,
     path = "/api/v1/platform/configuration/snapshots/repositories/{name}",
@@ -179,14 +163,7 @@ async fn put_repository(
         ("If-Match" = Option<String>, Header, description = "Delete only if the repository is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
-    responses(
-        (status = 204, description = "Deleted."),
-        AdminErrors,
-        (status = 404, description = "No such repository.", body = ErrorBody),
-        (status = 409, description = "A deployment or policy still uses it.", body = ErrorBody,
-         example = json!({"errors": [{"code": "repositories.repository_in_use", "message": "snapshot repository 'main-backups' is used by 2 deployments or policies; detach it first"}]})),
-        (status = 412, description = "If-Match does not match the current version.", body = ErrorBody),
-    ),
+    responses(NoContent, AdminErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]
 async fn delete_repository(

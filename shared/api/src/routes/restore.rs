@@ -2,10 +2,10 @@
 //! `POST /api/v1/deployments/{id}/_clone` (the `restore_snapshot` of a
 //! create is the create's).
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::extract::{Caller, JsonSpec, PathParam, idempotency_key, only_params};
-use crate::respond::{CreatedOr, Versioned, deployment_created};
-use crate::responses::ManageErrors;
+use crate::respond::{CreatedOr, Planned, deployment_created};
+use crate::responses::{Conflict, Invalid, ManageErrors, NotFound};
 use crate::state::ApiState;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -30,6 +30,10 @@ pub fn router() -> OpenApiRouter<ApiState> {
 /// reports shards and bytes recovered until it is done. Elasticsearch
 /// refuses to restore over an open index: restore with `rename_pattern`,
 /// or close or delete the index first.
+///
+/// Refusals:
+/// - 400: invalid, an unknown snapshot or repository, or one the nodes cannot reach; the field is named.
+/// - 409: another plan is pending, the deployment is not running, no successful snapshot, or the snapshot failed.
 #[utoipa::path(
     post,
     path = "/api/v1/deployments/{id}/_restore",
@@ -37,14 +41,7 @@ pub fn router() -> OpenApiRouter<ApiState> {
     tag = "deployments",
     params(("id" = String, Path, description = "Deployment id.")),
     request_body(content = RestoreRequest, example = json!({"snapshot_name": "__latest_success__", "indices": ["orders-*"], "rename_pattern": "(.+)", "rename_replacement": "restored-$1"})),
-    responses(
-        (status = 202, description = "A restore plan is pending.", body = DeploymentView,
-         example = json!(crate::examples::deployment_view())),
-        (status = 400, description = "Invalid, an unknown snapshot or repository, or one the nodes cannot reach; the field is named.", body = ErrorBody),
-        ManageErrors,
-        (status = 404, description = "No such deployment.", body = ErrorBody),
-        (status = 409, description = "Another plan is pending, the deployment is not running, no successful snapshot, or the snapshot failed.", body = ErrorBody),
-    ),
+    responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict),
     security(("bearer" = []))
 )]
 async fn restore_deployment(
@@ -53,11 +50,11 @@ async fn restore_deployment(
     PathParam(id): PathParam,
     Query(query): Query<BTreeMap<String, String>>,
     JsonSpec(request): JsonSpec<RestoreRequest>,
-) -> Result<Versioned<DeploymentView>, ApiError> {
+) -> Result<Planned<DeploymentView>, ApiError> {
     let who = caller.manager()?;
     only_params(&query, &[])?;
     let restoring = state.app.restore_deployment(&who, &id, request).await?;
-    Ok(Versioned::accepted(restoring))
+    Ok(Planned(restoring))
 }
 
 /// Clone a deployment from its snapshot.
@@ -68,6 +65,9 @@ async fn restore_deployment(
 /// (`__latest_success__` by default). The source's repository is
 /// registered read-only on the clone; the clone has no repository of its
 /// own. `Idempotency-Key` works as on a create.
+///
+/// Refusals:
+/// - 409: the source has no successful snapshot, or the snapshot failed.
 #[utoipa::path(
     post,
     path = "/api/v1/deployments/{id}/_clone",
@@ -78,14 +78,7 @@ async fn restore_deployment(
         ("Idempotency-Key" = Option<String>, Header, description = "Retry key: the same key and body return the first result."),
     ),
     request_body(content = CloneRequest, example = json!({"name": "logs-analysis", "mode": "mount"})),
-    responses(
-        (status = 201, description = "The clone, with its pending create plan.", body = DeploymentView,
-         example = json!(crate::examples::deployment_view())),
-        (status = 400, description = "Invalid; every offending field is listed.", body = ErrorBody),
-        ManageErrors,
-        (status = 404, description = "No such source deployment.", body = ErrorBody),
-        (status = 409, description = "The source has no successful snapshot, or the snapshot failed.", body = ErrorBody),
-    ),
+    responses(CreatedOr<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict),
     security(("bearer" = []))
 )]
 async fn clone_deployment(

@@ -3,10 +3,9 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, PathParam, bool_param, only_params, page_request, parse_json};
-use crate::respond::{Accepted, DoneOr, NoContent};
-use crate::responses::{ManageErrors, ReadErrors};
+use crate::respond::{Accepted, DoneOr, NoContent, Plain};
+use crate::responses::{Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Upstream};
 use crate::state::ApiState;
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Query, State};
 use axum::http::request::Parts;
@@ -44,35 +43,12 @@ impl<S: Send + Sync> FromRequestParts<S> for SnapshotPath {
     }
 }
 
-fn snapshot_example() -> serde_json::Value {
-    serde_json::json!({
-        "snapshot": "floe-2026.11.29-3f9c2a7d1b0e", "repository": "main-backups",
-        "uuid": "dpGR0bHlS5eSn5xE1ZKYKg", "state": "SUCCESS",
-        "start_time": "2026-11-29T10:00:00Z", "end_time": "2026-11-29T10:00:42Z",
-        "duration_in_millis": 42113, "indices": ["logs-2026.11.29"],
-        "shards": {"total": 3, "successful": 3, "failed": 0}, "size_in_bytes": 73400320,
-        "policy_id": crate::examples::POLICY_ID
-    })
-}
-
-fn running_example() -> serde_json::Value {
-    serde_json::json!({
-        "snapshot": "before-upgrade-2026.11.29", "repository": "main-backups", "uuid": "",
-        "state": "IN_PROGRESS", "start_time": "2026-11-29T10:00:00Z", "indices": [],
-        "shards": {"total": 0, "successful": 0, "failed": 0}
-    })
-}
-
-fn list_example() -> serde_json::Value {
-    serde_json::json!({
-        "snapshots": [snapshot_example()],
-        "next_cursor": "ODFhMjJhMjIwZTViNzYzMDk1NTViMWE1MDZiNTViYTYjODIwMzk5NjA2NzQ5OSNmbG9l",
-        "count": 12, "latest_status": "SUCCESS",
-        "latest_successful_end_time": "2026-11-29T10:00:42Z", "healthy": true
-    })
-}
-
 /// Take a snapshot of the deployment now, into its repository.
+///
+/// Refusals:
+/// - 400: bad name, indices or parameters; `fields` names them.
+/// - 409: a snapshot is already running (`snapshots.concurrent_snapshot`), the name is taken, the deployment is not running or has no repository.
+/// - 502: the cluster refused the snapshot.
 #[utoipa::path(
     post,
     path = "/api/v1/deployments/{id}/snapshots",
@@ -84,18 +60,7 @@ fn list_example() -> serde_json::Value {
     ),
     request_body(content = SnapshotRequest, description = "Optional; an empty body takes every index under a generated name.",
         example = json!({"name": "<before-upgrade-{now/d}>", "indices": ["logs-*"]})),
-    responses(
-        (status = 200, description = "The snapshot ended (with `wait_for_completion=true`); see `state`.", body = SnapshotView,
-         example = json!(snapshot_example())),
-        (status = 202, description = "The snapshot started; poll it with GET …/snapshots/{name}.", body = SnapshotView,
-         example = json!(running_example())),
-        (status = 400, description = "Bad name, indices or parameters; `fields` names them.", body = ErrorBody),
-        ManageErrors,
-        (status = 404, description = "No such deployment.", body = ErrorBody),
-        (status = 409, description = "A snapshot is already running (`snapshots.concurrent_snapshot`), the name is taken, the deployment is not running or has no repository.", body = ErrorBody),
-        (status = 502, description = "The cluster refused the snapshot.", body = ErrorBody),
-        (status = 503, description = "The cluster cannot be reached right now.", body = ErrorBody),
-    ),
+    responses(DoneOr<SnapshotView>, Invalid, ManageErrors, NotFound, Conflict, Upstream, (status = 503, description = "The cluster cannot be reached right now.", body = ErrorBody)),
     security(("bearer" = []))
 )]
 async fn take_snapshot(
@@ -115,7 +80,7 @@ async fn take_snapshot(
     };
     let taken = state.app.take_snapshot(&who, &id, request, wait).await?;
     Ok(if taken.finished {
-        DoneOr::Done(Json(taken.snapshot))
+        DoneOr::Done(Plain(taken.snapshot))
     } else {
         DoneOr::Running(Accepted(taken.snapshot))
     })
@@ -132,13 +97,7 @@ async fn take_snapshot(
         ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
-    responses(
-        (status = 200, description = "One page of snapshots; the first page carries `count`, `latest_status`, `latest_successful_end_time` and `healthy`.", body = SnapshotList,
-         example = json!(list_example())),
-        (status = 400, description = "Bad paging parameters.", body = ErrorBody),
-        ReadErrors,
-        (status = 404, description = "No such deployment.", body = ErrorBody),
-    ),
+    responses(Plain<SnapshotList>, Invalid, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
 async fn list_snapshots(
@@ -146,14 +105,17 @@ async fn list_snapshots(
     caller: Caller,
     PathParam(id): PathParam,
     Query(query): Query<BTreeMap<String, String>>,
-) -> Result<Json<SnapshotList>, ApiError> {
+) -> Result<Plain<SnapshotList>, ApiError> {
     let who = caller.reader()?;
     only_params(&query, &["size", "cursor"])?;
     let page = page_request(&query)?;
-    Ok(Json(state.app.list_snapshots(&who, &id, page).await?))
+    Ok(Plain(state.app.list_snapshots(&who, &id, page).await?))
 }
 
 /// One snapshot; a running one is brought up to date from the cluster.
+///
+/// Refusals:
+/// - 404: no such deployment (`deployments.deployment_not_found`) or snapshot (`snapshots.snapshot_not_found`).
 #[utoipa::path(
     get,
     path = "/api/v1/deployments/{id}/snapshots/{name}",
@@ -163,26 +125,25 @@ async fn list_snapshots(
         ("id" = String, Path, description = "Deployment id."),
         ("name" = String, Path, description = "Snapshot name."),
     ),
-    responses(
-        (status = 200, description = "The snapshot: state, times, indices, shards and size.", body = SnapshotView,
-         example = json!(snapshot_example())),
-        ReadErrors,
-        (status = 404, description = "No such deployment (`deployments.deployment_not_found`) or snapshot (`snapshots.snapshot_not_found`).", body = ErrorBody),
-    ),
+    responses(Plain<SnapshotView>, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
 async fn get_snapshot(
     State(state): State<ApiState>,
     caller: Caller,
     path: SnapshotPath,
-) -> Result<Json<SnapshotView>, ApiError> {
+) -> Result<Plain<SnapshotView>, ApiError> {
     let who = caller.reader()?;
-    Ok(Json(
+    Ok(Plain(
         state.app.get_snapshot(&who, &path.id, &path.name).await?,
     ))
 }
 
 /// Delete a snapshot from the repository and forget it.
+///
+/// Refusals:
+/// - 409: the deployment is not running, so its cluster cannot delete it.
+/// - 502: the cluster refused the delete.
 #[utoipa::path(
     delete,
     path = "/api/v1/deployments/{id}/snapshots/{name}",
@@ -192,14 +153,7 @@ async fn get_snapshot(
         ("id" = String, Path, description = "Deployment id."),
         ("name" = String, Path, description = "Snapshot name."),
     ),
-    responses(
-        (status = 204, description = "Deleted (a snapshot already gone from the repository counts as deleted)."),
-        ManageErrors,
-        (status = 404, description = "No such deployment or snapshot.", body = ErrorBody),
-        (status = 409, description = "The deployment is not running, so its cluster cannot delete it.", body = ErrorBody),
-        (status = 502, description = "The cluster refused the delete.", body = ErrorBody),
-        (status = 503, description = "The cluster cannot be reached right now.", body = ErrorBody),
-    ),
+    responses(NoContent, ManageErrors, NotFound, Conflict, Upstream, (status = 503, description = "The cluster cannot be reached right now.", body = ErrorBody)),
     security(("bearer" = []))
 )]
 async fn delete_snapshot(
