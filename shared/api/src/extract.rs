@@ -267,7 +267,7 @@ impl FromRequestParts<ApiState> for Caller {
                     "the Authorization header must be: Bearer <jwt>",
                 )
             })?;
-        let principal = state.verifier.verify(token).map_err(|e| {
+        let principal = state.verifier.verify(token).await.map_err(|e| {
             tracing::info!(reason = %e, "token refused");
             unauthorized(e.code(), &e.to_string())
         })?;

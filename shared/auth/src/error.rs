@@ -14,6 +14,11 @@ pub enum AuthError {
     UnsupportedAlgorithm(String),
     #[error("the token was signed with a key this service does not know")]
     UnknownKey,
+    #[error(
+        "the token was signed with a key this service does not know, and the identity \
+         provider's key set cannot be fetched right now to look for it; try again later"
+    )]
+    KeysUnavailable,
     #[error("the token signature is invalid")]
     BadSignature,
     #[error("the token has expired")]
@@ -38,6 +43,7 @@ impl AuthError {
             AuthError::Malformed => "auth.invalid_token",
             AuthError::UnsupportedAlgorithm(_) => "auth.unsupported_algorithm",
             AuthError::UnknownKey => "auth.unknown_key",
+            AuthError::KeysUnavailable => "auth.keys_unavailable",
             AuthError::BadSignature => "auth.bad_signature",
             AuthError::Expired => "auth.token_expired",
             AuthError::NotYetValid => "auth.token_not_yet_valid",
@@ -127,6 +133,7 @@ mod tests {
             AuthError::Malformed,
             AuthError::UnsupportedAlgorithm("HS512".into()),
             AuthError::UnknownKey,
+            AuthError::KeysUnavailable,
             AuthError::BadSignature,
             AuthError::Expired,
             AuthError::NotYetValid,

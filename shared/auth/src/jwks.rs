@@ -69,60 +69,135 @@ pub fn load_jwks_file(path: &Path) -> Result<JwkSet, ConfigError> {
 /// anyone mint tokens; so https is required, except to a loopback host
 /// (local identity providers and tests), which never leaves the machine.
 pub async fn fetch_jwks(url: &str) -> Result<JwkSet, ConfigError> {
-    let target = checked_url(url)?;
-    let loopback = is_loopback(&target);
+    let fetcher = Fetcher::new(url)?;
+    Ok(fetcher.fetch().await?.set)
+}
 
-    let mut builder = reqwest::Client::builder()
-        .timeout(FETCH_TIMEOUT)
-        .connect_timeout(FETCH_TIMEOUT)
-        .redirect(Policy::custom(move |attempt| {
-            follow_redirect(attempt, loopback)
-        }));
-    if loopback {
-        // A proxy from the environment would see (and could answer) a
-        // request meant for this machine.
-        builder = builder.no_proxy();
-    }
-    let fetch_error = |error| ConfigError::Fetch {
-        url: url.to_owned(),
-        error,
-    };
-    let client = builder.build().map_err(fetch_error)?;
+/// What one successful download brought.
+pub(crate) struct Fetched {
+    pub(crate) set: JwkSet,
+    /// The response's `Cache-Control: max-age`, unbounded: the cache decides
+    /// how far to trust it.
+    pub(crate) max_age: Option<Duration>,
+}
 
-    let mut response = client
-        .get(target)
-        .header(reqwest::header::ACCEPT, "application/json")
-        .send()
-        .await
-        .map_err(fetch_error)?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(ConfigError::HttpStatus {
+/// A checked JWKS URL and the HTTP client that fetches it, built once so a
+/// cache that refetches does not rebuild the TLS configuration each time.
+pub(crate) struct Fetcher {
+    url: String,
+    target: Url,
+    client: reqwest::Client,
+}
+
+impl Fetcher {
+    pub(crate) fn new(url: &str) -> Result<Fetcher, ConfigError> {
+        let target = checked_url(url)?;
+        let loopback = is_loopback(&target);
+
+        let mut builder = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .connect_timeout(FETCH_TIMEOUT)
+            // Fetches are minutes apart; a pooled connection would mostly be
+            // one the server has long closed.
+            .pool_max_idle_per_host(0)
+            .redirect(Policy::custom(move |attempt| {
+                follow_redirect(attempt, loopback)
+            }));
+        if loopback {
+            // A proxy from the environment would see (and could answer) a
+            // request meant for this machine.
+            builder = builder.no_proxy();
+        }
+        let client = builder.build().map_err(|error| ConfigError::Fetch {
             url: url.to_owned(),
-            status: status.as_u16(),
-        });
+            error,
+        })?;
+        Ok(Fetcher {
+            url: url.to_owned(),
+            target,
+            client,
+        })
     }
-    let too_large = ConfigError::TooLarge {
-        limit: MAX_JWKS_BYTES,
-    };
-    if response
-        .content_length()
-        .is_some_and(|len| len > MAX_JWKS_BYTES as u64)
-    {
-        return Err(too_large);
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
     }
-    // Content-Length may be absent or wrong, so the cap is enforced on what
-    // actually arrives.
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(fetch_error)? {
-        if body.len() + chunk.len() > MAX_JWKS_BYTES {
+
+    pub(crate) async fn fetch(&self) -> Result<Fetched, ConfigError> {
+        let fetch_error = |error| ConfigError::Fetch {
+            url: self.url.clone(),
+            error,
+        };
+        let mut response = self
+            .client
+            .get(self.target.clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(fetch_error)?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(ConfigError::HttpStatus {
+                url: self.url.clone(),
+                status: status.as_u16(),
+            });
+        }
+        let max_age = response
+            .headers()
+            .get_all(reqwest::header::CACHE_CONTROL)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .find_map(max_age);
+        let too_large = ConfigError::TooLarge {
+            limit: MAX_JWKS_BYTES,
+        };
+        if response
+            .content_length()
+            .is_some_and(|len| len > MAX_JWKS_BYTES as u64)
+        {
             return Err(too_large);
         }
-        body.extend_from_slice(&chunk);
+        // Content-Length may be absent or wrong, so the cap is enforced on what
+        // actually arrives.
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(fetch_error)? {
+            if body.len() + chunk.len() > MAX_JWKS_BYTES {
+                return Err(too_large);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let text = String::from_utf8(body)
+            .map_err(|_| ConfigError::InvalidJwks("the response is not UTF-8".into()))?;
+        Ok(Fetched {
+            set: parse_jwks(&text)?,
+            max_age,
+        })
     }
-    let text = String::from_utf8(body)
-        .map_err(|_| ConfigError::InvalidJwks("the response is not UTF-8".into()))?;
-    parse_jwks(&text)
+}
+
+/// The freshness lifetime one `Cache-Control` header value grants, if it
+/// speaks of one. `no-store` and `no-cache` grant none (zero, which the cache
+/// raises to its minimum); an unparsable `max-age` is ignored rather than
+/// trusted.
+fn max_age(header: &str) -> Option<Duration> {
+    header.split(',').map(str::trim).find_map(|directive| {
+        if directive.eq_ignore_ascii_case("no-store") || directive.eq_ignore_ascii_case("no-cache")
+        {
+            return Some(Duration::ZERO);
+        }
+        let (name, value) = directive.split_once('=')?;
+        if !name.trim().eq_ignore_ascii_case("max-age") {
+            return None;
+        }
+        let value = value.trim().trim_matches('"');
+        // RFC 9111 §1.2.2: a delta-seconds too large to represent means
+        // "a very long time", which the cache's maximum then bounds.
+        if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+            Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)))
+        } else {
+            None
+        }
+    })
 }
 
 fn checked_url(raw: &str) -> Result<Url, ConfigError> {
@@ -227,6 +302,27 @@ mod tests {
         let err = checked_url("https://user:hunter2@issuer.example.com/jwks")
             .expect_err("credentials are refused");
         assert!(!err.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn cache_control_max_age() {
+        assert_eq!(max_age("max-age=300"), Some(Duration::from_secs(300)));
+        assert_eq!(
+            max_age("public, MAX-AGE = 60 , must-revalidate"),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(max_age("max-age=\"30\""), Some(Duration::from_secs(30)));
+        assert_eq!(max_age("no-cache"), Some(Duration::ZERO));
+        assert_eq!(max_age("private, no-store"), Some(Duration::ZERO));
+        assert_eq!(
+            max_age("max-age=99999999999999999999999"),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(max_age("public"), None);
+        assert_eq!(max_age("max-age=-1"), None);
+        assert_eq!(max_age("max-age=1h"), None);
+        assert_eq!(max_age("max-age="), None);
+        assert_eq!(max_age("s-maxage=10"), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use std::fmt;
+use std::sync::Arc;
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::{
@@ -11,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{AuthError, ConfigError};
+use crate::remote::{JwksCache, KeySet, Miss};
 use crate::role::{Principal, Role};
 
 /// HS256 is only as strong as its key: RFC 7518 §3.2 asks for at least the
@@ -39,8 +41,12 @@ const MIN_RSA_MODULUS_BYTES: usize = 256;
 pub enum KeySource {
     /// Local mode: a shared secret; only HS256 tokens are accepted.
     Hs256Secret(Vec<u8>),
-    /// Production: the issuer's public keys; only RS256 and ES256 are accepted.
+    /// A fixed set of the issuer's public keys (a file); only RS256 and
+    /// ES256 are accepted.
     Jwks(JwkSet),
+    /// Production: the issuer's public keys as its JWKS URL serves them now,
+    /// refetched as they expire or rotate; only RS256 and ES256 are accepted.
+    Remote(JwksCache),
 }
 
 impl fmt::Debug for KeySource {
@@ -55,6 +61,7 @@ impl fmt::Debug for KeySource {
                     .collect();
                 f.debug_tuple("Jwks").field(&kids).finish()
             }
+            KeySource::Remote(cache) => f.debug_tuple("Remote").field(cache).finish(),
         }
     }
 }
@@ -68,8 +75,9 @@ pub struct VerifierConfig {
     pub leeway_secs: u64,
 }
 
-/// Checks bearer tokens. Build it once at start-up; `verify` is cheap and
-/// does no I/O.
+/// Checks bearer tokens. Build it once at start-up. `verify` does no I/O
+/// except with a [`KeySource::Remote`], and there only when the cached set
+/// has expired or lacks the token's key.
 pub struct Verifier {
     issuer: String,
     audience: String,
@@ -80,10 +88,11 @@ pub struct Verifier {
 enum Keys {
     Hmac(DecodingKey),
     Public(Vec<PublicKey>),
+    Remote(JwksCache),
 }
 
-struct PublicKey {
-    kid: Option<String>,
+pub(crate) struct PublicKey {
+    pub(crate) kid: Option<String>,
     /// The one algorithm this key may verify, fixed by its type: RSA keys
     /// verify RS256 only and EC P-256 keys ES256 only.
     alg: Algorithm,
@@ -105,6 +114,7 @@ impl fmt::Debug for Verifier {
                     .collect();
                 s.field("keys", &kids)
             }
+            Keys::Remote(cache) => s.field("keys", cache),
         };
         s.finish()
     }
@@ -136,12 +146,14 @@ impl Verifier {
                 Keys::Hmac(DecodingKey::from_secret(&secret).map_err(|_| too_short)?)
             }
             KeySource::Jwks(set) => {
-                let usable: Vec<PublicKey> = set.keys.iter().filter_map(usable_key).collect();
+                let usable = usable_keys(&set);
                 if usable.is_empty() {
                     return Err(ConfigError::NoUsableKeys);
                 }
                 Keys::Public(usable)
             }
+            // The cache refuses a set without a usable key when it fetches.
+            KeySource::Remote(cache) => Keys::Remote(cache),
         };
         Ok(Verifier {
             issuer: config.issuer,
@@ -153,7 +165,7 @@ impl Verifier {
 
     /// Verifies `token` (the bearer value, without the `Bearer ` prefix) and
     /// returns who it speaks for.
-    pub fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+    pub async fn verify(&self, token: &str) -> Result<Principal, AuthError> {
         if token.len() > MAX_TOKEN_LEN {
             return Err(AuthError::Malformed);
         }
@@ -162,23 +174,59 @@ impl Verifier {
         // The token's `alg` may only pick among what our key material allows,
         // and the chosen key must be of that algorithm's type: that is what
         // shuts out `none` and HS256 keyed with a public key.
-        let (alg, key) = match &self.keys {
+        match &self.keys {
             Keys::Hmac(key) => {
                 if header.alg != "HS256" {
                     return Err(unsupported(&header.alg));
                 }
-                (Algorithm::HS256, key)
+                self.decode(token, Algorithm::HS256, key)
             }
             Keys::Public(keys) => {
-                let alg = match header.alg.as_str() {
-                    "RS256" => Algorithm::RS256,
-                    "ES256" => Algorithm::ES256,
-                    other => return Err(unsupported(other)),
-                };
-                (alg, select_key(keys, header.kid.as_deref(), alg)?)
+                let alg = public_alg(&header.alg)?;
+                self.decode(token, alg, select_key(keys, header.kid.as_deref(), alg)?)
             }
-        };
+            Keys::Remote(cache) => {
+                let alg = public_alg(&header.alg)?;
+                let kid = header.kid.as_deref();
+                let set = cache.keys().await;
+                match select_key(&set.keys, kid, alg) {
+                    Ok(key) => self.decode(token, alg, key),
+                    // A kid the cache does not hold may be a key the provider
+                    // rotated in since the last fetch. Without a kid there is
+                    // nothing a fetch could find.
+                    Err(AuthError::UnknownKey) if kid.is_some() => {
+                        self.verify_after_miss(token, alg, kid, cache, &set).await
+                    }
+                    Err(other) => Err(other),
+                }
+            }
+        }
+    }
 
+    async fn verify_after_miss(
+        &self,
+        token: &str,
+        alg: Algorithm,
+        kid: Option<&str>,
+        cache: &JwksCache,
+        seen: &KeySet,
+    ) -> Result<Principal, AuthError> {
+        let set: Arc<KeySet> = cache
+            .keys_after_miss(seen)
+            .await
+            .map_err(|miss| match miss {
+                Miss::NotPublished => AuthError::UnknownKey,
+                Miss::ProviderUnavailable => AuthError::KeysUnavailable,
+            })?;
+        self.decode(token, alg, select_key(&set.keys, kid, alg)?)
+    }
+
+    fn decode(
+        &self,
+        token: &str,
+        alg: Algorithm,
+        key: &DecodingKey,
+    ) -> Result<Principal, AuthError> {
         let mut validation = Validation::new(alg);
         validation.leeway = self.leeway_secs;
         validation.validate_exp = true;
@@ -191,6 +239,14 @@ impl Verifier {
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation)
             .map_err(|e| map_jwt_error(e.kind()))?;
         principal_from_claims(&data.claims)
+    }
+}
+
+fn public_alg(alg: &str) -> Result<Algorithm, AuthError> {
+    match alg {
+        "RS256" => Ok(Algorithm::RS256),
+        "ES256" => Ok(Algorithm::ES256),
+        other => Err(unsupported(other)),
     }
 }
 
@@ -254,6 +310,11 @@ fn select_key<'k>(
         .find(|k| k.alg == alg)
         .map(|k| &k.key)
         .ok_or_else(|| unsupported(&format!("{alg:?}")))
+}
+
+/// The set's verification keys, in its order.
+pub(crate) fn usable_keys(set: &JwkSet) -> Vec<PublicKey> {
+    set.keys.iter().filter_map(usable_key).collect()
 }
 
 /// Turns one JWKS entry into a verification key, or says (in the log) why it

@@ -3,7 +3,7 @@
 use crate::Aws;
 use crate::env::ConfigError;
 use crate::sections::{AuthConfig, SecretsConfig, StoreChoice, TokenKeys};
-use floe_auth::{KeySource, Verifier, VerifierConfig};
+use floe_auth::{JwksCache, KeySource, Verifier, VerifierConfig};
 use floe_secrets::{Cipher, Ciphers, LocalCipher};
 use floe_secrets_kms::KmsCipher;
 use floe_store::Store;
@@ -77,14 +77,17 @@ pub fn jwt_secret(config: &AuthConfig) -> Result<Option<Vec<u8>>, WiringError> {
     Ok(match &config.keys {
         TokenKeys::Secret(s) => Some(s.clone().into_bytes()),
         TokenKeys::SecretFile(path) => Some(floe_auth::load_or_create_secret(path)?),
-        TokenKeys::JwksUrl(_) | TokenKeys::JwksFile(_) => None,
+        TokenKeys::JwksUrl { .. } | TokenKeys::JwksFile(_) => None,
     })
 }
 
-/// Checks bearer tokens against the configured keys.
+/// Checks bearer tokens against the configured keys. A JWKS URL is fetched
+/// now (a wrong one stops start-up) and again as its keys expire or rotate.
 pub async fn verifier(config: &AuthConfig) -> Result<Verifier, WiringError> {
     let keys = match &config.keys {
-        TokenKeys::JwksUrl(url) => KeySource::Jwks(floe_auth::fetch_jwks(url).await?),
+        TokenKeys::JwksUrl { url, cache } => {
+            KeySource::Remote(JwksCache::connect(url, *cache).await?)
+        }
         TokenKeys::JwksFile(file) => KeySource::Jwks(floe_auth::load_jwks_file(file)?),
         TokenKeys::Secret(_) | TokenKeys::SecretFile(_) => {
             KeySource::Hs256Secret(jwt_secret(config)?.unwrap_or_default())
@@ -96,4 +99,82 @@ pub async fn verifier(config: &AuthConfig) -> Result<Verifier, WiringError> {
         keys,
         leeway_secs: 30,
     })?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Env;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// Serves the auth crate's test-only JWKS on 127.0.0.1 to every request,
+    /// one per connection, and counts them.
+    async fn jwks_server() -> (String, Arc<AtomicUsize>) {
+        let body = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../auth/tests/fixtures/test-only-jwks.json"),
+        )
+        .expect("the auth crate's fixture JWKS");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!(
+            "http://{}/jwks.json",
+            listener.local_addr().expect("local addr")
+        );
+        let served = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&served);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                count.fetch_add(1, Ordering::SeqCst);
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+                let _ = stream.write_all(&body).await;
+                let _ = stream.shutdown().await;
+            }
+        });
+        (url, served)
+    }
+
+    /// The verifier the wiring builds from a JWKS URL looks again when a
+    /// token names a key it does not hold (a provider's rotation), once per
+    /// `FLOE_JWKS_REFETCH_SECS`, rather than holding the start-up set for
+    /// the life of the process.
+    #[tokio::test]
+    async fn a_jwks_url_verifier_refetches_for_an_unknown_kid() {
+        let (url, served) = jwks_server().await;
+        let env = Env::from_pairs(&[
+            ("FLOE_JWKS_URL", &url),
+            ("FLOE_JWT_ISSUER", "https://issuer.test"),
+            ("FLOE_JWT_AUDIENCE", "floe-api"),
+            ("FLOE_JWKS_REFETCH_SECS", "1"),
+        ]);
+        let config = AuthConfig::read(&env).expect("the settings read");
+        let verifier = verifier(&config).await.expect("the verifier builds");
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+
+        // `{"alg":"RS256","kid":"k"}`: a kid the fixture set does not hold.
+        // No signature is needed: the key is looked up before it is checked.
+        let token = "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsifQ.e30.x";
+        // The start-up fetch counts as an attempt, so wait out the shortest
+        // interval the setting allows; what is asserted is the server's
+        // count, which no slowness of this machine can change.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let refused = verifier.verify(token).await;
+        assert_eq!(refused, Err(floe_auth::AuthError::UnknownKey));
+        assert_eq!(served.load(Ordering::SeqCst), 2);
+    }
 }

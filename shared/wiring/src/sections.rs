@@ -1,6 +1,7 @@
 //! The typed sections, and each function's configuration made of them.
 
 use crate::env::{ConfigError, Env, invalid};
+use floe_auth::JwksCacheSettings;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -103,8 +104,12 @@ pub enum TokenKeys {
     Secret(String),
     /// …or, when unset, with the one generated into this file (local mode).
     SecretFile(PathBuf),
-    /// RS256/ES256 against a JWKS fetched from this URL (`FLOE_JWKS_URL`).
-    JwksUrl(String),
+    /// RS256/ES256 against a JWKS fetched from this URL (`FLOE_JWKS_URL`),
+    /// cached and refetched as `cache` says.
+    JwksUrl {
+        url: String,
+        cache: JwksCacheSettings,
+    },
     /// RS256/ES256 against a JWKS file (`FLOE_JWKS_FILE`).
     JwksFile(PathBuf),
 }
@@ -123,7 +128,10 @@ impl AuthConfig {
             if !url.starts_with("https://") && !url.starts_with("http://") {
                 return Err(invalid("FLOE_JWKS_URL", "must be an http(s) URL"));
             }
-            TokenKeys::JwksUrl(url)
+            TokenKeys::JwksUrl {
+                url,
+                cache: jwks_cache(env)?,
+            }
         } else if let Some(file) = env.get("FLOE_JWKS_FILE") {
             TokenKeys::JwksFile(PathBuf::from(file))
         } else {
@@ -140,7 +148,7 @@ impl AuthConfig {
         };
         let issuer = env.get("FLOE_JWT_ISSUER");
         let audience = env.get("FLOE_JWT_AUDIENCE");
-        if matches!(keys, TokenKeys::JwksUrl(_) | TokenKeys::JwksFile(_))
+        if matches!(keys, TokenKeys::JwksUrl { .. } | TokenKeys::JwksFile(_))
             && (issuer.is_none() || audience.is_none())
         {
             // With a real identity provider a default issuer would accept
@@ -158,7 +166,58 @@ impl AuthConfig {
     }
 
     pub fn uses_jwks(&self) -> bool {
-        matches!(self.keys, TokenKeys::JwksUrl(_) | TokenKeys::JwksFile(_))
+        matches!(
+            self.keys,
+            TokenKeys::JwksUrl { .. } | TokenKeys::JwksFile(_)
+        )
+    }
+}
+
+/// `FLOE_JWKS_TTL_SECS`, `FLOE_JWKS_REFETCH_SECS`: how long a fetched JWKS
+/// is trusted when its response sets no `max-age`, and the least time
+/// between two fetches.
+fn jwks_cache(env: &Env) -> Result<JwksCacheSettings, ConfigError> {
+    let defaults = JwksCacheSettings::default();
+    Ok(JwksCacheSettings {
+        default_ttl: seconds_within(
+            env,
+            "FLOE_JWKS_TTL_SECS",
+            defaults.default_ttl,
+            JwksCacheSettings::MIN_TTL,
+            JwksCacheSettings::MAX_TTL,
+        )?,
+        refetch_interval: seconds_within(
+            env,
+            "FLOE_JWKS_REFETCH_SECS",
+            defaults.refetch_interval,
+            // Zero would let every token with a made-up kid cost a fetch.
+            Duration::from_secs(1),
+            JwksCacheSettings::MAX_REFETCH_INTERVAL,
+        )?,
+    })
+}
+
+/// Whole seconds from `min` to `max`, or `default` when unset.
+fn seconds_within(
+    env: &Env,
+    name: &'static str,
+    default: Duration,
+    min: Duration,
+    max: Duration,
+) -> Result<Duration, ConfigError> {
+    let Some(raw) = env.get(name) else {
+        return Ok(default);
+    };
+    match raw.parse::<u64>().map(Duration::from_secs) {
+        Ok(d) if (min..=max).contains(&d) => Ok(d),
+        _ => Err(invalid(
+            name,
+            format!(
+                "must be whole seconds from {} to {}",
+                min.as_secs(),
+                max.as_secs()
+            ),
+        )),
     }
 }
 
@@ -845,6 +904,52 @@ mod tests {
         assert_eq!(e.err().map(|e| e.name), Some("FLOE_SNAPSHOT_WAIT_SECS"));
         let e = SnapshotterConfig::read(&Env::from_pairs(&[]));
         assert_eq!(e.err().map(|e| e.name), Some("FLOE_STORE"));
+        Ok(())
+    }
+
+    #[test]
+    fn a_jwks_url_reads_its_cache_settings() -> Result<(), ConfigError> {
+        let base: &[(&str, &str)] = &[
+            ("FLOE_JWKS_URL", "https://issuer.example.com/jwks.json"),
+            ("FLOE_JWT_ISSUER", "https://issuer.example.com"),
+            ("FLOE_JWT_AUDIENCE", "floe-api"),
+        ];
+        let c = AuthConfig::read(&Env::from_pairs(base))?;
+        assert_eq!(
+            c.keys,
+            TokenKeys::JwksUrl {
+                url: "https://issuer.example.com/jwks.json".into(),
+                cache: JwksCacheSettings::default(),
+            }
+        );
+        let c = AuthConfig::read(&with(
+            base,
+            &[
+                ("FLOE_JWKS_TTL_SECS", "3600"),
+                ("FLOE_JWKS_REFETCH_SECS", "5"),
+            ],
+        ))?;
+        assert_eq!(
+            c.keys,
+            TokenKeys::JwksUrl {
+                url: "https://issuer.example.com/jwks.json".into(),
+                cache: JwksCacheSettings {
+                    default_ttl: Duration::from_secs(3600),
+                    refetch_interval: Duration::from_secs(5),
+                },
+            }
+        );
+        for (name, value) in [
+            ("FLOE_JWKS_TTL_SECS", "59"),
+            ("FLOE_JWKS_TTL_SECS", "86401"),
+            ("FLOE_JWKS_TTL_SECS", "10m"),
+            ("FLOE_JWKS_REFETCH_SECS", "0"),
+            ("FLOE_JWKS_REFETCH_SECS", "3601"),
+            ("FLOE_JWKS_REFETCH_SECS", "-1"),
+        ] {
+            let e = AuthConfig::read(&with(base, &[(name, value)]));
+            assert_eq!(e.err().map(|e| e.name), Some(name), "{name}={value}");
+        }
         Ok(())
     }
 

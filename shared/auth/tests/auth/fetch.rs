@@ -58,6 +58,7 @@ async fn fetches_from_a_loopback_server() {
     assert!(
         verifier
             .verify(&rs256(Some("test-rsa"), &good_claims()))
+            .await
             .is_ok()
     );
 }

@@ -16,12 +16,12 @@ fn claims_with(edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> Value 
     claims
 }
 
-fn verify_claims(claims: &Value) -> Result<Principal, AuthError> {
-    hs256_verifier().verify(&hs256(claims))
+async fn verify_claims(claims: &Value) -> Result<Principal, AuthError> {
+    hs256_verifier().verify(&hs256(claims)).await
 }
 
-#[test]
-fn issued_token_round_trips() {
+#[tokio::test]
+async fn issued_token_round_trips() {
     let token = issue_hs256(
         SECRET,
         ISSUER,
@@ -32,7 +32,10 @@ fn issued_token_round_trips() {
         Duration::from_secs(300),
     )
     .expect("issuing works");
-    let principal = hs256_verifier().verify(&token).expect("own token verifies");
+    let principal = hs256_verifier()
+        .verify(&token)
+        .await
+        .expect("own token verifies");
     assert_eq!(
         principal,
         Principal {
@@ -47,8 +50,8 @@ fn issued_token_round_trips() {
     assert!(!principal.can_manage_platform());
 }
 
-#[test]
-fn other_secret_is_a_bad_signature() {
+#[tokio::test]
+async fn other_secret_is_a_bad_signature() {
     let token = sign(
         Algorithm::HS256,
         None,
@@ -56,13 +59,13 @@ fn other_secret_is_a_bad_signature() {
         &good_claims(),
     );
     assert_eq!(
-        hs256_verifier().verify(&token),
+        hs256_verifier().verify(&token).await,
         Err(AuthError::BadSignature)
     );
 }
 
-#[test]
-fn tampered_payload_is_refused() {
+#[tokio::test]
+async fn tampered_payload_is_refused() {
     let token = hs256(&good_claims());
     let forged = with_payload(
         &token,
@@ -72,52 +75,52 @@ fn tampered_payload_is_refused() {
         }),
     );
     assert_eq!(
-        hs256_verifier().verify(&forged),
+        hs256_verifier().verify(&forged).await,
         Err(AuthError::BadSignature)
     );
 }
 
-#[test]
-fn tampered_signature_is_refused() {
+#[tokio::test]
+async fn tampered_signature_is_refused() {
     let token = hs256(&good_claims());
     let (rest, signature) = token.rsplit_once('.').expect("three parts");
     let flipped = if signature.starts_with('A') { "B" } else { "A" };
     let forged = format!("{rest}.{flipped}{}", &signature[1..]);
     assert_eq!(
-        hs256_verifier().verify(&forged),
+        hs256_verifier().verify(&forged).await,
         Err(AuthError::BadSignature)
     );
     assert_eq!(
-        hs256_verifier().verify(&format!("{rest}.")),
+        hs256_verifier().verify(&format!("{rest}.")).await,
         Err(AuthError::BadSignature)
     );
 }
 
-#[test]
-fn rs256_token_is_refused_in_hs256_mode() {
+#[tokio::test]
+async fn rs256_token_is_refused_in_hs256_mode() {
     let token = rs256(Some("test-rsa"), &good_claims());
     assert_eq!(
-        hs256_verifier().verify(&token),
+        hs256_verifier().verify(&token).await,
         Err(AuthError::UnsupportedAlgorithm("RS256".into()))
     );
 }
 
-#[test]
-fn other_hmac_algorithms_are_refused() {
+#[tokio::test]
+async fn other_hmac_algorithms_are_refused() {
     for (alg, name) in [(Algorithm::HS384, "HS384"), (Algorithm::HS512, "HS512")] {
         let token = sign(alg, None, &hmac_key(SECRET), &good_claims());
         assert_eq!(
-            hs256_verifier().verify(&token),
+            hs256_verifier().verify(&token).await,
             Err(AuthError::UnsupportedAlgorithm(name.into()))
         );
     }
 }
 
-#[test]
-fn alg_none_is_refused() {
+#[tokio::test]
+async fn alg_none_is_refused() {
     let token = alg_none(&good_claims());
     assert_eq!(
-        hs256_verifier().verify(&token),
+        hs256_verifier().verify(&token).await,
         Err(AuthError::UnsupportedAlgorithm("none".into()))
     );
     // Some libraries compare case-sensitively; this one must not care.
@@ -127,21 +130,21 @@ fn alg_none_is_refused() {
         b64url(good_claims().to_string().as_bytes())
     );
     assert_eq!(
-        hs256_verifier().verify(&shouted),
+        hs256_verifier().verify(&shouted).await,
         Err(AuthError::UnsupportedAlgorithm("none".into()))
     );
 }
 
-#[test]
-fn expired_token_is_refused() {
+#[tokio::test]
+async fn expired_token_is_refused() {
     let claims = claims_with(|c| {
         c.insert("exp".into(), json!(now() - 30));
     });
-    assert_eq!(verify_claims(&claims), Err(AuthError::Expired));
+    assert_eq!(verify_claims(&claims).await, Err(AuthError::Expired));
 }
 
-#[test]
-fn leeway_tolerates_small_skew() {
+#[tokio::test]
+async fn leeway_tolerates_small_skew() {
     let verifier = Verifier::new(VerifierConfig {
         issuer: ISSUER.into(),
         audience: AUDIENCE.into(),
@@ -152,98 +155,98 @@ fn leeway_tolerates_small_skew() {
     let recently_expired = claims_with(|c| {
         c.insert("exp".into(), json!(now() - 30));
     });
-    assert!(verifier.verify(&hs256(&recently_expired)).is_ok());
+    assert!(verifier.verify(&hs256(&recently_expired)).await.is_ok());
     let almost_valid = claims_with(|c| {
         c.insert("nbf".into(), json!(now() + 30));
     });
-    assert!(verifier.verify(&hs256(&almost_valid)).is_ok());
+    assert!(verifier.verify(&hs256(&almost_valid)).await.is_ok());
 }
 
-#[test]
-fn missing_exp_is_refused() {
+#[tokio::test]
+async fn missing_exp_is_refused() {
     let claims = claims_with(|c| {
         c.remove("exp");
     });
     assert_eq!(
-        verify_claims(&claims),
+        verify_claims(&claims).await,
         Err(AuthError::InvalidClaims("`exp` is missing".into()))
     );
     let claims = claims_with(|c| {
         c.insert("exp".into(), json!("tomorrow"));
     });
     assert!(matches!(
-        verify_claims(&claims),
+        verify_claims(&claims).await,
         Err(AuthError::InvalidClaims(_))
     ));
 }
 
-#[test]
-fn nbf_in_the_future_is_refused() {
+#[tokio::test]
+async fn nbf_in_the_future_is_refused() {
     let claims = claims_with(|c| {
         c.insert("nbf".into(), json!(now() + 600));
     });
-    assert_eq!(verify_claims(&claims), Err(AuthError::NotYetValid));
+    assert_eq!(verify_claims(&claims).await, Err(AuthError::NotYetValid));
     let past = claims_with(|c| {
         c.insert("nbf".into(), json!(now() - 600));
     });
-    assert!(verify_claims(&past).is_ok());
+    assert!(verify_claims(&past).await.is_ok());
 }
 
-#[test]
-fn wrong_or_missing_issuer_is_refused() {
+#[tokio::test]
+async fn wrong_or_missing_issuer_is_refused() {
     let wrong = claims_with(|c| {
         c.insert("iss".into(), json!("https://evil.test"));
     });
-    assert_eq!(verify_claims(&wrong), Err(AuthError::WrongIssuer));
+    assert_eq!(verify_claims(&wrong).await, Err(AuthError::WrongIssuer));
     let missing = claims_with(|c| {
         c.remove("iss");
     });
     assert_eq!(
-        verify_claims(&missing),
+        verify_claims(&missing).await,
         Err(AuthError::InvalidClaims("`iss` is missing".into()))
     );
     let array = claims_with(|c| {
         c.insert("iss".into(), json!([ISSUER]));
     });
     assert!(matches!(
-        verify_claims(&array),
+        verify_claims(&array).await,
         Err(AuthError::InvalidClaims(_))
     ));
 }
 
-#[test]
-fn wrong_or_missing_audience_is_refused() {
+#[tokio::test]
+async fn wrong_or_missing_audience_is_refused() {
     let wrong = claims_with(|c| {
         c.insert("aud".into(), json!("another-service"));
     });
-    assert_eq!(verify_claims(&wrong), Err(AuthError::WrongAudience));
+    assert_eq!(verify_claims(&wrong).await, Err(AuthError::WrongAudience));
     let missing = claims_with(|c| {
         c.remove("aud");
     });
     assert_eq!(
-        verify_claims(&missing),
+        verify_claims(&missing).await,
         Err(AuthError::InvalidClaims("`aud` is missing".into()))
     );
     let others = claims_with(|c| {
         c.insert("aud".into(), json!(["a", "b"]));
     });
-    assert_eq!(verify_claims(&others), Err(AuthError::WrongAudience));
+    assert_eq!(verify_claims(&others).await, Err(AuthError::WrongAudience));
     let empty = claims_with(|c| {
         c.insert("aud".into(), json!([]));
     });
-    assert_eq!(verify_claims(&empty), Err(AuthError::WrongAudience));
+    assert_eq!(verify_claims(&empty).await, Err(AuthError::WrongAudience));
 }
 
-#[test]
-fn audience_array_containing_ours_is_accepted() {
+#[tokio::test]
+async fn audience_array_containing_ours_is_accepted() {
     let claims = claims_with(|c| {
         c.insert("aud".into(), json!(["another-service", AUDIENCE]));
     });
-    assert!(verify_claims(&claims).is_ok());
+    assert!(verify_claims(&claims).await.is_ok());
 }
 
-#[test]
-fn subject_and_org_are_required() {
+#[tokio::test]
+async fn subject_and_org_are_required() {
     let cases: [(&str, Value, &str); 7] = [
         ("sub", Value::Null, "`sub` is missing"),
         ("sub", json!(""), "`sub` must"),
@@ -261,7 +264,7 @@ fn subject_and_org_are_required() {
                 c.insert(claim.into(), value.clone());
             }
         });
-        match verify_claims(&claims) {
+        match verify_claims(&claims).await {
             Err(AuthError::InvalidClaims(what)) => {
                 assert!(what.starts_with(expected), "{claim}={value}: got {what:?}")
             }
@@ -270,13 +273,13 @@ fn subject_and_org_are_required() {
     }
 }
 
-#[test]
-fn roles_must_be_an_array_with_a_known_role() {
+#[tokio::test]
+async fn roles_must_be_an_array_with_a_known_role() {
     let missing = claims_with(|c| {
         c.remove("roles");
     });
     assert_eq!(
-        verify_claims(&missing),
+        verify_claims(&missing).await,
         Err(AuthError::InvalidClaims("`roles` is missing".into()))
     );
     for bad in [
@@ -288,7 +291,7 @@ fn roles_must_be_an_array_with_a_known_role() {
             c.insert("roles".into(), bad.clone());
         });
         assert_eq!(
-            verify_claims(&claims),
+            verify_claims(&claims).await,
             Err(AuthError::InvalidClaims(
                 "`roles` must be an array of strings".into()
             )),
@@ -298,18 +301,18 @@ fn roles_must_be_an_array_with_a_known_role() {
     let empty = claims_with(|c| {
         c.insert("roles".into(), json!([]));
     });
-    assert_eq!(verify_claims(&empty), Err(AuthError::NoRole));
+    assert_eq!(verify_claims(&empty).await, Err(AuthError::NoRole));
     let unknown = claims_with(|c| {
         c.insert(
             "roles".into(),
             json!(["superuser", "PLATFORM_ADMIN", "admin"]),
         );
     });
-    assert_eq!(verify_claims(&unknown), Err(AuthError::NoRole));
+    assert_eq!(verify_claims(&unknown).await, Err(AuthError::NoRole));
 }
 
-#[test]
-fn unknown_roles_are_ignored_and_duplicates_collapsed() {
+#[tokio::test]
+async fn unknown_roles_are_ignored_and_duplicates_collapsed() {
     let claims = claims_with(|c| {
         c.insert(
             "roles".into(),
@@ -321,7 +324,7 @@ fn unknown_roles_are_ignored_and_duplicates_collapsed() {
             ]),
         );
     });
-    let principal = verify_claims(&claims).expect("known roles suffice");
+    let principal = verify_claims(&claims).await.expect("known roles suffice");
     assert_eq!(
         principal.roles,
         vec![Role::DeploymentViewer, Role::PlatformAdmin]
@@ -329,8 +332,8 @@ fn unknown_roles_are_ignored_and_duplicates_collapsed() {
     assert!(principal.can_manage_platform());
 }
 
-#[test]
-fn garbage_is_malformed() {
+#[tokio::test]
+async fn garbage_is_malformed() {
     let verifier = hs256_verifier();
     let oversized = format!("{}.e30.x", "A".repeat(20_000));
     for token in [
@@ -343,22 +346,22 @@ fn garbage_is_malformed() {
         oversized.as_str(),
     ] {
         assert_eq!(
-            verifier.verify(token),
+            verifier.verify(token).await,
             Err(AuthError::Malformed),
             "{token:.40}"
         );
     }
     let not_json_payload = format!("{}.{}.sig", b64url(br#"{"alg":"HS256"}"#), b64url(b"[1,2"));
-    assert!(verifier.verify(&not_json_payload).is_err());
+    assert!(verifier.verify(&not_json_payload).await.is_err());
 }
 
-#[test]
-fn error_texts_do_not_echo_token_contents() {
+#[tokio::test]
+async fn error_texts_do_not_echo_token_contents() {
     let claims = claims_with(|c| {
         c.insert("org".into(), json!("SECRET-ORG-<script>"));
         c.insert("sub".into(), json!("\nforged log line"));
     });
-    let err = verify_claims(&claims).expect_err("refused");
+    let err = verify_claims(&claims).await.expect_err("refused");
     let text = err.to_string();
     assert!(!text.contains("SECRET-ORG"), "{text}");
     assert!(!text.contains("forged"), "{text}");
@@ -368,7 +371,10 @@ fn error_texts_do_not_echo_token_contents() {
         b64url(br#"{"alg":"<img src=x onerror=alert(1)>"}"#),
         b64url(good_claims().to_string().as_bytes())
     );
-    let err = hs256_verifier().verify(&weird_alg).expect_err("refused");
+    let err = hs256_verifier()
+        .verify(&weird_alg)
+        .await
+        .expect_err("refused");
     assert_eq!(err, AuthError::UnsupportedAlgorithm("unrecognised".into()));
     assert!(!err.to_string().contains("onerror"));
 }

@@ -26,61 +26,69 @@ fn rsa_modulus() -> String {
     }
 }
 
-#[test]
-fn rs256_with_kid_verifies() {
+#[tokio::test]
+async fn rs256_with_kid_verifies() {
     let principal = jwks_verifier()
         .verify(&rs256(Some("test-rsa"), &good_claims()))
+        .await
         .expect("RS256 token verifies");
     assert_eq!(principal.subject, "alice");
     assert_eq!(principal.org, "acme");
     assert_eq!(principal.roles, vec![Role::DeploymentManager]);
 }
 
-#[test]
-fn es256_with_kid_verifies() {
+#[tokio::test]
+async fn es256_with_kid_verifies() {
     let principal = jwks_verifier()
         .verify(&es256(Some("test-ec"), &good_claims()))
+        .await
         .expect("ES256 token verifies");
     assert_eq!(principal.org, "acme");
 }
 
-#[test]
-fn unknown_kid_is_refused() {
+#[tokio::test]
+async fn unknown_kid_is_refused() {
     let token = rs256(Some("rotated-away"), &good_claims());
-    assert_eq!(jwks_verifier().verify(&token), Err(AuthError::UnknownKey));
+    assert_eq!(
+        jwks_verifier().verify(&token).await,
+        Err(AuthError::UnknownKey)
+    );
 }
 
-#[test]
-fn missing_kid_needs_a_single_key_set() {
+#[tokio::test]
+async fn missing_kid_needs_a_single_key_set() {
     let token = rs256(None, &good_claims());
-    assert_eq!(jwks_verifier().verify(&token), Err(AuthError::UnknownKey));
+    assert_eq!(
+        jwks_verifier().verify(&token).await,
+        Err(AuthError::UnknownKey)
+    );
     let single = jwks_verifier_for(only("test-rsa"));
-    assert!(single.verify(&token).is_ok());
+    assert!(single.verify(&token).await.is_ok());
     // The single key must still be of the token's type.
     let single_ec = jwks_verifier_for(only("test-ec"));
     assert_eq!(
-        single_ec.verify(&token),
+        single_ec.verify(&token).await,
         Err(AuthError::UnsupportedAlgorithm("RS256".into()))
     );
 }
 
-#[test]
-fn key_type_must_match_the_algorithm() {
+#[tokio::test]
+async fn key_type_must_match_the_algorithm() {
     // An RS256 header pointing at the EC key, and the other way round.
     let rs_on_ec = rs256(Some("test-ec"), &good_claims());
     assert_eq!(
-        jwks_verifier().verify(&rs_on_ec),
+        jwks_verifier().verify(&rs_on_ec).await,
         Err(AuthError::UnsupportedAlgorithm("RS256".into()))
     );
     let es_on_rsa = es256(Some("test-rsa"), &good_claims());
     assert_eq!(
-        jwks_verifier().verify(&es_on_rsa),
+        jwks_verifier().verify(&es_on_rsa).await,
         Err(AuthError::UnsupportedAlgorithm("ES256".into()))
     );
 }
 
-#[test]
-fn tampered_payload_is_refused() {
+#[tokio::test]
+async fn tampered_payload_is_refused() {
     for token in [
         rs256(Some("test-rsa"), &good_claims()),
         es256(Some("test-ec"), &good_claims()),
@@ -89,38 +97,44 @@ fn tampered_payload_is_refused() {
         forged_claims["org"] = json!("victim");
         let forged = with_payload(&token, &forged_claims);
         assert_eq!(
-            jwks_verifier().verify(&forged),
+            jwks_verifier().verify(&forged).await,
             Err(AuthError::BadSignature)
         );
     }
 }
 
-#[test]
-fn expired_and_wrong_audience_apply_in_jwks_mode() {
+#[tokio::test]
+async fn expired_and_wrong_audience_apply_in_jwks_mode() {
     let mut expired = good_claims();
     expired["exp"] = json!(now() - 30);
     assert_eq!(
-        jwks_verifier().verify(&es256(Some("test-ec"), &expired)),
+        jwks_verifier()
+            .verify(&es256(Some("test-ec"), &expired))
+            .await,
         Err(AuthError::Expired)
     );
     let mut wrong_aud = good_claims();
     wrong_aud["aud"] = json!("someone-else");
     assert_eq!(
-        jwks_verifier().verify(&rs256(Some("test-rsa"), &wrong_aud)),
+        jwks_verifier()
+            .verify(&rs256(Some("test-rsa"), &wrong_aud))
+            .await,
         Err(AuthError::WrongAudience)
     );
     let mut wrong_iss = good_claims();
     wrong_iss["iss"] = json!("https://evil.test");
     assert_eq!(
-        jwks_verifier().verify(&rs256(Some("test-rsa"), &wrong_iss)),
+        jwks_verifier()
+            .verify(&rs256(Some("test-rsa"), &wrong_iss))
+            .await,
         Err(AuthError::WrongIssuer)
     );
 }
 
-#[test]
-fn alg_none_is_refused() {
+#[tokio::test]
+async fn alg_none_is_refused() {
     assert_eq!(
-        jwks_verifier().verify(&alg_none(&good_claims())),
+        jwks_verifier().verify(&alg_none(&good_claims())).await,
         Err(AuthError::UnsupportedAlgorithm("none".into()))
     );
 }
@@ -128,8 +142,8 @@ fn alg_none_is_refused() {
 /// The classic confusion attack: the RSA public key is public, so an
 /// attacker HMACs a token with it and hopes the verifier feeds the same
 /// bytes to HS256. Every form of the public key is tried.
-#[test]
-fn hs256_signed_with_the_rsa_public_key_is_refused() {
+#[tokio::test]
+async fn hs256_signed_with_the_rsa_public_key_is_refused() {
     let pem = read_fixture("test-only-rsa-public.pem");
     let pem_text = String::from_utf8(pem.clone()).expect("PEM is text");
     let der_b64: String = pem_text
@@ -147,15 +161,15 @@ fn hs256_signed_with_the_rsa_public_key_is_refused() {
         for kid in [Some("test-rsa"), None] {
             let token = sign(Algorithm::HS256, kid, &hmac_key(&secret), &good_claims());
             assert_eq!(
-                verifier.verify(&token),
+                verifier.verify(&token).await,
                 Err(AuthError::UnsupportedAlgorithm("HS256".into()))
             );
         }
     }
 }
 
-#[test]
-fn symmetric_keys_in_a_jwks_are_never_used() {
+#[tokio::test]
+async fn symmetric_keys_in_a_jwks_are_never_used() {
     let secret = b"test-only-oct-key-0123456789abcdef";
     let mut set = fixture_jwks();
     set.keys.extend(
@@ -169,7 +183,7 @@ fn symmetric_keys_in_a_jwks_are_never_used() {
         &good_claims(),
     );
     assert_eq!(
-        verifier.verify(&token),
+        verifier.verify(&token).await,
         Err(AuthError::UnsupportedAlgorithm("HS256".into()))
     );
 
@@ -186,8 +200,8 @@ fn symmetric_keys_in_a_jwks_are_never_used() {
     ));
 }
 
-#[test]
-fn other_rsa_and_ec_algorithms_are_refused() {
+#[tokio::test]
+async fn other_rsa_and_ec_algorithms_are_refused() {
     let verifier = jwks_verifier();
     for (alg, name) in [
         (Algorithm::RS384, "RS384"),
@@ -196,14 +210,14 @@ fn other_rsa_and_ec_algorithms_are_refused() {
     ] {
         let token = sign(alg, Some("test-rsa"), &rsa_key(), &good_claims());
         assert_eq!(
-            verifier.verify(&token),
+            verifier.verify(&token).await,
             Err(AuthError::UnsupportedAlgorithm(name.into()))
         );
     }
 }
 
-#[test]
-fn unusable_keys_are_skipped() {
+#[tokio::test]
+async fn unusable_keys_are_skipped() {
     let rsa = only("test-rsa").keys.remove(0);
     let n = rsa_modulus();
     let with = |edit: serde_json::Value| {
@@ -253,6 +267,7 @@ fn unusable_keys_are_skipped() {
     assert!(
         jwks_verifier_for(set)
             .verify(&rs256(Some("test-rsa"), &good_claims()))
+            .await
             .is_ok()
     );
 }

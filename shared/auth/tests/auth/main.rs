@@ -5,4 +5,5 @@ mod common;
 mod fetch;
 mod hs256;
 mod jwks;
+mod rotation;
 mod secret_file;

@@ -114,8 +114,8 @@ fn concurrent_starts_agree_on_one_secret() {
     assert!(secrets.iter().all(|s| *s == on_disk));
 }
 
-#[test]
-fn created_secret_signs_and_verifies() {
+#[tokio::test]
+async fn created_secret_signs_and_verifies() {
     let dir = tempfile::tempdir().expect("temp dir");
     let secret = load_or_create_secret(&dir.path().join("auth.secret")).expect("created");
     let token = issue_hs256(
@@ -135,6 +135,6 @@ fn created_secret_signs_and_verifies() {
         leeway_secs: 5,
     })
     .expect("verifier");
-    let principal = verifier.verify(&token).expect("verifies");
+    let principal = verifier.verify(&token).await.expect("verifies");
     assert!(principal.can_manage_platform());
 }
