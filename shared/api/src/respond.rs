@@ -53,7 +53,11 @@ impl HasVersion for PolicyView {
     }
 }
 
-fn with_version(mut r: Response, version: u64) -> Response {
+/// `body` as JSON with `status`, its version as `ETag` and ECE's
+/// `x-cloud-resource-version`.
+fn versioned_response<T: Serialize + HasVersion>(status: StatusCode, body: T) -> Response {
+    let version = body.version();
+    let mut r = (status, Json(body)).into_response();
     let h = r.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&format!("\"{version}\"")) {
         h.insert(header::ETAG, v);
@@ -168,8 +172,7 @@ pub struct Versioned<T>(pub T);
 
 impl<T: Serialize + HasVersion> IntoResponse for Versioned<T> {
     fn into_response(self) -> Response {
-        let version = self.0.version();
-        with_version((StatusCode::OK, Json(self.0)).into_response(), version)
+        versioned_response(StatusCode::OK, self.0)
     }
 }
 
@@ -188,11 +191,7 @@ pub struct Planned<T>(pub T);
 
 impl<T: Serialize + HasVersion> IntoResponse for Planned<T> {
     fn into_response(self) -> Response {
-        let version = self.0.version();
-        with_version(
-            (StatusCode::ACCEPTED, Json(self.0)).into_response(),
-            version,
-        )
+        versioned_response(StatusCode::ACCEPTED, self.0)
     }
 }
 
@@ -219,11 +218,7 @@ pub struct Created<T> {
 
 impl<T: Serialize + HasVersion> IntoResponse for Created<T> {
     fn into_response(self) -> Response {
-        let version = self.body.version();
-        let mut r = with_version(
-            (StatusCode::CREATED, Json(self.body)).into_response(),
-            version,
-        );
+        let mut r = versioned_response(StatusCode::CREATED, self.body);
         if let Ok(v) = HeaderValue::from_str(&self.location) {
             r.headers_mut().insert(header::LOCATION, v);
         }

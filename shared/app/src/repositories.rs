@@ -129,7 +129,7 @@ impl App {
                 "repositories.location_in_use",
                 field,
                 format!(
-                    "{field} cannot change while {} deployments or policies use snapshot repository '{name}': their snapshots are at the current place; register the new place under another name and move them over",
+                    "cannot change while {} deployments or policies use snapshot repository '{name}': their snapshots are at the current place; register the new place under another name",
                     previous.refs
                 ),
             ));

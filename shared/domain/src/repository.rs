@@ -376,7 +376,22 @@ fn validate_location(l: &str) -> Result<(), String> {
 
 /// `host` or `host:port`, where host is a DNS name, an IPv4 address or a
 /// bracketed IPv6 address.
-pub fn validate_endpoint(e: &str, policy: EndpointPolicy) -> Result<(), String> {
+/// What an endpoint names, once its syntax is checked.
+enum EndpointHost {
+    /// The platform's own store (local mode), allowed as it is.
+    Trusted,
+    /// A literal address, checked as it stands.
+    Address(IpAddr),
+    /// `localhost` or a `.localhost` name: loopback by definition.
+    Loopback,
+    /// A name for a metadata service, refused whatever it resolves to.
+    Metadata,
+    /// A DNS name (lower case) and the port, if one was given.
+    Name(String, Option<u16>),
+}
+
+/// Reads an endpoint (`host` or `host:port`, no scheme) into what it names.
+fn parse_endpoint(e: &str, policy: EndpointPolicy) -> Result<EndpointHost, String> {
     if e.contains("://") {
         return Err(
             "must be host or host:port without a scheme; set protocol to http or https".into(),
@@ -389,85 +404,73 @@ pub fn validate_endpoint(e: &str, policy: EndpointPolicy) -> Result<(), String> 
         .trusted
         .is_some_and(|t| e.parse::<std::net::SocketAddr>() == Ok(t))
     {
-        return Ok(());
+        return Ok(EndpointHost::Trusted);
     }
     let (host, port) = split_host_port(e)?;
-    if let Some(port) = port {
-        match port.parse::<u16>() {
-            Ok(p) if p > 0 => {}
+    let port = match port {
+        None => None,
+        Some(port) => match port.parse::<u16>() {
+            Ok(p) if p > 0 => Some(p),
             _ => return Err("port must be a number from 1 to 65535".into()),
-        }
+        },
+    };
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return v6
+            .parse::<Ipv6Addr>()
+            .map(|ip| EndpointHost::Address(IpAddr::V6(ip)))
+            .map_err(|_| "is not a valid IPv6 address".to_string());
     }
-    let ip = if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        Some(IpAddr::V6(
-            v6.parse::<Ipv6Addr>()
-                .map_err(|_| "is not a valid IPv6 address".to_string())?,
-        ))
-    } else if inet_aton(host).is_some() && host.parse::<Ipv4Addr>().is_err() {
+    if inet_aton(host).is_some() && host.parse::<Ipv4Addr>().is_err() {
         // C resolvers read `0xa9fea9fe`, `0251.0376.0251.0376` or `169.254.43518`
         // as 169.254.169.254: only the canonical form can be checked honestly.
         return Err("IPv4 addresses must be written as four decimal numbers, e.g. 10.0.0.5".into());
-    } else if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        Some(IpAddr::V4(
-            host.parse::<Ipv4Addr>()
-                .map_err(|_| "is not a valid IPv4 address".to_string())?,
-        ))
+    }
+    if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return host
+            .parse::<Ipv4Addr>()
+            .map(|ip| EndpointHost::Address(IpAddr::V4(ip)))
+            .map_err(|_| "is not a valid IPv4 address".to_string());
+    }
+    validate_hostname(host)?;
+    let lower = host.to_ascii_lowercase();
+    Ok(if lower == "localhost" || lower.ends_with(".localhost") {
+        EndpointHost::Loopback
+    } else if lower == "metadata.google.internal"
+        || lower == "instance-data"
+        || lower.starts_with("instance-data.")
+    {
+        EndpointHost::Metadata
     } else {
-        validate_hostname(host)?;
-        None
-    };
-    match ip {
-        Some(ip) => check_address(ip, policy),
-        None => {
-            let lower = host.to_ascii_lowercase();
-            if lower == "localhost" || lower.ends_with(".localhost") {
-                if policy.allow_private {
-                    Ok(())
-                } else {
-                    Err(private_refused())
-                }
-            } else if lower == "metadata.google.internal"
-                || lower == "instance-data"
-                || lower.starts_with("instance-data.")
-            {
-                Err("must not point at an instance metadata service".into())
-            } else {
-                Ok(())
-            }
-        }
+        EndpointHost::Name(lower, port)
+    })
+}
+
+pub fn validate_endpoint(e: &str, policy: EndpointPolicy) -> Result<(), String> {
+    match parse_endpoint(e, policy)? {
+        EndpointHost::Trusted | EndpointHost::Name(..) => Ok(()),
+        EndpointHost::Address(ip) => check_address(ip, policy),
+        EndpointHost::Loopback if policy.allow_private => Ok(()),
+        EndpointHost::Loopback => Err(private_refused()),
+        EndpointHost::Metadata => Err("must not point at an instance metadata service".into()),
     }
 }
 
 /// The DNS name and port an endpoint names, when it names one (not an
 /// address, not the platform's trusted store, not `localhost`): what the
-/// use case must resolve before it may trust the endpoint. Call it on an
-/// endpoint that [`validate_endpoint`] accepted.
+/// use case must resolve before it may trust the endpoint.
 pub fn endpoint_name(
     e: &str,
     protocol: Option<Protocol>,
     policy: EndpointPolicy,
 ) -> Option<(String, u16)> {
-    if policy
-        .trusted
-        .is_some_and(|t| e.parse::<std::net::SocketAddr>() == Ok(t))
-    {
+    let EndpointHost::Name(name, port) = parse_endpoint(e, policy).ok()? else {
         return None;
-    }
-    let (host, port) = split_host_port(e).ok()?;
-    let numeric = host.starts_with('[') || host.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-    let lower = host.to_ascii_lowercase();
-    if numeric || lower == "localhost" || lower.ends_with(".localhost") {
-        return None;
-    }
+    };
     let default_port = match protocol {
         Some(Protocol::Http) => 80,
         _ => 443,
     };
-    let port = match port {
-        Some(p) => p.parse().ok()?,
-        None => default_port,
-    };
-    Some((lower, port))
+    Some((name, port.unwrap_or(default_port)))
 }
 
 /// Checks the addresses a name resolved to: every one must be allowed, or
@@ -782,6 +785,31 @@ mod tests {
         assert!(validate_endpoint("127.0.0.1:9001", local).is_err());
         assert!(validate_endpoint("127.0.0.1", local).is_err());
         assert!(validate_endpoint("10.0.0.5:9000", local).is_err());
+        // Only names go to the resolver, with the protocol's port unless one is given.
+        for (endpoint, protocol, name) in [
+            (
+                "S3.Example.com",
+                None,
+                Some(("s3.example.com".to_string(), 443)),
+            ),
+            (
+                "s3.example.com:9000",
+                Some(Protocol::Http),
+                Some(("s3.example.com".to_string(), 9000)),
+            ),
+            (
+                "s3.example.com",
+                Some(Protocol::Http),
+                Some(("s3.example.com".to_string(), 80)),
+            ),
+            ("1.2.3.4", None, None),
+            ("[2001:db8::1]:443", None, None),
+            ("localhost:9000", None, None),
+            ("127.0.0.1:9000", None, None),
+            ("http://x", None, None),
+        ] {
+            assert_eq!(endpoint_name(endpoint, protocol, local), name, "{endpoint}");
+        }
         for ok in [
             "1.2.3.4",
             "s3.example.com",
