@@ -7,6 +7,35 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+# Each phase's wall time, printed as one table when the script ends (also
+# when a phase fails), so a slow CI run says where its minutes went.
+phase_names=()
+phase_secs=()
+phase_name=""
+phase_start=0
+script_start=$(date +%s)
+phase() {
+  local now
+  now=$(date +%s)
+  if [ -n "$phase_name" ]; then
+    phase_names+=("$phase_name")
+    phase_secs+=($(( now - phase_start )))
+  fi
+  phase_name=$1
+  phase_start=$now
+}
+phase_table() {
+  phase ""
+  echo "== time per phase"
+  local i
+  for i in "${!phase_names[@]}"; do
+    printf '   %-12s %6d s\n' "${phase_names[$i]}" "${phase_secs[$i]}"
+  done
+  printf '   %-12s %6d s\n' "total" $(( $(date +%s) - script_start ))
+}
+
+phase install
+
 if ! command -v shellcheck >/dev/null; then
   apt-get install -y shellcheck || { apt-get update && apt-get install -y shellcheck; }
 fi
@@ -24,7 +53,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 echo "== starting moto on 127.0.0.1:$port"
 "$venv/bin/python" scripts/moto_serial.py 127.0.0.1 "$port" > target/moto.log 2>&1 &
 moto_pid=$!
-trap 'kill $moto_pid 2>/dev/null || true' EXIT
+trap 'kill $moto_pid 2>/dev/null || true; phase_table' EXIT
 for _ in $(seq 1 100); do
   if curl -s -o /dev/null "http://127.0.0.1:$port/moto-api/"; then break; fi
   if ! kill -0 $moto_pid 2>/dev/null; then cat target/moto.log; echo "moto did not start"; exit 1; fi
@@ -39,15 +68,18 @@ export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 export AWS_EC2_METADATA_DISABLED=true
 export PATH="$venv/bin:$PATH"
 
+phase lint
 echo "== cfn-lint infra/template.yaml"
 cfn-lint infra/template.yaml
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
+phase build
 echo "== cargo build (the black-box tests start the real binaries)"
 cargo build --workspace --quiet
 
+phase clippy
 echo "== cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
@@ -57,8 +89,8 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # optimisation. Lambda runs arm64 (Graviton); cross-building needs rustup's
 # aarch64 standard library, which a machine without a download of it cannot
 # have: then the zips are built for this host's architecture instead, loudly.
+phase "lambda zips"
 echo "== cargo lambda build (the functions' bootstrap zips)"
-lambda_started=$(date +%s)
 lambda_target=aarch64-unknown-linux-gnu
 if ! rustup target list --installed 2>/dev/null | grep -qx "$lambda_target"; then
   timeout 300 rustup target add "$lambda_target" || true
@@ -76,8 +108,8 @@ rm -rf target/lambda
 cargo lambda build --quiet --profile lambda-ci "$lambda_flag" --output-format zip \
   --lambda-dir target/lambda -p floe-api-function -p floe-worker-function -p floe-snapshotter-function
 "$venv/bin/python" scripts/check_lambda_zips.py infra/template.yaml "$lambda_arch"
-echo "   lambda build and checks took $(( $(date +%s) - lambda_started )) s"
 
+phase tests
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
