@@ -45,20 +45,29 @@ capability!(
     Admin
 );
 
+/// The roles each capability takes, stated once: the checks below use them,
+/// and the OpenAPI document names them per operation (`x-floe-roles`), from
+/// which the authorisation matrix test is generated.
+pub const READ_ROLES: [Role; 4] = Role::ALL;
+/// See [`READ_ROLES`].
+pub const MANAGE_ROLES: [Role; 2] = [Role::PlatformAdmin, Role::DeploymentManager];
+/// See [`READ_ROLES`].
+pub const ADMIN_ROLES: [Role; 1] = [Role::PlatformAdmin];
+
 impl Caller {
-    fn has(&self, role: Role) -> bool {
-        self.roles.contains(&role)
+    fn has_any(&self, roles: &[Role]) -> bool {
+        self.roles.iter().any(|r| roles.contains(r))
     }
 
     pub fn reader(&self) -> Result<Reader, AppError> {
-        if self.roles.is_empty() {
+        if !self.has_any(&READ_ROLES) {
             return Err(AppError::Forbidden("this token has no role that may read"));
         }
         Ok(Reader(self.clone()))
     }
 
     pub fn manager(&self) -> Result<Manager, AppError> {
-        if self.has(Role::PlatformAdmin) || self.has(Role::DeploymentManager) {
+        if self.has_any(&MANAGE_ROLES) {
             Ok(Manager(self.clone()))
         } else {
             Err(AppError::Forbidden(
@@ -68,7 +77,7 @@ impl Caller {
     }
 
     pub fn admin(&self) -> Result<Admin, AppError> {
-        if self.has(Role::PlatformAdmin) {
+        if self.has_any(&ADMIN_ROLES) {
             Ok(Admin(self.clone()))
         } else {
             Err(AppError::Forbidden("this needs the platform_admin role"))

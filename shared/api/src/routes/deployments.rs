@@ -43,6 +43,7 @@ pub fn router() -> OpenApiRouter<ApiState> {
         ("id" = String, Path, description = "Deployment id."),
         ("ref_id" = String, Path, description = "`main-elasticsearch`."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Planned<DeploymentView>, ManageErrors, NotFound, Conflict),
     security(("bearer" = []))
 )]
@@ -74,6 +75,7 @@ async fn reset_password(
         ("request_id" = Option<String>, Query, description = "Same as Idempotency-Key (ECE)."),
     ),
     request_body(content = DeploymentSpec, example = json!(crate::examples::deployment_request())),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(CreatedOr<DeploymentView>, Invalid, ManageErrors, Conflict, BodyErrors),
     security(("bearer" = []))
 )]
@@ -107,6 +109,7 @@ async fn create_deployment(
         ("status" = Option<String>, Query, description = "Only this status (initializing, running, …)."),
         ("tag" = Option<String>, Query, description = "Only deployments with this tag, as `key:value`."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<DeploymentList>, Invalid, ReadErrors),
     security(("bearer" = []))
 )]
@@ -133,6 +136,7 @@ async fn list_deployments(
     operation_id = "get-deployment",
     tag = TAG,
     params(("id" = String, Path, description = "Deployment id.")),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Versioned<DeploymentView>, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
@@ -175,6 +179,7 @@ async fn get_deployment(
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     request_body(content = DeploymentSpec, description = "A spec, or the GET body with fields changed.", example = json!(crate::examples::deployment_request())),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Versioned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict, Stale, BodyErrors),
     security(("bearer" = []))
 )]
@@ -210,6 +215,7 @@ async fn put_deployment(
         ("If-Match" = Option<String>, Header, description = "Delete only if the deployment is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(NoContent, ManageErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]

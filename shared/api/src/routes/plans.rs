@@ -32,6 +32,7 @@ pub fn router() -> OpenApiRouter<ApiState> {
         ("size" = Option<u32>, Query, description = "History page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<DeploymentPlans>, Invalid, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
@@ -57,6 +58,7 @@ async fn get_plans(
     operation_id = "cancel-deployment-pending-plan",
     tag = "deployments",
     params(("id" = String, Path, description = "Deployment id.")),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Accepted<PlanView>, ManageErrors, NotFound),
     security(("bearer" = []))
 )]
@@ -83,6 +85,7 @@ async fn cancel_pending_plan(
         ("id" = String, Path, description = "Deployment id."),
         ("skip_snapshot" = Option<bool>, Query, description = "Terminate without the final snapshot the plan otherwise takes into the deployment's repository."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Planned<DeploymentView>, ManageErrors, NotFound, Conflict),
     security(("bearer" = []))
 )]
@@ -119,6 +122,7 @@ async fn shutdown_deployment(
         ("id" = String, Path, description = "Deployment id."),
         ("restore_snapshot" = Option<String>, Query, description = "Restore this snapshot of the deployment's own, or `__latest_success__`, from its repository once the nodes run."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict),
     security(("bearer" = []))
 )]

@@ -31,6 +31,7 @@ pub fn router() -> OpenApiRouter<ApiState> {
     operation_id = "create-snapshot-policy",
     tag = TAG,
     request_body(content = PolicySpec, example = json!(crate::examples::policy_request())),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Created<PolicyView>, Invalid, ManageErrors, BodyErrors),
     security(("bearer" = []))
 )]
@@ -59,6 +60,7 @@ async fn create_policy(
         ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<PolicyList>, Invalid, ReadErrors),
     security(("bearer" = []))
 )]
@@ -80,6 +82,7 @@ async fn list_policies(
     operation_id = "get-snapshot-policy",
     tag = TAG,
     params(("id" = String, Path, description = "Policy id.")),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Versioned<PolicyView>, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
@@ -104,6 +107,7 @@ async fn get_policy(
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     request_body(content = PolicySpec, example = json!(crate::examples::policy_request())),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Versioned<PolicyView>, Invalid, ManageErrors, NotFound, Conflict, Stale, BodyErrors),
     security(("bearer" = []))
 )]
@@ -136,6 +140,7 @@ async fn put_policy(
         ("If-Match" = Option<String>, Header, description = "Delete only if the policy is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(NoContent, ManageErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]

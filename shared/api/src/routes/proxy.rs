@@ -45,16 +45,16 @@ pub struct ProxyDoc;
 
 /// One documented operation of the proxy. Reading methods take no body.
 macro_rules! proxy_operation {
-    ($fn_name:ident, $method:ident, $id:literal, $who:literal) => {
-        proxy_operation!(@doc $fn_name, $method, $id, $who,
+    ($fn_name:ident, $method:ident, $id:literal, $who:literal, $roles:ident) => {
+        proxy_operation!(@doc $fn_name, $method, $id, $who, $roles,
             request_body(content = Object, description = "Passed on as it is, with its Content-Type (JSON, or NDJSON for `_bulk`).",
                 example = json!({"query": {"match_all": {}}})),
         );
     };
-    ($fn_name:ident, $method:ident, $id:literal, $who:literal, reads) => {
-        proxy_operation!(@doc $fn_name, $method, $id, $who,);
+    ($fn_name:ident, $method:ident, $id:literal, $who:literal, $roles:ident, reads) => {
+        proxy_operation!(@doc $fn_name, $method, $id, $who, $roles,);
     };
-    (@doc $fn_name:ident, $method:ident, $id:literal, $who:literal, $($body:tt)*) => {
+    (@doc $fn_name:ident, $method:ident, $id:literal, $who:literal, $roles:ident, $($body:tt)*) => {
         /// Send a request to the deployment's Elasticsearch.
         ///
         /// The path below the cluster's root, with its query and body, is
@@ -76,6 +76,7 @@ macro_rules! proxy_operation {
                 ("path" = String, Path, description = "The Elasticsearch path, such as `_cat/health`; its query string is passed on."),
             ),
             $($body)*
+            extensions(("x-floe-roles" = json!(floe_app::caller::$roles))),
             responses(
                 (status = 200, description = "Elasticsearch's answer, as it gave it (any status it gives is passed back).", body = Object,
                  example = json!({"cluster_name": "logs-prod", "status": "green", "number_of_nodes": 3, "active_shards_percent_as_number": 100.0})),
@@ -98,6 +99,7 @@ proxy_operation!(
     get,
     "proxy-elasticsearch-get",
     "Readers may send it (any role).",
+    READ_ROLES,
     reads
 );
 proxy_operation!(
@@ -105,32 +107,37 @@ proxy_operation!(
     head,
     "proxy-elasticsearch-head",
     "Readers may send it (any role).",
+    READ_ROLES,
     reads
 );
 proxy_operation!(
     proxy_post,
     post,
     "proxy-elasticsearch-post",
-    "Needs deployment_manager or platform_admin."
+    "Needs deployment_manager or platform_admin.",
+    MANAGE_ROLES
 );
 proxy_operation!(
     proxy_put,
     put,
     "proxy-elasticsearch-put",
-    "Needs deployment_manager or platform_admin."
+    "Needs deployment_manager or platform_admin.",
+    MANAGE_ROLES
 );
 proxy_operation!(
     proxy_delete,
     delete,
     "proxy-elasticsearch-delete",
     "Needs deployment_manager or platform_admin.",
+    MANAGE_ROLES,
     reads
 );
 proxy_operation!(
     proxy_patch,
     patch,
     "proxy-elasticsearch-patch",
-    "Needs deployment_manager or platform_admin."
+    "Needs deployment_manager or platform_admin.",
+    MANAGE_ROLES
 );
 
 async fn proxy(

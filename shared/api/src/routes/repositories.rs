@@ -68,6 +68,7 @@ impl RawRepository {
         ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<RepositoryList>, Invalid, ReadErrors),
     security(("bearer" = []))
 )]
@@ -89,6 +90,7 @@ async fn list_repositories(
     operation_id = "get-snapshot-repository",
     tag = TAG,
     params(("name" = String, Path, description = "Repository name.")),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Versioned<RepositoryView>, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
@@ -117,6 +119,7 @@ async fn get_repository(
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     request_body(content = RepositoryRequest, example = json!(crate::examples::repository_request())),
+    extensions(("x-floe-roles" = json!(floe_app::caller::ADMIN_ROLES))),
     responses(CreatedOr<RepositoryView>, Invalid, AdminErrors, Conflict, Stale, BodyErrors),
     security(("bearer" = []))
 )]
@@ -163,6 +166,7 @@ async fn put_repository(
         ("If-Match" = Option<String>, Header, description = "Delete only if the repository is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::ADMIN_ROLES))),
     responses(NoContent, AdminErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]

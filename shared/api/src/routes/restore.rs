@@ -41,6 +41,7 @@ pub fn router() -> OpenApiRouter<ApiState> {
     tag = "deployments",
     params(("id" = String, Path, description = "Deployment id.")),
     request_body(content = RestoreRequest, example = json!({"snapshot_name": "__latest_success__", "indices": ["orders-*"], "rename_pattern": "(.+)", "rename_replacement": "restored-$1"})),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict),
     security(("bearer" = []))
 )]
@@ -78,6 +79,7 @@ async fn restore_deployment(
         ("Idempotency-Key" = Option<String>, Header, description = "Retry key: the same key and body return the first result."),
     ),
     request_body(content = CloneRequest, example = json!({"name": "logs-analysis", "mode": "mount"})),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(CreatedOr<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict),
     security(("bearer" = []))
 )]

@@ -60,6 +60,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SnapshotPath {
     ),
     request_body(content = SnapshotRequest, description = "Optional; an empty body takes every index under a generated name.",
         example = json!({"name": "<before-upgrade-{now/d}>", "indices": ["logs-*"]})),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(DoneOr<SnapshotView>, Invalid, ManageErrors, NotFound, Conflict, Upstream, (status = 503, description = "The cluster cannot be reached right now.", body = ErrorBody)),
     security(("bearer" = []))
 )]
@@ -97,6 +98,7 @@ async fn take_snapshot(
         ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<SnapshotList>, Invalid, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
@@ -125,6 +127,7 @@ async fn list_snapshots(
         ("id" = String, Path, description = "Deployment id."),
         ("name" = String, Path, description = "Snapshot name."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<SnapshotView>, ReadErrors, NotFound),
     security(("bearer" = []))
 )]
@@ -153,6 +156,7 @@ async fn get_snapshot(
         ("id" = String, Path, description = "Deployment id."),
         ("name" = String, Path, description = "Snapshot name."),
     ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(NoContent, ManageErrors, NotFound, Conflict, Upstream, (status = 503, description = "The cluster cannot be reached right now.", body = ErrorBody)),
     security(("bearer" = []))
 )]
