@@ -24,6 +24,9 @@ pub const TAG_DEPLOYMENT: &str = "floe:deployment";
 pub const TAG_ORG: &str = "floe:org";
 pub const TAG_NODE_GROUP: &str = "floe:node-group";
 pub const TAG_PLAN: &str = "floe:plan";
+/// One launch of a plan (a group's share in one zone), whichever zone it
+/// landed in: a retry finds what an earlier attempt started by this tag.
+pub const TAG_LAUNCH: &str = "floe:launch";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Volume {

@@ -328,6 +328,104 @@ async fn a_zone_without_capacity_moves_the_launch_to_another_zone() -> TestResul
     Ok(())
 }
 
+/// EC2 as seen through a lost answer: the first launch in zone 0 finds no
+/// capacity, and the first launch in zone 1 starts its instances but its
+/// answer never arrives (a timeout after the fact).
+struct LostAnswer {
+    inner: Arc<SimulatedCompute>,
+    calls: std::sync::Mutex<(u32, u32)>,
+}
+
+#[async_trait::async_trait]
+impl Compute for LostAnswer {
+    async fn ensure_launch_template(
+        &self,
+        spec: &floe_compute::LaunchTemplateSpec,
+    ) -> Result<String, ComputeError> {
+        self.inner.ensure_launch_template(spec).await
+    }
+    async fn delete_launch_template(&self, name: &str) -> Result<(), ComputeError> {
+        self.inner.delete_launch_template(name).await
+    }
+    async fn launch(
+        &self,
+        request: &floe_compute::LaunchRequest,
+    ) -> Result<Vec<String>, ComputeError> {
+        let (zone0, zone1) = {
+            let mut calls = self.calls.lock().map_err(|_| ComputeError::Transient {
+                code: "poisoned".into(),
+                message: "test lock".into(),
+            })?;
+            match request.zone {
+                0 => calls.0 += 1,
+                1 => calls.1 += 1,
+                _ => {}
+            }
+            *calls
+        };
+        if request.zone == 0 && zone0 == 1 {
+            return Err(ComputeError::InsufficientCapacity {
+                zone: 0,
+                message: "no c7g.large".into(),
+            });
+        }
+        let launched = self.inner.launch(request).await?;
+        if request.zone == 1 && zone1 == 1 {
+            return Err(ComputeError::Transient {
+                code: "RequestTimeout".into(),
+                message: "the answer was lost".into(),
+            });
+        }
+        Ok(launched)
+    }
+    async fn instances(
+        &self,
+        deployment_id: &str,
+    ) -> Result<Vec<floe_compute::Instance>, ComputeError> {
+        self.inner.instances(deployment_id).await
+    }
+    async fn terminate(&self, ids: &[String]) -> Result<(), ComputeError> {
+        self.inner.terminate(ids).await
+    }
+}
+
+#[tokio::test]
+async fn a_launch_retried_after_another_zones_lost_answer_starts_nothing_twice() -> TestResult {
+    let sim = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+    let compute = Arc::new(LostAnswer {
+        inner: sim.clone(),
+        calls: std::sync::Mutex::new((0, 0)),
+    });
+    let store = new_store()?;
+    let clusters = sim_clusters(&sim);
+    let steps = Arc::new(DeploymentSteps::new(
+        StepPorts {
+            compute: compute.clone(),
+            clusters: clusters.clone(),
+            parameters: no_parameters(),
+            cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
+            snapshots: floe_snapshots::Snapshotter::new(store.clone(), clusters),
+        },
+        settings(),
+    ));
+    let (run, status) = drive(steps, PlanKind::Create, &store, None).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let live: Vec<_> = sim
+        .instances(&run.job.deployment_id)
+        .await?
+        .into_iter()
+        .filter(|i| i.state != InstanceState::Terminated)
+        .collect();
+    let masters = live
+        .iter()
+        .filter(|i| i.tags.get(floe_compute::TAG_NODE_GROUP).map(String::as_str) == Some("masters"))
+        .count();
+    // The first master went to zone 1 on the first try; the retry finds it
+    // there instead of starting another in zone 0.
+    assert_eq!((masters, live.len()), (3, 7), "{live:#?}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn permanent_and_transient_compute_errors() -> TestResult {
     // A throttled launch is retried and succeeds.

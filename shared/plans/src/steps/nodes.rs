@@ -8,8 +8,8 @@ use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done, fail};
 use crate::outputs::{JoinedOutput, LaunchOutput, RunningOutput, TemplateOutput, TerminatedOutput};
 use floe_compute::{
-    ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_NODE_GROUP, TAG_PLAN,
-    Volume,
+    ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_LAUNCH, TAG_NODE_GROUP,
+    TAG_PLAN, Volume,
 };
 use floe_domain::catalog;
 use serde_json::Value;
@@ -95,6 +95,13 @@ impl DeploymentSteps {
             .iter()
             .position(|x| x.id == g.id)
             .unwrap_or(0);
+        // What earlier runs of this step started, by launch: a launch that
+        // fell back to another zone used another client token, so only its
+        // tag finds it again.
+        let earlier = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(all) => all,
+            Err(e) => return outcome_of(e),
+        };
         let mut ids = Vec::new();
         for (zone, count) in spread(g.count, g.zone_count).into_iter().enumerate() {
             if count == 0 {
@@ -106,6 +113,24 @@ impl DeploymentSteps {
                 "{}-{index}-{zone}",
                 ctx.plan.id.get(..24).unwrap_or(&ctx.plan.id)
             );
+            let started: Vec<String> = earlier
+                .iter()
+                .filter(|i| i.tags.get(TAG_LAUNCH) == Some(&token_base) && !is_gone(i.state))
+                .map(|i| i.id.clone())
+                .collect();
+            if !started.is_empty() {
+                // Any zone's attempt counts: launching again in the first
+                // zone after another zone's answer was lost would start the
+                // share twice.
+                ctx.log(format!(
+                    "{} nodes of {group_id} already started",
+                    started.len()
+                ));
+                ids.extend(started);
+                continue;
+            }
+            let mut launch_tags = tags(ctx.plan, Some(group_id));
+            launch_tags.insert(TAG_LAUNCH.to_string(), token_base.clone());
             let mut launched = None;
             let mut last_error = None;
             // On a capacity shortage, try the group's other zones in turn.
@@ -121,7 +146,7 @@ impl DeploymentSteps {
                     count,
                     zone: z,
                     client_token: token,
-                    tags: tags(ctx.plan, Some(group_id)),
+                    tags: launch_tags.clone(),
                 };
                 match self.compute.launch(&request).await {
                     Ok(got) => {
