@@ -63,8 +63,10 @@ impl Modify for BearerAuth {
     }
 }
 
-fn collected() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
-    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+/// The document as the operations declare it (their routes are built
+/// again, and dropped: `app` serves from `serve`, which builds no document).
+fn collected() -> utoipa::openapi::OpenApi {
+    let (_, mut doc) = OpenApiRouter::<ApiState>::with_openapi(ApiDoc::openapi())
         .merge(routes::platform::router())
         .merge(routes::repositories::router())
         .merge(routes::deployments::router())
@@ -73,9 +75,8 @@ fn collected() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .merge(routes::snapshots::router())
         .merge(routes::policies::router())
         .split_for_parts();
-    // The proxy's catch-all route is added as axum has it; the document
+    // The proxy's catch-all route is served as axum has it; the document
     // spells it as one path parameter.
-    let router = router.merge(routes::proxy::router());
     doc.merge(routes::proxy::ProxyDoc::openapi());
     // The answers document themselves by reference to their bodies'
     // schemas; the components hold each one.
@@ -83,12 +84,12 @@ fn collected() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
     for (name, schema) in respond::answer_schemas() {
         components.schemas.entry(name).or_insert(schema);
     }
-    (router, doc)
+    doc
 }
 
 /// The OpenAPI document, as collected from the router.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    collected().1
+    collected()
 }
 
 /// The document as committed in `openapi/openapi.json` (pretty, newline-terminated).
@@ -109,8 +110,20 @@ const COMMITTED_DOCUMENT: &str = include_str!("../../../openapi/openapi.json");
 /// The whole application: routes, auth, limits, request ids and tracing.
 pub fn app(state: impl Into<ApiState>) -> Router {
     let state: ApiState = state.into();
-    let (router, _) = collected();
-    router
+    // The routes only: the document is served as committed, not collected.
+    let serve: [fn(Router<ApiState>) -> Router<ApiState>; 7] = [
+        routes::platform::serve,
+        routes::repositories::serve,
+        routes::deployments::serve,
+        routes::plans::serve,
+        routes::restore::serve,
+        routes::snapshots::serve,
+        routes::policies::serve,
+    ];
+    serve
+        .iter()
+        .fold(Router::new(), |router, serve| serve(router))
+        .merge(routes::proxy::router())
         .route(
             OPENAPI_PATH,
             get(|| async {

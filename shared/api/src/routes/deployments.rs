@@ -13,17 +13,14 @@ use axum::http::HeaderMap;
 use floe_app::deployments::{DeploymentList, DeploymentQuery};
 use floe_domain::deployment::{DeploymentSpec, DeploymentView};
 use std::collections::BTreeMap;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 pub const TAG: &str = "deployments";
 
-pub fn router() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::new()
-        .routes(routes!(create_deployment, list_deployments))
-        .routes(routes!(get_deployment, put_deployment, delete_deployment))
-        .routes(routes!(reset_password))
-}
+operations!(
+    [create_deployment, list_deployments],
+    [get_deployment, put_deployment, delete_deployment],
+    [reset_password],
+);
 
 /// Reset the `elastic` user's password.
 ///

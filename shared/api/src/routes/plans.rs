@@ -10,16 +10,13 @@ use axum::extract::{Query, State};
 use floe_app::plans::{DeploymentPlans, PlanView};
 use floe_domain::deployment::DeploymentView;
 use std::collections::BTreeMap;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-pub fn router() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::new()
-        .routes(routes!(get_plans))
-        .routes(routes!(cancel_pending_plan))
-        .routes(routes!(shutdown_deployment))
-        .routes(routes!(start_deployment))
-}
+operations!(
+    [get_plans],
+    [cancel_pending_plan],
+    [shutdown_deployment],
+    [start_deployment],
+);
 
 /// A deployment's plans: the current one, the pending one, and the history.
 #[utoipa::path(

@@ -10,14 +10,8 @@ use floe_app::catalog::InstanceTypeList;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-pub fn router() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::new()
-        .routes(routes!(health))
-        .routes(routes!(list_instance_types))
-}
+operations!([health], [list_instance_types],);
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {

@@ -10,16 +10,13 @@ use axum::http::HeaderMap;
 use floe_app::policies::PolicyList;
 use floe_domain::policy::{PolicySpec, PolicyView};
 use std::collections::BTreeMap;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 pub const TAG: &str = "snapshot-policies";
 
-pub fn router() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::new()
-        .routes(routes!(create_policy, list_policies))
-        .routes(routes!(get_policy, put_policy, delete_policy))
-}
+operations!(
+    [create_policy, list_policies],
+    [get_policy, put_policy, delete_policy],
+);
 
 /// Create a snapshot policy.
 ///

@@ -13,16 +13,13 @@ use floe_app::repositories::{Put, RepositoryList, check_name};
 use floe_domain::repository::{RepositoryRequest, RepositoryView};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 pub const TAG: &str = "snapshot-repositories";
 
-pub fn router() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::new()
-        .routes(routes!(list_repositories))
-        .routes(routes!(get_repository, put_repository, delete_repository))
-}
+operations!(
+    [list_repositories],
+    [get_repository, put_repository, delete_repository],
+);
 
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -13,14 +13,8 @@ use floe_app::restore::CloneRequest;
 use floe_domain::deployment::DeploymentView;
 use floe_domain::restore::RestoreRequest;
 use std::collections::BTreeMap;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-pub fn router() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::new()
-        .routes(routes!(restore_deployment))
-        .routes(routes!(clone_deployment))
-}
+operations!([restore_deployment], [clone_deployment],);
 
 /// Restore a snapshot into a running deployment.
 ///

@@ -12,14 +12,11 @@ use axum::http::request::Parts;
 use floe_app::snapshots::{SnapshotList, SnapshotRequest};
 use floe_domain::snapshot::SnapshotView;
 use std::collections::BTreeMap;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-pub fn router() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::new()
-        .routes(routes!(take_snapshot, list_snapshots))
-        .routes(routes!(get_snapshot, delete_snapshot))
-}
+operations!(
+    [take_snapshot, list_snapshots],
+    [get_snapshot, delete_snapshot],
+);
 
 /// `{id}` and `{name}`; a segment axum cannot decode names nothing.
 struct SnapshotPath {
