@@ -187,6 +187,9 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
                 "wait-joined",
                 "drain",
                 "wait-drained",
+                // The hot group is master-eligible: out of voting first.
+                "exclude-masters",
+                "wait-masters-excluded",
                 "retire",
                 "wait-retired",
                 "clear-exclusion",

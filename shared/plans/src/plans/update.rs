@@ -3,7 +3,10 @@
 //! version, user settings or repository change) after node-security and
 //! repository-credentials, then wait-running and wait-joined; then the old
 //! nodes go: drain (exclude them from shard allocation), wait-drained,
-//! retire (terminate them), wait-retired, clear-exclusion, forget-templates.
+//! exclude-masters and wait-masters-excluded (when master-eligible nodes
+//! go: out of the voting configuration first), retire (terminate them),
+//! wait-retired, clear-exclusion (the allocation and voting exclusions),
+//! forget-templates.
 //!
 //! `retire` is the point of no return: before it, unwinding terminates the
 //! new nodes and lets shards back onto the old ones, leaving the previous
@@ -15,6 +18,7 @@ use crate::engine::{Outcome, StepContext, fail};
 use crate::step::{Saga, action};
 use crate::steps::client_repository_name;
 use crate::steps::drain::update_shape;
+use crate::steps::voting::retires_masters;
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::plan::StepStatus;
 use serde_json::Value;
@@ -25,7 +29,7 @@ pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
     let mut saga = Saga::default();
     // Does nothing; its undo, the last of an unwinding, lifts the
     // allocation exclusion the other undos leave behind.
-    saga.step("begin", action!(nothing), action!(clear_exclusion));
+    saga.step("begin", action!(nothing), action!(lift_exclusions));
     let grows = !shape.replaced.is_empty();
     // New nodes join with the deployment's certificates (made here for a
     // deployment created before Floe made them); the nodes that stay keep
@@ -68,6 +72,21 @@ pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
     if !shape.retiring.is_empty() {
         saga.step("drain", action!(drain), action!(nothing));
         saga.step("wait-drained", action!(wait_drained), action!(nothing));
+        // Master-eligible nodes leave the voting configuration before
+        // they go, and before the point of no return, so that a cluster
+        // that cannot reconfigure unwinds to its old topology.
+        if retires_masters(current, &shape.retiring) {
+            saga.step(
+                "exclude-masters",
+                action!(exclude_masters),
+                action!(restore_voting),
+            );
+            saga.step(
+                "wait-masters-excluded",
+                action!(wait_masters_excluded),
+                action!(nothing),
+            );
+        }
         saga.step("retire", action!(retire), action!(past_no_return));
         saga.step("wait-retired", action!(wait_retired), action!(nothing));
         saga.step(
@@ -107,13 +126,17 @@ impl DeploymentSteps {
 
     /// Undoes `launch:{group}`, unless the old nodes are gone. The cluster
     /// may already keep shards on the new nodes (it rebalances onto nodes
-    /// that join): they move back first.
+    /// that join): they move back first; and new master-eligible nodes may
+    /// vote: they leave the voting configuration first.
     async fn unlaunch(&self, ctx: &StepContext<'_>, group: &str) -> Outcome {
         if retire_started(ctx) {
             ctx.log("the old nodes are gone: the new ones stay");
             return Outcome::Done(Value::Null);
         }
         if let Some(waiting) = self.drain_new_nodes(ctx).await {
+            return waiting;
+        }
+        if let Some(waiting) = self.unvote_new_nodes(ctx, group).await {
             return waiting;
         }
         self.terminate_launched(ctx, group).await
