@@ -361,11 +361,12 @@ impl SimulatedClusters {
         Ok(nodes
             .iter()
             .map(|n| {
-                let from_user_data = self
+                let user_data = self
                     .user_data
                     .as_ref()
-                    .and_then(|source| source(&n.node_name))
-                    .and_then(|u| master_eligible_in(&u));
+                    .and_then(|source| source(&n.node_name));
+                let from_user_data = user_data.as_deref().and_then(master_eligible_in);
+                let version = user_data.as_deref().and_then(version_in);
                 let from_group = || {
                     let group = groups.get(&n.node_name)?;
                     let g = deployment
@@ -378,7 +379,7 @@ impl SimulatedClusters {
                 SimNode {
                     name: n.node_name.clone(),
                     master_eligible: from_user_data.or_else(from_group).unwrap_or(true),
-                    version: None,
+                    version,
                 }
             })
             .collect())
@@ -438,6 +439,16 @@ fn master_eligible_in(user_data: &str) -> Option<bool> {
         .find_map(|l| l.trim().strip_prefix("node.roles:"))?;
     let roles = line.trim().trim_start_matches('[').trim_end_matches(']');
     Some(roles.split(',').any(|r| r.trim() == "master"))
+}
+
+/// The Elasticsearch version a boot script installs (its `ES_VERSION=`
+/// line, the value maybe single-quoted); `None` without one.
+fn version_in(user_data: &str) -> Option<String> {
+    let value = user_data
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ES_VERSION="))?;
+    let value = value.trim().trim_matches('\'');
+    (!value.is_empty()).then(|| value.to_string())
 }
 
 /// The node addresses to serve: every running node's, when all of them are
@@ -571,7 +582,20 @@ impl Clusters for SimulatedClusters {
 
 #[cfg(test)]
 mod tests {
-    use super::{NodeS3Settings, master_eligible_in};
+    use super::{NodeS3Settings, master_eligible_in, version_in};
+
+    #[test]
+    fn the_version_is_read_from_the_boot_script() {
+        assert_eq!(
+            version_in("#!/bin/bash\nES_VERSION=8.15.3\n").as_deref(),
+            Some("8.15.3")
+        );
+        assert_eq!(
+            version_in("ES_VERSION='7.17.25'").as_deref(),
+            Some("7.17.25")
+        );
+        assert_eq!(version_in("ES_ARCH=aarch64"), None);
+    }
 
     #[test]
     fn master_eligibility_is_read_from_node_roles() {

@@ -311,10 +311,30 @@ impl Sim {
             .into_iter()
             .filter(|n| names.contains(&n.name))
             .collect();
+        // A node older than the newest node of the cluster may not join:
+        // Elasticsearch refuses a join from a node older than the nodes
+        // already there (its version barrier, and an older node joining a
+        // newer master), which is why an upgrade replaces master-eligible
+        // nodes last. It stays out of the cluster, as the refused node
+        // keeps retrying its join.
+        let newest = kept.iter().filter_map(|n| version_triple(&n.version)).max();
         for member in members {
-            if !kept.iter().any(|n| n.name == member.name) {
-                kept.push(Node::of(member, &self.version));
+            if kept.iter().any(|n| n.name == member.name) {
+                continue;
             }
+            let joining = Node::of(member, &self.version);
+            if let (Some(newest), Some(v)) = (newest, version_triple(&joining.version))
+                && v < newest
+            {
+                tracing::warn!(
+                    cluster = %self.cluster_name,
+                    node = %joining.name,
+                    version = %joining.version,
+                    "simulated cluster refused the join of a node older than its newest node"
+                );
+                continue;
+            }
+            kept.push(joining);
         }
         // Nodes leave, then the new ones join: a master is needed for that.
         self.coordination().membership_changed(&kept);
@@ -336,6 +356,15 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `major.minor.patch` as numbers, to compare versions by.
+fn version_triple(v: &str) -> Option<(u32, u32, u32)> {
+    let mut it = v.split('.').map(|p| p.parse::<u32>().ok());
+    match (it.next(), it.next(), it.next()) {
+        (Some(Some(a)), Some(Some(b)), Some(Some(c))) => Some((a, b, c)),
+        _ => None,
+    }
 }
 
 fn len_u32(nodes: &[Node]) -> u32 {

@@ -848,3 +848,56 @@ async fn an_update_recorded_without_the_voting_steps_still_keeps_the_quorum() ->
     assert_eq!((masters, hot), (3, 2));
     masters_are_whole(&world, &d.id).await
 }
+
+/// Masters, hot and warm groups on `version`.
+fn versioned_spec(version: &str) -> Result<DeploymentSpec, serde_json::Error> {
+    serde_json::from_value(json!({"name": "logs", "version": version, "node_groups": [
+        {"id": "masters", "roles": ["master"], "instance_type": "c7g.large", "count": 3, "zone_count": 3, "storage": {"size_gb": 20}},
+        {"id": "hot", "roles": ["data_hot", "data_content", "ingest"], "instance_type": "m6g.xlarge", "count": 2, "zone_count": 2, "storage": {"size_gb": 500}},
+        {"id": "warm", "roles": ["data_warm"], "instance_type": "m6g.xlarge", "count": 1, "zone_count": 1, "storage": {"size_gb": 500}}
+    ]}))
+}
+
+#[tokio::test]
+async fn upgrades_replace_every_node_masters_last_and_keep_the_quorum() -> TestResult {
+    // Minor, major from the last 7.x minor, and a patch, over three groups.
+    let cases = [
+        ("8.15.3", "8.17.0"),
+        ("7.17.25", "8.15.3"),
+        ("8.15.0", "8.15.3"),
+    ];
+    for (from, to) in cases {
+        let world = World::new()?;
+        let d = world.create(versioned_spec(from)?).await?;
+        write_documents(&world.url(&d.id).await?).await?;
+        let (status, plan) = world
+            .update(&d.id, &versioned_spec(to)?, Arc::new(Twice(world.steps())))
+            .await?;
+        let case = format!("{from} -> {to}");
+        assert_eq!(status, PlanStatus::Succeeded, "{case}: {plan:?}");
+        let ids: Vec<&str> = plan.steps.iter().map(|s| s.step_id.as_str()).collect();
+        let at = |id: &str| ids.iter().position(|s| *s == id);
+        assert!(at("launch:hot") < at("launch:masters"), "{case}: {ids:?}");
+        assert!(at("launch:warm") < at("launch:masters"), "{case}: {ids:?}");
+        assert!(
+            at("wait-masters-excluded") < at("retire"),
+            "{case}: {ids:?}"
+        );
+        assert_eq!(at("upgrade-snapshot"), None, "{case}: no repository");
+        masters_are_whole(&world, &d.id).await?;
+        let url = world.url(&d.id).await?;
+        let nodes = get(&format!("{url}/_nodes")).await?;
+        let versions: BTreeSet<String> = nodes["nodes"]
+            .as_object()
+            .ok_or("nodes")?
+            .values()
+            .filter_map(|n| n["version"].as_str().map(String::from))
+            .collect();
+        assert_eq!(
+            versions,
+            BTreeSet::from([to.to_string()]),
+            "{case}: {nodes}"
+        );
+    }
+    Ok(())
+}

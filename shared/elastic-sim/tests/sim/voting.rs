@@ -171,3 +171,48 @@ async fn exclusions_are_checked_as_elasticsearch_checks_them() -> TestResult {
     );
     Ok(())
 }
+
+fn versioned(name: &str, version: &str) -> SimNode {
+    SimNode {
+        name: name.into(),
+        master_eligible: true,
+        version: Some(version.into()),
+    }
+}
+
+#[tokio::test]
+async fn a_node_older_than_the_newest_may_not_join() -> TestResult {
+    let cluster = SimulatedCluster::start(SimConfig::new("versions").with_members(vec![
+        versioned("a", "8.15.3"),
+        versioned("b", "8.15.3"),
+        versioned("c", "8.15.3"),
+    ]))
+    .await?;
+    // Newer nodes join an older cluster.
+    cluster.set_members(&[
+        versioned("a", "8.15.3"),
+        versioned("b", "8.15.3"),
+        versioned("c", "8.15.3"),
+        versioned("d", "8.17.0"),
+    ]);
+    assert_eq!(cluster.node_names().len(), 4);
+    // Once a newer node is in, an older one is refused.
+    cluster.set_members(&[
+        versioned("a", "8.15.3"),
+        versioned("b", "8.15.3"),
+        versioned("c", "8.15.3"),
+        versioned("d", "8.17.0"),
+        versioned("e", "8.15.3"),
+    ]);
+    assert!(!cluster.node_names().contains(&"e".to_string()));
+    let (status, nodes) = call(
+        &cluster,
+        Method::GET,
+        "/_cat/nodes?format=json&h=name,version",
+        None,
+    )
+    .await?;
+    assert_eq!(status, 200);
+    assert_eq!(nodes.as_array().map(Vec::len), Some(4), "{nodes}");
+    Ok(())
+}

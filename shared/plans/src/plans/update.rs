@@ -18,7 +18,7 @@ use crate::engine::{Outcome, StepContext, fail};
 use crate::step::{Saga, action};
 use crate::steps::client_repository_name;
 use crate::steps::drain::update_shape;
-use crate::steps::voting::retires_masters;
+use crate::steps::voting::{is_master_group, retires_masters};
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::plan::StepStatus;
 use serde_json::Value;
@@ -30,6 +30,15 @@ pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
     // Does nothing; its undo, the last of an unwinding, lifts the
     // allocation exclusion the other undos leave behind.
     saga.step("begin", action!(nothing), action!(lift_exclusions));
+    // A version change starts with a snapshot, as ECE's does: nodes on the
+    // new version cannot be undone, a snapshot of the old one restores.
+    if current.version != target.version && current.repository().is_some() {
+        saga.step(
+            "upgrade-snapshot",
+            action!(upgrade_snapshot),
+            action!(nothing),
+        );
+    }
     let grows = !shape.replaced.is_empty();
     // New nodes join with the deployment's certificates (made here for a
     // deployment created before Floe made them); the nodes that stay keep
@@ -44,7 +53,12 @@ pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
             action!(nothing),
         );
     }
-    for g in &shape.replaced {
+    // Nodes that do not vote first, master-eligible ones last, as
+    // Elastic's rolling upgrades go: an older node may not join a cluster
+    // whose newest node (an upgraded master) is newer.
+    let mut replaced = shape.replaced.clone();
+    replaced.sort_by_key(|g| is_master_group(target, g));
+    for g in &replaced {
         saga.group_step(
             "template",
             g,
@@ -150,5 +164,54 @@ impl DeploymentSteps {
             "point_of_no_return",
             "the old nodes were terminated and the cluster runs on the new ones; apply the change again to finish it",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::saga;
+    use floe_domain::deployment::DeploymentSpec;
+    use serde_json::json;
+
+    fn spec(version: &str, repository: bool) -> Result<DeploymentSpec, serde_json::Error> {
+        let mut s = json!({"name": "logs", "version": version, "node_groups": [
+            {"id": "masters", "roles": ["master"], "instance_type": "c7g.large", "count": 3, "zone_count": 3, "storage": {"size_gb": 20}},
+            {"id": "hot", "roles": ["data_hot", "data_content"], "instance_type": "m6g.xlarge", "count": 2, "zone_count": 2, "storage": {"size_gb": 100}},
+            {"id": "warm", "roles": ["data_warm"], "instance_type": "m6g.xlarge", "count": 2, "zone_count": 2, "storage": {"size_gb": 100}}
+        ]});
+        if repository {
+            s["snapshot"] = json!({"repository": "main"});
+        }
+        serde_json::from_value(s)
+    }
+
+    #[test]
+    fn a_version_change_snapshots_first_and_replaces_the_masters_last()
+    -> Result<(), serde_json::Error> {
+        // (from, to, repository attached, snapshot first)
+        let cases = [
+            ("8.15.3", "8.17.0", true, true),
+            ("8.15.3", "8.17.0", false, false),
+            ("7.17.25", "8.15.3", true, true),
+            ("7.17.25", "8.15.3", false, false),
+            ("8.15.3", "8.15.3", true, false),
+        ];
+        for (from, to, repository, snapshot) in cases {
+            let ids = saga(&spec(from, repository)?, &spec(to, repository)?).ids();
+            let case = format!("{from} -> {to}, repository {repository}");
+            assert_eq!(
+                ids.get(1).map(String::as_str) == Some("upgrade-snapshot"),
+                snapshot,
+                "{case}: {ids:?}"
+            );
+            if from == to {
+                continue;
+            }
+            let at = |id: &str| ids.iter().position(|s| s == id);
+            assert!(at("launch:hot") < at("launch:masters"), "{case}: {ids:?}");
+            assert!(at("launch:warm") < at("launch:masters"), "{case}: {ids:?}");
+            assert!(at("upgrade-snapshot") < at("launch:hot"), "{case}: {ids:?}");
+        }
+        Ok(())
     }
 }

@@ -31,7 +31,7 @@ use std::collections::BTreeSet;
 pub(crate) const MAX_VOTING_EXCLUSIONS: usize = 10;
 
 /// Whether group `group` of `spec` is master-eligible.
-fn is_master_group(spec: &DeploymentSpec, group: &str) -> bool {
+pub(crate) fn is_master_group(spec: &DeploymentSpec, group: &str) -> bool {
     spec.node_groups
         .iter()
         .any(|g| g.id == group && g.roles.contains(&NodeRole::Master))
