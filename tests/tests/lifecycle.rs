@@ -187,6 +187,9 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
                 "wait-joined",
                 "drain",
                 "wait-drained",
+                // The hot group is master-eligible: out of voting first.
+                "exclude-masters",
+                "wait-masters-excluded",
                 "retire",
                 "wait-retired",
                 "clear-exclusion",
@@ -349,5 +352,84 @@ async fn an_unreachable_store_fails_the_plan_naming_the_endpoint() -> TestResult
         "and the reason: {error}"
     );
     assert!(!error.contains("SimConfig"), "no internal type: {error}");
+    Ok(())
+}
+
+/// Version changes with an `fs` repository attached, through the real
+/// binary: the plan takes an `upgrade-` snapshot before any node changes,
+/// replaces every node, and the deployment runs the new version (a minor
+/// upgrade, and a major one from the last 7.x minor).
+#[tokio::test]
+async fn an_upgrade_with_a_repository_snapshots_first() -> TestResult {
+    let s = Server::start_with(&[
+        ("FLOE_SIM_BOOT_DELAY_MS", "50"),
+        ("FLOE_SIM_TERMINATE_DELAY_MS", "20"),
+        ("FLOE_PLAN_POLL_MS", "20"),
+    ]);
+    let token = s.token(ORG, &["platform_admin"]);
+    let repo = s
+        .call(
+            Call::put(format!("{REPOSITORIES}/local-backups"))
+                .bearer(&token)
+                .json(&json!({"type": "fs", "settings": {"location": "upgrade-backups"}})),
+        )
+        .await;
+    assert!([200, 201].contains(&repo.status), "{}", repo.describe());
+    for (from, to) in [("8.15.3", "8.17.0"), ("7.17.25", "8.15.3")] {
+        let mut spec = body(3);
+        spec["version"] = json!(from);
+        let created = s
+            .call(Call::post(DEPLOYMENTS).bearer(&token).json(&spec))
+            .await;
+        let created = created.expect_status(201).json();
+        let id = created["id"].as_str().ok_or("id")?.to_string();
+        let path = format!("{DEPLOYMENTS}/{id}");
+        let d = settled(&s, &token, &path).await?;
+        assert_eq!(d["status"], json!("running"), "{d}");
+        let version = d["resource_version"].as_u64().ok_or("version")?;
+        spec["version"] = json!(to);
+        let changed = s
+            .call(
+                Call::put(path.clone())
+                    .bearer(&token)
+                    .header("if-match", &format!("\"{version}\""))
+                    .json(&spec),
+            )
+            .await;
+        changed.expect_status(200);
+        let d = settled(&s, &token, &path).await?;
+        let plans = s
+            .call(Call::get(format!("{path}/plans")).bearer(&token))
+            .await;
+        let plans = plans.expect_status(200).json();
+        assert_eq!(
+            plans["current"]["status"],
+            json!("succeeded"),
+            "{from} -> {to}: {plans}"
+        );
+        assert_eq!(d["status"], json!("running"), "{from} -> {to}: {d}");
+        assert_eq!(d["version"], json!(to), "{plans}");
+        let (_, steps) = last_plan(&s, &token, &path).await?;
+        assert_eq!(
+            steps.get(1).map(String::as_str),
+            Some("upgrade-snapshot"),
+            "{steps:?}"
+        );
+        let listed = s
+            .call(Call::get(format!("{path}/snapshots")).bearer(&token))
+            .await;
+        let listed = listed.expect_status(200).json();
+        let upgrade = listed["snapshots"]
+            .as_array()
+            .and_then(|l| {
+                l.iter().find(|x| {
+                    x["snapshot"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("upgrade-"))
+                })
+            })
+            .ok_or("no upgrade snapshot")?;
+        assert_eq!(upgrade["state"], json!("SUCCESS"), "{listed}");
+    }
     Ok(())
 }

@@ -30,11 +30,12 @@ use floe_compute::parameters::{
     TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY, deployment_path, parameter_name,
 };
 use floe_compute::{Compute, NodeParameters};
-use floe_domain::deployment::Deployment;
+use floe_domain::deployment::{Deployment, NodeRole};
 use floe_domain::secret::SecretString;
 use floe_elastic::{Auth, ElasticClient};
 use floe_elastic_sim::{
-    RunningCluster, S3Access, S3Client, S3Keys, SimConfig, SimFaults, SimSecurity, SimulatedCluster,
+    RunningCluster, S3Access, S3Client, S3Keys, SimConfig, SimFaults, SimNode, SimSecurity,
+    SimulatedCluster,
 };
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -334,15 +335,65 @@ impl SimulatedClusters {
         Some(client)
     }
 
-    async fn start(
+    /// The running nodes as cluster members: master-eligible when the
+    /// `node.roles` of their `elasticsearch.yml` (in their user data) name
+    /// `master`; without user data, when their node group's roles in the
+    /// deployment do; and when neither says, as Elasticsearch takes a node
+    /// without `node.roles`: master-eligible.
+    async fn members(
         &self,
         deployment: &Deployment,
         nodes: &[NodeAddress],
+    ) -> Result<Vec<SimNode>, ClusterError> {
+        let groups: HashMap<String, String> = if self.user_data.is_some() {
+            HashMap::new()
+        } else {
+            self.compute
+                .instances(&deployment.id)
+                .await?
+                .into_iter()
+                .filter_map(|i| {
+                    let group = i.tags.get(floe_compute::TAG_NODE_GROUP)?.clone();
+                    Some((i.id, group))
+                })
+                .collect()
+        };
+        Ok(nodes
+            .iter()
+            .map(|n| {
+                let user_data = self
+                    .user_data
+                    .as_ref()
+                    .and_then(|source| source(&n.node_name));
+                let from_user_data = user_data.as_deref().and_then(master_eligible_in);
+                let version = user_data.as_deref().and_then(version_in);
+                let from_group = || {
+                    let group = groups.get(&n.node_name)?;
+                    let g = deployment
+                        .spec
+                        .node_groups
+                        .iter()
+                        .find(|g| &g.id == group)?;
+                    Some(g.roles.contains(&NodeRole::Master))
+                };
+                SimNode {
+                    name: n.node_name.clone(),
+                    master_eligible: from_user_data.or_else(from_group).unwrap_or(true),
+                    version,
+                }
+            })
+            .collect())
+    }
+
+    async fn start(
+        &self,
+        deployment: &Deployment,
+        members: Vec<SimNode>,
         node_addrs: &[SocketAddr],
         boot: Boot,
     ) -> Result<Simulated, ClusterError> {
         let mut config = SimConfig::new(deployment.spec.name.clone())
-            .with_nodes(u32::try_from(nodes.len()).unwrap_or(1))
+            .with_members(members)
             .with_faults(self.config.faults.clone());
         if let Some(root) = &self.config.fs_root {
             config = config.with_fs_root(root.clone());
@@ -380,6 +431,26 @@ impl SimulatedClusters {
     }
 }
 
+/// Whether the `node.roles` line of a rendered `elasticsearch.yml` names
+/// `master`; `None` without such a line.
+fn master_eligible_in(user_data: &str) -> Option<bool> {
+    let line = user_data
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("node.roles:"))?;
+    let roles = line.trim().trim_start_matches('[').trim_end_matches(']');
+    Some(roles.split(',').any(|r| r.trim() == "master"))
+}
+
+/// The Elasticsearch version a boot script installs (its `ES_VERSION=`
+/// line, the value maybe single-quoted); `None` without one.
+fn version_in(user_data: &str) -> Option<String> {
+    let value = user_data
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ES_VERSION="))?;
+    let value = value.trim().trim_matches('\'');
+    (!value.is_empty()).then(|| value.to_string())
+}
+
 /// The node addresses to serve: every running node's, when all of them are
 /// loopback addresses (a real node's private address would never be
 /// bindable here).
@@ -410,7 +481,7 @@ impl Clusters for SimulatedClusters {
                 deployment_id: deployment.id.clone(),
             });
         }
-        let names: Vec<String> = nodes.iter().map(|n| n.node_name.clone()).collect();
+        let members = self.members(deployment, &nodes).await?;
         let node_addrs = loopback_addrs(&nodes, self.http_port);
         let boot = self.boot(&deployment.id, &nodes).await?;
         let password = self.parameter(&deployment.id, ELASTIC_PASSWORD).await?;
@@ -418,12 +489,12 @@ impl Clusters for SimulatedClusters {
         let simulated = match clusters.entry(deployment.id.clone()) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => e.insert(
-                self.start(deployment, &nodes, &node_addrs, boot.clone())
+                self.start(deployment, members.clone(), &node_addrs, boot.clone())
                     .await?,
             ),
         };
         let cluster = &simulated.cluster;
-        cluster.set_nodes(&names);
+        cluster.set_members(&members);
         if simulated.on_node_addresses && !node_addrs.is_empty() {
             cluster
                 .set_addrs(&node_addrs)
@@ -511,7 +582,34 @@ impl Clusters for SimulatedClusters {
 
 #[cfg(test)]
 mod tests {
-    use super::NodeS3Settings;
+    use super::{NodeS3Settings, master_eligible_in, version_in};
+
+    #[test]
+    fn the_version_is_read_from_the_boot_script() {
+        assert_eq!(
+            version_in("#!/bin/bash\nES_VERSION=8.15.3\n").as_deref(),
+            Some("8.15.3")
+        );
+        assert_eq!(
+            version_in("ES_VERSION='7.17.25'").as_deref(),
+            Some("7.17.25")
+        );
+        assert_eq!(version_in("ES_ARCH=aarch64"), None);
+    }
+
+    #[test]
+    fn master_eligibility_is_read_from_node_roles() {
+        assert_eq!(
+            master_eligible_in("x\nnode.roles: [master, data_hot]\n"),
+            Some(true)
+        );
+        assert_eq!(
+            master_eligible_in("node.roles: [data_hot, ingest]"),
+            Some(false)
+        );
+        assert_eq!(master_eligible_in("node.roles: []"), Some(false));
+        assert_eq!(master_eligible_in("cluster.name: x"), None);
+    }
 
     #[test]
     fn the_s3_client_settings_are_read_from_the_rendered_yml() {

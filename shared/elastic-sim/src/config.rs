@@ -35,6 +35,29 @@ pub struct SimConfig {
     /// disabled).
     pub security: Option<SimSecurity>,
     pub faults: SimFaults,
+    /// The nodes it starts with, by name, role and version; `None`:
+    /// `nodes` master-eligible nodes named after the cluster.
+    pub members: Option<Vec<SimNode>>,
+}
+
+/// One node of a simulated cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimNode {
+    pub name: String,
+    /// Whether `master` is among its roles (it is when `node.roles` is unset).
+    pub master_eligible: bool,
+    /// `None`: the cluster's version.
+    pub version: Option<String>,
+}
+
+impl SimNode {
+    pub fn master_eligible(name: impl Into<String>) -> SimNode {
+        SimNode {
+            name: name.into(),
+            master_eligible: true,
+            version: None,
+        }
+    }
 }
 
 impl SimConfig {
@@ -50,7 +73,16 @@ impl SimConfig {
             s3: None,
             security: None,
             faults: SimFaults::default(),
+            members: None,
         }
+    }
+
+    /// Starts with exactly these nodes; the master-eligible ones bootstrap
+    /// the cluster (its first voting configuration).
+    pub fn with_members(mut self, members: Vec<SimNode>) -> SimConfig {
+        self.nodes = u32::try_from(members.len()).unwrap_or(u32::MAX);
+        self.members = Some(members);
+        self
     }
 
     pub fn with_fs_root(mut self, root: impl Into<PathBuf>) -> SimConfig {

@@ -230,6 +230,25 @@ impl ApiError {
         )
     }
 
+    /// No elected master: a majority of the voting configuration is gone.
+    /// Elasticsearch gives no reason (`"reason": null`).
+    pub fn master_not_discovered() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "master_not_discovered_exception",
+            "",
+        )
+    }
+
+    /// A wait for the cluster state that ran out.
+    pub fn timeout(why: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "elasticsearch_timeout_exception",
+            why,
+        )
+    }
+
     /// A health wait that ran out is answered with the health itself, so
     /// this is only for errors the simulator cannot say better.
     pub fn internal(why: impl Into<String>) -> ApiError {
@@ -243,7 +262,13 @@ impl ApiError {
         }
         let mut cause = Map::new();
         cause.insert("type".to_string(), Value::from(self.error_type));
-        cause.insert("reason".to_string(), Value::from(self.reason.clone()));
+        // Exceptions made without a message print `null`, not "".
+        let reason = if self.reason.is_empty() {
+            Value::Null
+        } else {
+            Value::from(self.reason.clone())
+        };
+        cause.insert("reason".to_string(), reason);
         cause.extend(self.extra.clone());
         let mut error = cause.clone();
         error.insert(

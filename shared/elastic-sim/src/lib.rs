@@ -32,6 +32,7 @@ mod bulk;
 mod cat;
 mod cluster;
 mod config;
+mod coordination;
 mod error;
 mod indices;
 mod nodes;
@@ -46,7 +47,8 @@ mod tls;
 mod util;
 
 pub use config::{
-    DEFAULT_VERSION, S3Access, S3Client, S3Keys, SimConfig, SimFaults, SimSecurity, SnapshotFault,
+    DEFAULT_VERSION, S3Access, S3Client, S3Keys, SimConfig, SimFaults, SimNode, SimSecurity,
+    SnapshotFault,
 };
 pub use error::{ApiError, SimError};
 pub use server::{RunningCluster, SimulatedCluster};

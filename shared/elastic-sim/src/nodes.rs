@@ -48,10 +48,10 @@ pub fn cat_nodes(sim: &Sim, req: &Req) -> ApiResult {
                 ("load_1m", json!("0.00")),
                 ("load_5m", json!("0.00")),
                 ("load_15m", json!("0.00")),
-                ("node.role", json!("cdfhilmrstw")),
+                ("node.role", json!(n.role_letters())),
                 ("master", json!(if n.id == master.id { "*" } else { "-" })),
                 ("name", json!(n.name)),
-                ("version", json!(sim.version)),
+                ("version", json!(n.version)),
             ])
         })
         .collect();
@@ -67,8 +67,8 @@ pub fn nodes_info(sim: &Sim) -> ApiResult {
                 n.id.clone(),
                 json!({
                     "name": n.name,
-                    "version": sim.version,
-                    "roles": ["data", "ingest", "master"],
+                    "version": n.version,
+                    "roles": n.roles(),
                 }),
             )
         })

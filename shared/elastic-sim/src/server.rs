@@ -5,7 +5,7 @@ use crate::config::{S3Client, S3Keys, SimConfig, SimFaults};
 use crate::error::{ApiError, SimError};
 use crate::state::Sim;
 use crate::util::path_segments;
-use crate::{cluster, indices, nodes, repositories, restore, snapshots};
+use crate::{cluster, coordination, indices, nodes, repositories, restore, snapshots};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
@@ -254,6 +254,18 @@ impl RunningCluster {
         self.sim.set_nodes(names);
     }
 
+    /// Like [`RunningCluster::set_nodes`], with each node's roles and
+    /// version: master-eligible nodes vote, and the cluster loses its
+    /// master when a majority of its voting configuration leaves.
+    pub fn set_members(&self, members: &[crate::SimNode]) {
+        self.sim.set_members(members);
+    }
+
+    /// Whether the cluster has an elected master.
+    pub fn has_master(&self) -> bool {
+        self.sim.has_master()
+    }
+
     pub fn node_names(&self) -> Vec<String> {
         self.sim.nodes().into_iter().map(|n| n.name).collect()
     }
@@ -497,9 +509,28 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let wrong = |allowed: &[&str]| -> ApiResult {
         Err(ApiError::method_not_allowed(m.as_str(), &req.uri, allowed))
     };
+    // Only the answering node's own information needs no master; every
+    // other API waits for one (`master_timeout`) and gives up with 503.
+    if !segments.is_empty() && !sim.has_master() {
+        return Err(ApiError::master_not_discovered());
+    }
     match segments.as_slice() {
         [] if get => cluster::root(sim),
         [] => wrong(&["GET", "HEAD"]),
+        ["_cluster", "voting_config_exclusions"] if post => {
+            coordination::add_exclusions(sim, req).await
+        }
+        ["_cluster", "voting_config_exclusions"] if delete => {
+            coordination::clear_exclusions(sim, req).await
+        }
+        ["_cluster", "voting_config_exclusions"] => wrong(&["POST", "DELETE"]),
+        ["_cluster", "state"] if get => coordination::cluster_state(sim, req, None),
+        ["_cluster", "state", metrics] if get => {
+            coordination::cluster_state(sim, req, Some(metrics))
+        }
+        ["_cluster", "state", metrics, _indices] if get => {
+            coordination::cluster_state(sim, req, Some(metrics))
+        }
         ["_cluster", "health"] if get => cluster::health(sim, req, None).await,
         ["_cluster", "health", indices] if get => cluster::health(sim, req, Some(indices)).await,
         ["_cat", "health"] if get => cluster::cat_health(sim, req),

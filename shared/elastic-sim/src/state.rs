@@ -3,7 +3,8 @@
 //! the repositories, never here.
 
 use crate::blobs::BlobStore;
-use crate::config::{S3Client, S3Keys, SimConfig, SimFaults};
+use crate::config::{S3Client, S3Keys, SimConfig, SimFaults, SimNode};
+use crate::coordination::Coordination;
 use crate::repo_data::{IndexBlob, IndexSize, SnapshotRecord, StoredDoc};
 use crate::util::{file_count, new_uuid, now_millis};
 use floe_domain::secret::SecretString;
@@ -32,22 +33,65 @@ pub struct Sim {
     faults: Mutex<SimFaults>,
     state: Mutex<ClusterState>,
     settings: Mutex<ClusterSettings>,
+    /// The voting configuration and the elected master; apart from the
+    /// rest, so that a request may read it while holding the state.
+    coordination: Mutex<Coordination>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     pub id: String,
     pub name: String,
+    /// `master` is among its `node.roles` (as it is when they are unset).
+    pub master_eligible: bool,
+    /// The Elasticsearch version the node runs.
+    pub version: String,
+}
+
+impl Node {
+    fn of(member: &SimNode, cluster_version: &str) -> Node {
+        Node {
+            id: new_uuid(),
+            name: member.name.clone(),
+            master_eligible: member.master_eligible,
+            version: member
+                .version
+                .clone()
+                .unwrap_or_else(|| cluster_version.to_string()),
+        }
+    }
+
+    /// Its roles, as `_nodes` and the cluster state list them.
+    pub fn roles(&self) -> Vec<&'static str> {
+        if self.master_eligible {
+            vec!["data", "ingest", "master"]
+        } else {
+            vec!["data", "ingest"]
+        }
+    }
+
+    /// Its roles as `_cat/nodes` abbreviates them.
+    pub fn role_letters(&self) -> &'static str {
+        if self.master_eligible {
+            "cdfhilmrstw"
+        } else {
+            "cdfhilrstw"
+        }
+    }
 }
 
 impl Sim {
     pub fn new(config: SimConfig) -> Sim {
-        let nodes = (0..config.nodes.max(1))
-            .map(|i| Node {
-                id: new_uuid(),
-                name: format!("{}-node-{i}", config.cluster_name),
-            })
+        let members: Vec<SimNode> = config.members.clone().unwrap_or_else(|| {
+            (0..config.nodes.max(1))
+                .map(|i| SimNode::master_eligible(format!("{}-node-{i}", config.cluster_name)))
+                .collect()
+        });
+        let nodes: Vec<Node> = members
+            .iter()
+            .map(|m| Node::of(m, &config.version))
             .collect();
+        let coordination = Coordination::bootstrap(&nodes);
         Sim {
             cluster_name: config.cluster_name,
             cluster_uuid: new_uuid(),
@@ -62,7 +106,19 @@ impl Sim {
             faults: Mutex::new(config.faults),
             state: Mutex::new(ClusterState::default()),
             settings: Mutex::new(ClusterSettings::default()),
+            coordination: Mutex::new(coordination),
         }
+    }
+
+    pub fn coordination(&self) -> MutexGuard<'_, Coordination> {
+        self.coordination
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a master is elected (else most APIs answer 503).
+    pub fn has_master(&self) -> bool {
+        self.coordination().master.is_some()
     }
 
     /// The state is only ever held for short, synchronous work; a panic
@@ -192,12 +248,20 @@ impl Sim {
         u32::try_from(self.eligible_nodes().len()).unwrap_or(u32::MAX)
     }
 
+    /// The elected master, else (no master) the first node, which is the
+    /// one answering.
     pub fn master(&self) -> Node {
         let nodes = self.nodes();
-        nodes.first().cloned().unwrap_or_else(|| Node {
-            id: String::new(),
-            name: String::new(),
-        })
+        let elected = self.coordination().master.clone();
+        elected
+            .and_then(|id| nodes.iter().find(|n| n.id == id).cloned())
+            .or_else(|| nodes.first().cloned())
+            .unwrap_or_else(|| Node {
+                id: String::new(),
+                name: String::new(),
+                master_eligible: false,
+                version: self.version.clone(),
+            })
     }
 
     /// Makes the cluster's nodes exactly `names` (nodes keep their ids
@@ -205,9 +269,21 @@ impl Sim {
     /// left is lost, and its index turns red: that is what happens when
     /// nodes go before their shards were moved off them.
     pub fn set_nodes(&self, names: &[String]) {
-        if names.is_empty() {
+        let members: Vec<SimNode> = names
+            .iter()
+            .map(|n| SimNode::master_eligible(n.clone()))
+            .collect();
+        self.set_members(&members);
+    }
+
+    /// Like [`Sim::set_nodes`], with each node's roles and version. The
+    /// voting configuration follows (see [`Coordination`]).
+    pub fn set_members(&self, members: &[SimNode]) {
+        if members.is_empty() {
             return;
         }
+        let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+        let names = names.as_slice();
         let before = self.nodes();
         let eligible_before = self.eligible_nodes();
         let leaving: Vec<String> = before
@@ -235,14 +311,33 @@ impl Sim {
             .into_iter()
             .filter(|n| names.contains(&n.name))
             .collect();
-        for name in names {
-            if !kept.iter().any(|n| &n.name == name) {
-                kept.push(Node {
-                    id: new_uuid(),
-                    name: name.clone(),
-                });
+        // A node older than the newest node of the cluster may not join:
+        // Elasticsearch refuses a join from a node older than the nodes
+        // already there (its version barrier, and an older node joining a
+        // newer master), which is why an upgrade replaces master-eligible
+        // nodes last. It stays out of the cluster, as the refused node
+        // keeps retrying its join.
+        let newest = kept.iter().filter_map(|n| version_triple(&n.version)).max();
+        for member in members {
+            if kept.iter().any(|n| n.name == member.name) {
+                continue;
             }
+            let joining = Node::of(member, &self.version);
+            if let (Some(newest), Some(v)) = (newest, version_triple(&joining.version))
+                && v < newest
+            {
+                tracing::warn!(
+                    cluster = %self.cluster_name,
+                    node = %joining.name,
+                    version = %joining.version,
+                    "simulated cluster refused the join of a node older than its newest node"
+                );
+                continue;
+            }
+            kept.push(joining);
         }
+        // Nodes leave, then the new ones join: a master is needed for that.
+        self.coordination().membership_changed(&kept);
         *self.nodes.lock().unwrap_or_else(PoisonError::into_inner) = kept;
     }
 }
@@ -261,6 +356,15 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `major.minor.patch` as numbers, to compare versions by.
+fn version_triple(v: &str) -> Option<(u32, u32, u32)> {
+    let mut it = v.split('.').map(|p| p.parse::<u32>().ok());
+    match (it.next(), it.next(), it.next()) {
+        (Some(Some(a)), Some(Some(b)), Some(Some(c))) => Some((a, b, c)),
+        _ => None,
+    }
 }
 
 fn len_u32(nodes: &[Node]) -> u32 {

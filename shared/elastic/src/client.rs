@@ -5,7 +5,7 @@ use crate::error::{ElasticError, failure_from_object, snippet};
 use crate::model::{
     ClusterHealth, CreateSnapshot, CreateSnapshotResponse, HealthStatus, MountRequest, NodeRow,
     RepositoryRegistration, RestoreInfo, RestoreRequest, RestoreResponse, ShardRow, SnapshotInfo,
-    SnapshotStatus,
+    SnapshotStatus, VotingConfiguration,
 };
 use crate::recovery::{IndexRecovery, RecoveryProgress};
 use chrono::Utc;
@@ -538,6 +538,92 @@ impl ElasticClient {
             .await?;
         success(status, &body)?;
         acknowledged(status, &body, "_cluster/settings")
+    }
+
+    /// `POST _cluster/voting_config_exclusions?node_names=…`: excludes the
+    /// named master-eligible nodes from voting, so that they can leave
+    /// without costing the cluster its quorum. Elasticsearch waits until
+    /// they are out of the voting configuration; when that wait (half the
+    /// client's timeout) runs out, the answer is a `Timeout` and the
+    /// exclusions stay recorded. Excluding a node twice is harmless.
+    pub async fn add_voting_config_exclusions(
+        &self,
+        node_names: &[String],
+    ) -> Result<(), ElasticError> {
+        if node_names.is_empty() {
+            return Err(ElasticError::invalid("no node to exclude from voting"));
+        }
+        // A wildcard or comma would exclude other nodes than these; the
+        // names themselves go in the query, encoded there.
+        for name in node_names {
+            exact_name("node", name)?;
+        }
+        let names = node_names;
+        let wait = self.timeout / 2;
+        let query = [
+            ("node_names", names.join(",")),
+            ("timeout", time_value(wait)),
+        ];
+        let (status, body) = self
+            .execute(
+                Method::POST,
+                "_cluster/voting_config_exclusions",
+                &query,
+                None,
+                Duration::ZERO,
+            )
+            .await?;
+        success(status, &body)
+    }
+
+    /// `DELETE _cluster/voting_config_exclusions`. With `wait_for_removal`
+    /// (Elasticsearch's default) it answers only once every excluded node
+    /// has left the cluster; without, at once (for nodes that stay).
+    pub async fn clear_voting_config_exclusions(
+        &self,
+        wait_for_removal: bool,
+    ) -> Result<(), ElasticError> {
+        let wait = self.timeout / 2;
+        let query = [
+            ("wait_for_removal", wait_for_removal.to_string()),
+            ("timeout", time_value(wait)),
+        ];
+        let (status, body) = self
+            .execute(
+                Method::DELETE,
+                "_cluster/voting_config_exclusions",
+                &query,
+                None,
+                Duration::ZERO,
+            )
+            .await?;
+        success(status, &body)
+    }
+
+    /// `GET _cluster/state/metadata`: the voting configuration and its
+    /// exclusions (`metadata.cluster_coordination`).
+    pub async fn voting_configuration(&self) -> Result<VotingConfiguration, ElasticError> {
+        #[derive(Deserialize)]
+        struct State {
+            metadata: Metadata,
+        }
+        #[derive(Deserialize)]
+        struct Metadata {
+            #[serde(default)]
+            cluster_coordination: VotingConfiguration,
+        }
+        let (status, body) = self
+            .execute(
+                Method::GET,
+                "_cluster/state/metadata",
+                &[],
+                None,
+                Duration::ZERO,
+            )
+            .await?;
+        success(status, &body)?;
+        let state: State = parse(status, &body)?;
+        Ok(state.metadata.cluster_coordination)
     }
 
     pub async fn recovery(&self, indices: &[String]) -> Result<RecoveryProgress, ElasticError> {

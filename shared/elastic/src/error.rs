@@ -328,6 +328,10 @@ fn kind_of(error_type: &str, reason: &str) -> Option<Kind> {
         // exception ("cannot create snapshot in a readonly repository").
         "repository_exception" if mentions_read_only(reason) => Kind::ReadOnlyRepository,
         "process_cluster_event_timeout_exception" => Kind::Timeout,
+        // A wait on the cluster state (voting configuration exclusions
+        // taking effect, excluded nodes leaving) that ran out; what was
+        // asked for is recorded and may still happen.
+        "elasticsearch_timeout_exception" => Kind::Timeout,
         _ => return None,
     })
 }

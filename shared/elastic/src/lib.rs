@@ -26,6 +26,7 @@ pub use model::{
     IndexSnapshotStatus, MountRequest, MountStorage, NodeRow, RepositoryRegistration, RestoreInfo,
     RestoreRequest, RestoreResponse, ShardCounts, ShardRow, ShardsStats, SnapshotInfo,
     SnapshotShardFailure, SnapshotState, SnapshotStats, SnapshotStatus, SnapshotStatusState,
+    VotingConfiguration, VotingExclusion,
 };
 pub use recovery::{RecoveryProgress, ShardRecovery};
 /// The HTTP method type requests are built with.

@@ -436,6 +436,40 @@ pub struct NodeRow {
     pub name: String,
 }
 
+/// `metadata.cluster_coordination` of `GET _cluster/state/metadata`: who
+/// votes in master elections (node ids) and who is excluded from voting.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct VotingConfiguration {
+    #[serde(default)]
+    pub last_committed_config: Vec<String>,
+    #[serde(default)]
+    pub last_accepted_config: Vec<String>,
+    #[serde(default)]
+    pub voting_config_exclusions: Vec<VotingExclusion>,
+}
+
+/// One entry of the voting configuration exclusions; `node_id` is
+/// `_absent_` for a node excluded by name while not in the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct VotingExclusion {
+    pub node_id: String,
+    pub node_name: String,
+}
+
+impl VotingConfiguration {
+    /// Whether node `name` is excluded and no longer in the committed or
+    /// accepted configuration, so that its leaving cannot cost the quorum.
+    pub fn has_left(&self, name: &str) -> bool {
+        self.voting_config_exclusions
+            .iter()
+            .filter(|e| e.node_name == name)
+            .any(|e| {
+                !self.last_committed_config.contains(&e.node_id)
+                    && !self.last_accepted_config.contains(&e.node_id)
+            })
+    }
+}
+
 /// A row of `_cat/shards`: one copy of one shard.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ShardRow {

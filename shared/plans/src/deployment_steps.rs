@@ -15,6 +15,7 @@
 //! shutdown: final-snapshot, terminate, wait-terminated
 //! delete:   terminate, wait-terminated, forget-parameters (then the record goes)
 //! update:   grow and shrink: begin, new nodes first, then the old ones go
+//!           (master-eligible ones out of the voting configuration first)
 
 use crate::engine::{Outcome, StepContext, Steps, fail};
 use async_trait::async_trait;

@@ -87,6 +87,13 @@ pub struct DrainOutput {
     pub nodes: Vec<OldNode>,
 }
 
+/// `exclude-masters` and `wait-masters-excluded`: the old master-eligible
+/// nodes excluded from voting, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VotingExclusionsOutput {
+    pub nodes: Vec<String>,
+}
+
 /// `wait-drained`: the shard copies the cluster holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrainedOutput {
@@ -168,6 +175,7 @@ mod tests {
             json!({"nodes": [{"id": "i-1", "group": "hot", "plan": "01a2"}, {"id": "i-2", "group": "hot", "plan": ""}]}),
         )?;
         same::<DrainedOutput>(json!({"shards": 12}))?;
+        same::<VotingExclusionsOutput>(json!({"nodes": ["i-1", "i-2"]}))?;
         same::<ForgottenTemplatesOutput>(json!({"deleted": ["floe-d-hot-43805588acf0"]}))?;
         same::<SourceOutput>(json!({"repository": "archive", "readonly": true}))?;
         same::<RestoreOutput>(json!({"snapshot": "nightly-1", "repository": "main"}))?;

@@ -53,10 +53,12 @@ struct World {
 impl World {
     fn new() -> Result<World, Box<dyn std::error::Error>> {
         let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
-        let clusters = Arc::new(SimulatedClusters::new(
-            compute.clone(),
-            SimulatedClustersConfig::default(),
-        ));
+        // The nodes' roles come from their elasticsearch.yml, as on EC2.
+        let source = compute.clone();
+        let clusters = Arc::new(
+            SimulatedClusters::new(compute.clone(), SimulatedClustersConfig::default())
+                .with_user_data(Arc::new(move |id: &str| source.user_data(id))),
+        );
         Ok(World {
             compute,
             clusters,
@@ -409,17 +411,23 @@ async fn nodes_terminated_without_draining_lose_their_shards() -> TestResult {
         .filter(|i| i.tags.get("floe:node-group").map(String::as_str) == Some("hot"))
         .map(|i| i.id)
         .collect();
-    // Masters hold shards too in the simulator (it has no roles), so take
-    // away every node but one.
-    let mut all: Vec<String> = world
+    // Masters hold shards too in the simulator, so take away two hot nodes
+    // and a master, which between them hold both copies of one shard of
+    // `orders` (copies go round the nodes in order); the two masters left
+    // keep the quorum.
+    let masters: Vec<String> = world
         .compute
         .instances(&d.id)
         .await?
         .into_iter()
+        .filter(|i| i.tags.get("floe:node-group").map(String::as_str) == Some("masters"))
         .map(|i| i.id)
         .collect();
-    all.retain(|id| id != &hot[0]);
-    world.compute.terminate(&all).await?;
+    let (mut hot, mut masters) = (hot, masters);
+    hot.sort();
+    masters.sort();
+    let gone = vec![hot[0].clone(), hot[1].clone(), masters[0].clone()];
+    world.compute.terminate(&gone).await?;
     world.clusters.client(&d, &[]).await?;
     let health = get(&format!("{url}/_cluster/health")).await?;
     assert_eq!(health["status"], "red", "{health}");
@@ -602,5 +610,294 @@ async fn a_tag_edit_during_an_update_survives_its_end() -> TestResult {
         after.spec.metadata.tags, tagged.spec.metadata.tags,
         "the PUT's tags"
     );
+    Ok(())
+}
+
+/// `masters` dedicated master nodes of `master_type`, and two hot nodes.
+fn masters_spec(masters: u32, master_type: &str) -> Result<DeploymentSpec, serde_json::Error> {
+    serde_json::from_value(json!({"name": "logs", "version": "8.15.3", "node_groups": [
+        {"id": "masters", "roles": ["master"], "instance_type": master_type, "count": masters, "zone_count": masters.min(3), "storage": {"size_gb": 20}},
+        {"id": "hot", "roles": ["data_hot", "data_content", "ingest"], "instance_type": "m6g.xlarge", "count": 2, "zone_count": 2, "storage": {"size_gb": 500}}
+    ]}))
+}
+
+/// After a change of masters: an elected master (the cluster answers),
+/// every document, the nodes are the running instances, and the voting
+/// configuration is an odd number of them with no exclusion left.
+async fn masters_are_whole(world: &World, deployment_id: &str) -> TestResult {
+    cluster_is_whole(world, deployment_id).await?;
+    let url = world.url(deployment_id).await?;
+    let state = get(&format!("{url}/_cluster/state/metadata")).await?;
+    let coordination = &state["metadata"]["cluster_coordination"];
+    assert_eq!(
+        coordination["voting_config_exclusions"],
+        json!([]),
+        "{state}"
+    );
+    let nodes = get(&format!("{url}/_nodes")).await?;
+    let voters = coordination["last_committed_config"]
+        .as_array()
+        .ok_or("no voting configuration")?;
+    assert_eq!(voters.len() % 2, 1, "{coordination}");
+    for v in voters {
+        let id = v.as_str().ok_or("voter id")?;
+        let roles = &nodes["nodes"][id]["roles"];
+        assert!(
+            roles
+                .as_array()
+                .is_some_and(|r| r.contains(&json!("master"))),
+            "voter {id} is a live master-eligible node: {nodes}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn replacing_the_masters_keeps_the_quorum() -> TestResult {
+    // (masters before, after, instance type after). Replacing half or more
+    // of the voters at once loses the quorum without voting exclusions.
+    let cases = [
+        (3, 3, "c7g.xlarge"),
+        (1, 3, "c7g.large"),
+        (3, 1, "c7g.large"),
+        (5, 5, "c7g.xlarge"),
+        (1, 1, "c7g.xlarge"),
+    ];
+    for (before, after, instance_type) in cases {
+        let world = World::new()?;
+        let d = world.create(masters_spec(before, "c7g.large")?).await?;
+        write_documents(&world.url(&d.id).await?).await?;
+        let (old_masters, _, old_ids) = world.running(&d.id).await?;
+        assert_eq!(old_masters, before as usize);
+        let (status, plan) = world
+            .update(
+                &d.id,
+                &masters_spec(after, instance_type)?,
+                Arc::new(Twice(world.steps())),
+            )
+            .await?;
+        let case = format!("{before} -> {after} masters");
+        assert_eq!(status, PlanStatus::Succeeded, "{case}: {plan:?}");
+        let ids: Vec<&str> = plan.steps.iter().map(|s| s.step_id.as_str()).collect();
+        let excluded = ids.iter().position(|s| *s == "wait-masters-excluded");
+        let retire = ids.iter().position(|s| *s == "retire");
+        assert!(
+            excluded.is_some() && excluded < retire,
+            "{case}: the old masters leave the voting configuration before they go: {ids:?}"
+        );
+        let (masters, hot, now) = world.running(&d.id).await?;
+        assert_eq!((masters, hot), (after as usize, 2), "{case}");
+        let masters_left = world
+            .compute
+            .instances(&d.id)
+            .await?
+            .into_iter()
+            .filter(|i| old_ids.contains(&i.id))
+            .filter(|i| i.tags.get("floe:node-group").map(String::as_str) == Some("masters"))
+            .filter(|i| i.state == InstanceState::Running)
+            .count();
+        assert_eq!(masters_left, 0, "{case}: every old master went");
+        assert!(now.len() == after as usize + 2, "{case}");
+        masters_are_whole(&world, &d.id).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn more_masters_than_one_set_of_exclusions_go_in_rounds() -> TestResult {
+    // Twelve master-eligible data nodes replaced: Elasticsearch holds ten
+    // voting exclusions at most, so they leave in two rounds.
+    let group = |count: u32, instance_type: &str| {
+        serde_json::from_value::<DeploymentSpec>(
+            json!({"name": "logs", "version": "8.15.3", "node_groups": [
+                {"id": "hot", "roles": ["master", "data_hot", "data_content", "ingest"], "instance_type": instance_type, "count": count, "zone_count": 3, "storage": {"size_gb": 100}}
+            ]}),
+        )
+    };
+    let world = World::new()?;
+    let d = world.create(group(12, "m6g.xlarge")?).await?;
+    write_documents(&world.url(&d.id).await?).await?;
+    let (status, plan) = world
+        .update(&d.id, &group(12, "m6g.2xlarge")?, Arc::new(world.steps()))
+        .await?;
+    assert_eq!(status, PlanStatus::Succeeded, "{plan:?}");
+    let retire_log: Vec<&String> = plan
+        .steps
+        .iter()
+        .filter(|s| s.step_id == "retire")
+        .flat_map(|s| s.info_log.iter())
+        .collect();
+    assert!(
+        retire_log.iter().any(|l| l.starts_with("excluded ")),
+        "a second round was excluded inside retire: {retire_log:?}"
+    );
+    let url = world.url(&d.id).await?;
+    let d_now = world.deployment(&d.id).await?;
+    world.clusters.client(&d_now, &[]).await?;
+    let count = get(&format!("{url}/orders/_count")).await?;
+    assert_eq!(count["count"], 40, "{count}");
+    let state = get(&format!("{url}/_cluster/state/metadata")).await?;
+    assert_eq!(
+        state["metadata"]["cluster_coordination"]["voting_config_exclusions"],
+        json!([]),
+        "{state}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failure_during_a_master_replacement_unwinds_with_the_voters_back() -> TestResult {
+    let steps = [
+        "begin",
+        "node-security",
+        "template:masters",
+        "launch:masters",
+        "wait-running",
+        "wait-joined",
+        "drain",
+        "wait-drained",
+        "exclude-masters",
+        "wait-masters-excluded",
+        "retire",
+        "wait-retired",
+        "clear-exclusion",
+    ];
+    for (i, at) in steps.iter().enumerate() {
+        let world = World::new()?;
+        let d = world.create(masters_spec(3, "c7g.large")?).await?;
+        write_documents(&world.url(&d.id).await?).await?;
+        let (_, _, before) = world.running(&d.id).await?;
+        let failing = Arc::new(FailAfter {
+            inner: world.steps(),
+            at: at.to_string(),
+        });
+        let (status, plan) = world
+            .update(&d.id, &masters_spec(3, "c7g.xlarge")?, failing)
+            .await?;
+        assert_eq!(status, PlanStatus::Failed, "failure after {at}");
+        let ids: Vec<&str> = plan.steps.iter().map(|s| s.step_id.as_str()).collect();
+        assert_eq!(ids.get(i), Some(at), "{ids:?}");
+        let retire = steps.iter().position(|s| *s == "retire").ok_or("retire")?;
+        let d_now = world.deployment(&d.id).await?;
+        let (masters, _, running) = world.running(&d.id).await?;
+        assert_eq!(masters, 3, "after {at}");
+        if i < retire {
+            assert_eq!(d_now.status, DeploymentStatus::Running, "after {at}");
+            assert_eq!(running, before, "after {at}: the old nodes, and only they");
+        } else {
+            assert_eq!(d_now.status, DeploymentStatus::Failed, "after {at}");
+        }
+        // Either way a master is elected and no exclusion is left behind.
+        masters_are_whole(&world, &d.id).await?;
+    }
+    Ok(())
+}
+
+/// An update recorded before the voting steps existed (its layout has no
+/// `exclude-masters` or `wait-masters-excluded`) still finishes with the
+/// quorum kept: `retire` itself takes the master-eligible nodes out of the
+/// voting configuration before it terminates them.
+#[tokio::test]
+async fn an_update_recorded_without_the_voting_steps_still_keeps_the_quorum() -> TestResult {
+    let world = World::new()?;
+    let d = world.create(masters_spec(3, "c7g.large")?).await?;
+    write_documents(&world.url(&d.id).await?).await?;
+    let previous = world
+        .store
+        .get_deployment("acme", &d.id)
+        .await?
+        .ok_or("deployment")?;
+    let mut plan = Plan::new(
+        "acme",
+        &d.id,
+        PlanParams::Update(masters_spec(3, "c7g.xlarge")?),
+        "deployments.update",
+        "tester",
+        Utc::now(),
+    );
+    // The layout the release before wrote, the plan already running.
+    plan.status = PlanStatus::Running;
+    plan.steps = [
+        "begin",
+        "node-security",
+        "template:masters",
+        "launch:masters",
+        "wait-running",
+        "wait-joined",
+        "drain",
+        "wait-drained",
+        "retire",
+        "wait-retired",
+        "clear-exclusion",
+        "forget-templates",
+        "record-access",
+    ]
+    .into_iter()
+    .map(floe_domain::plan::StepRecord::new)
+    .collect();
+    let mut next = previous.value.clone();
+    next.status = DeploymentStatus::Reconfiguring;
+    next.pending_plan = Some(plan.reference());
+    world
+        .store
+        .replace_deployment(&next, &previous, Some(&plan))
+        .await?;
+    let status = world.run(Arc::new(world.steps()), &d.id, &plan.id).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let (masters, hot, _) = world.running(&d.id).await?;
+    assert_eq!((masters, hot), (3, 2));
+    masters_are_whole(&world, &d.id).await
+}
+
+/// Masters, hot and warm groups on `version`.
+fn versioned_spec(version: &str) -> Result<DeploymentSpec, serde_json::Error> {
+    serde_json::from_value(json!({"name": "logs", "version": version, "node_groups": [
+        {"id": "masters", "roles": ["master"], "instance_type": "c7g.large", "count": 3, "zone_count": 3, "storage": {"size_gb": 20}},
+        {"id": "hot", "roles": ["data_hot", "data_content", "ingest"], "instance_type": "m6g.xlarge", "count": 2, "zone_count": 2, "storage": {"size_gb": 500}},
+        {"id": "warm", "roles": ["data_warm"], "instance_type": "m6g.xlarge", "count": 1, "zone_count": 1, "storage": {"size_gb": 500}}
+    ]}))
+}
+
+#[tokio::test]
+async fn upgrades_replace_every_node_masters_last_and_keep_the_quorum() -> TestResult {
+    // Minor, major from the last 7.x minor, and a patch, over three groups.
+    let cases = [
+        ("8.15.3", "8.17.0"),
+        ("7.17.25", "8.15.3"),
+        ("8.15.0", "8.15.3"),
+    ];
+    for (from, to) in cases {
+        let world = World::new()?;
+        let d = world.create(versioned_spec(from)?).await?;
+        write_documents(&world.url(&d.id).await?).await?;
+        let (status, plan) = world
+            .update(&d.id, &versioned_spec(to)?, Arc::new(Twice(world.steps())))
+            .await?;
+        let case = format!("{from} -> {to}");
+        assert_eq!(status, PlanStatus::Succeeded, "{case}: {plan:?}");
+        let ids: Vec<&str> = plan.steps.iter().map(|s| s.step_id.as_str()).collect();
+        let at = |id: &str| ids.iter().position(|s| *s == id);
+        assert!(at("launch:hot") < at("launch:masters"), "{case}: {ids:?}");
+        assert!(at("launch:warm") < at("launch:masters"), "{case}: {ids:?}");
+        assert!(
+            at("wait-masters-excluded") < at("retire"),
+            "{case}: {ids:?}"
+        );
+        assert_eq!(at("upgrade-snapshot"), None, "{case}: no repository");
+        masters_are_whole(&world, &d.id).await?;
+        let url = world.url(&d.id).await?;
+        let nodes = get(&format!("{url}/_nodes")).await?;
+        let versions: BTreeSet<String> = nodes["nodes"]
+            .as_object()
+            .ok_or("nodes")?
+            .values()
+            .filter_map(|n| n["version"].as_str().map(String::from))
+            .collect();
+        assert_eq!(
+            versions,
+            BTreeSet::from([to.to_string()]),
+            "{case}: {nodes}"
+        );
+    }
     Ok(())
 }

@@ -538,9 +538,10 @@ impl Snapshotter {
     }
 
     /// The shutdown plan's last snapshot, taken while the deployment is
-    /// already `stopping` (its nodes still run), waiting for the end. A
-    /// record of that name from an earlier attempt is refreshed, not
-    /// taken again.
+    /// already `stopping` (its nodes still run), or an upgrade's first,
+    /// taken while it is `reconfiguring` (before any node changed), waiting
+    /// for the end. A record of that name from an earlier attempt is
+    /// refreshed, not taken again.
     pub async fn take_final(
         &self,
         org: &str,
@@ -550,7 +551,9 @@ impl Snapshotter {
         let deployment = self.deployment(org, deployment_id).await?;
         if !matches!(
             deployment.status,
-            DeploymentStatus::Running | DeploymentStatus::Stopping
+            DeploymentStatus::Running
+                | DeploymentStatus::Stopping
+                | DeploymentStatus::Reconfiguring
         ) {
             return Err(SnapshotError::NotRunning {
                 id: deployment.id.clone(),

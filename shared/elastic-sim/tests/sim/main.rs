@@ -11,3 +11,4 @@ mod mount;
 mod s3;
 mod s3_client;
 mod secured;
+mod voting;

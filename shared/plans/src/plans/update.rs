@@ -3,7 +3,10 @@
 //! version, user settings or repository change) after node-security and
 //! repository-credentials, then wait-running and wait-joined; then the old
 //! nodes go: drain (exclude them from shard allocation), wait-drained,
-//! retire (terminate them), wait-retired, clear-exclusion, forget-templates.
+//! exclude-masters and wait-masters-excluded (when master-eligible nodes
+//! go: out of the voting configuration first), retire (terminate them),
+//! wait-retired, clear-exclusion (the allocation and voting exclusions),
+//! forget-templates.
 //!
 //! `retire` is the point of no return: before it, unwinding terminates the
 //! new nodes and lets shards back onto the old ones, leaving the previous
@@ -15,6 +18,7 @@ use crate::engine::{Outcome, StepContext, fail};
 use crate::step::{Saga, action};
 use crate::steps::client_repository_name;
 use crate::steps::drain::update_shape;
+use crate::steps::voting::{is_master_group, retires_masters};
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::plan::StepStatus;
 use serde_json::Value;
@@ -25,7 +29,16 @@ pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
     let mut saga = Saga::default();
     // Does nothing; its undo, the last of an unwinding, lifts the
     // allocation exclusion the other undos leave behind.
-    saga.step("begin", action!(nothing), action!(clear_exclusion));
+    saga.step("begin", action!(nothing), action!(lift_exclusions));
+    // A version change starts with a snapshot, as ECE's does: nodes on the
+    // new version cannot be undone, a snapshot of the old one restores.
+    if current.version != target.version && current.repository().is_some() {
+        saga.step(
+            "upgrade-snapshot",
+            action!(upgrade_snapshot),
+            action!(nothing),
+        );
+    }
     let grows = !shape.replaced.is_empty();
     // New nodes join with the deployment's certificates (made here for a
     // deployment created before Floe made them); the nodes that stay keep
@@ -40,7 +53,12 @@ pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
             action!(nothing),
         );
     }
-    for g in &shape.replaced {
+    // Nodes that do not vote first, master-eligible ones last, as
+    // Elastic's rolling upgrades go: an older node may not join a cluster
+    // whose newest node (an upgraded master) is newer.
+    let mut replaced = shape.replaced.clone();
+    replaced.sort_by_key(|g| is_master_group(target, g));
+    for g in &replaced {
         saga.group_step(
             "template",
             g,
@@ -68,6 +86,21 @@ pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
     if !shape.retiring.is_empty() {
         saga.step("drain", action!(drain), action!(nothing));
         saga.step("wait-drained", action!(wait_drained), action!(nothing));
+        // Master-eligible nodes leave the voting configuration before
+        // they go, and before the point of no return, so that a cluster
+        // that cannot reconfigure unwinds to its old topology.
+        if retires_masters(current, &shape.retiring) {
+            saga.step(
+                "exclude-masters",
+                action!(exclude_masters),
+                action!(restore_voting),
+            );
+            saga.step(
+                "wait-masters-excluded",
+                action!(wait_masters_excluded),
+                action!(nothing),
+            );
+        }
         saga.step("retire", action!(retire), action!(past_no_return));
         saga.step("wait-retired", action!(wait_retired), action!(nothing));
         saga.step(
@@ -107,13 +140,17 @@ impl DeploymentSteps {
 
     /// Undoes `launch:{group}`, unless the old nodes are gone. The cluster
     /// may already keep shards on the new nodes (it rebalances onto nodes
-    /// that join): they move back first.
+    /// that join): they move back first; and new master-eligible nodes may
+    /// vote: they leave the voting configuration first.
     async fn unlaunch(&self, ctx: &StepContext<'_>, group: &str) -> Outcome {
         if retire_started(ctx) {
             ctx.log("the old nodes are gone: the new ones stay");
             return Outcome::Done(Value::Null);
         }
         if let Some(waiting) = self.drain_new_nodes(ctx).await {
+            return waiting;
+        }
+        if let Some(waiting) = self.unvote_new_nodes(ctx, group).await {
             return waiting;
         }
         self.terminate_launched(ctx, group).await
@@ -127,5 +164,54 @@ impl DeploymentSteps {
             "point_of_no_return",
             "the old nodes were terminated and the cluster runs on the new ones; apply the change again to finish it",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::saga;
+    use floe_domain::deployment::DeploymentSpec;
+    use serde_json::json;
+
+    fn spec(version: &str, repository: bool) -> Result<DeploymentSpec, serde_json::Error> {
+        let mut s = json!({"name": "logs", "version": version, "node_groups": [
+            {"id": "masters", "roles": ["master"], "instance_type": "c7g.large", "count": 3, "zone_count": 3, "storage": {"size_gb": 20}},
+            {"id": "hot", "roles": ["data_hot", "data_content"], "instance_type": "m6g.xlarge", "count": 2, "zone_count": 2, "storage": {"size_gb": 100}},
+            {"id": "warm", "roles": ["data_warm"], "instance_type": "m6g.xlarge", "count": 2, "zone_count": 2, "storage": {"size_gb": 100}}
+        ]});
+        if repository {
+            s["snapshot"] = json!({"repository": "main"});
+        }
+        serde_json::from_value(s)
+    }
+
+    #[test]
+    fn a_version_change_snapshots_first_and_replaces_the_masters_last()
+    -> Result<(), serde_json::Error> {
+        // (from, to, repository attached, snapshot first)
+        let cases = [
+            ("8.15.3", "8.17.0", true, true),
+            ("8.15.3", "8.17.0", false, false),
+            ("7.17.25", "8.15.3", true, true),
+            ("7.17.25", "8.15.3", false, false),
+            ("8.15.3", "8.15.3", true, false),
+        ];
+        for (from, to, repository, snapshot) in cases {
+            let ids = saga(&spec(from, repository)?, &spec(to, repository)?).ids();
+            let case = format!("{from} -> {to}, repository {repository}");
+            assert_eq!(
+                ids.get(1).map(String::as_str) == Some("upgrade-snapshot"),
+                snapshot,
+                "{case}: {ids:?}"
+            );
+            if from == to {
+                continue;
+            }
+            let at = |id: &str| ids.iter().position(|s| s == id);
+            assert!(at("launch:hot") < at("launch:masters"), "{case}: {ids:?}");
+            assert!(at("launch:warm") < at("launch:masters"), "{case}: {ids:?}");
+            assert!(at("upgrade-snapshot") < at("launch:hot"), "{case}: {ids:?}");
+        }
+        Ok(())
     }
 }

@@ -1,15 +1,14 @@
 //! The steps that retire an update's old nodes: shards move off them
-//! (drain, wait-drained), they go (retire, wait-retired), and the cluster
-//! and the compute provider forget them (clear-exclusion,
-//! forget-templates).
+//! (drain, wait-drained), they go (retire, in [`super::voting`], since
+//! master-eligible ones first leave the voting configuration;
+//! wait-retired), and the cluster and the compute provider forget them
+//! (clear-exclusion, forget-templates).
 
 use super::template_name_of;
 use super::{EXCLUDE_SETTING, cluster_outcome, elastic_outcome, is_gone, outcome_of, target};
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done, fail};
-use crate::outputs::{
-    DrainOutput, DrainedOutput, ForgottenTemplatesOutput, OldNode, TerminatedOutput,
-};
+use crate::outputs::{DrainOutput, DrainedOutput, ForgottenTemplatesOutput, OldNode};
 use floe_compute::{InstanceState, TAG_NODE_GROUP, TAG_PLAN};
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::plan::StepError;
@@ -200,21 +199,6 @@ impl DeploymentSteps {
         }
     }
 
-    pub(crate) async fn retire(&self, ctx: &StepContext<'_>) -> Outcome {
-        let old = match old_nodes(ctx) {
-            Ok(o) => o,
-            Err(e) => return Outcome::Fail(e),
-        };
-        let ids: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
-        if !ids.is_empty() {
-            if let Err(e) = self.compute.terminate(&ids).await {
-                return outcome_of(e);
-            }
-            ctx.log(format!("terminated {}", ids.join(", ")));
-        }
-        done(&TerminatedOutput { terminated: ids })
-    }
-
     pub(crate) async fn wait_retired(&self, ctx: &StepContext<'_>) -> Outcome {
         let old = match old_nodes(ctx) {
             Ok(o) => o,
@@ -244,17 +228,41 @@ impl DeploymentSteps {
         }
     }
 
+    /// `clear-exclusion`, once the old nodes are gone: neither the
+    /// allocation exclusion nor any voting exclusion is left (Elasticsearch
+    /// waits until the excluded nodes have left the cluster).
     pub(crate) async fn clear_exclusion(&self, ctx: &StepContext<'_>) -> Outcome {
+        self.clear_exclusions(ctx, true).await
+    }
+
+    /// The undo of `begin`, the last of an unwinding: the old nodes stay,
+    /// so their voting exclusions go without waiting for them to leave.
+    pub(crate) async fn lift_exclusions(&self, ctx: &StepContext<'_>) -> Outcome {
+        self.clear_exclusions(ctx, false).await
+    }
+
+    async fn clear_exclusions(&self, ctx: &StepContext<'_>, nodes_gone: bool) -> Outcome {
         let poll = self.settings.poll;
         let client = match self.clusters.client(ctx.deployment, &[]).await {
             Ok(c) => c,
             Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
         };
+        if let Err(e) = client.clear_voting_config_exclusions(nodes_gone).await {
+            return self.waiting(
+                ctx,
+                elastic_outcome(e, "clearing the voting exclusions", poll),
+                "exclusion_timeout",
+            );
+        }
         let mut settings = serde_json::Map::new();
         settings.insert(EXCLUDE_SETTING.into(), Value::Null);
         match client.put_persistent_settings(settings).await {
             Ok(()) => Outcome::Done(Value::Null),
-            Err(e) => elastic_outcome(e, "clearing the allocation exclusion", poll),
+            Err(e) => self.waiting(
+                ctx,
+                elastic_outcome(e, "clearing the allocation exclusion", poll),
+                "exclusion_timeout",
+            ),
         }
     }
 

@@ -7,8 +7,9 @@
 //!   wait-joined, terminate, wait-terminated
 //! - [`bootstrap`], bootstrap-masters, forget-parameters
 //! - [`repository`], register-repository, final-snapshot
-//! - [`drain`], an update's drain, wait-drained, retire, wait-retired,
+//! - [`drain`], an update's drain, wait-drained, wait-retired,
 //!   clear-exclusion, forget-templates
+//! - [`voting`], an update's exclude-masters, wait-masters-excluded, retire
 //! - [`restore`], register-source, restore, mount, wait-restored
 
 pub mod access;
@@ -19,6 +20,7 @@ pub mod nodes;
 pub mod repository;
 pub mod restore;
 pub mod security;
+pub mod voting;
 
 use crate::engine::{Outcome, fail};
 use floe_clusters::ClusterError;

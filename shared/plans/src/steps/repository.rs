@@ -99,16 +99,50 @@ impl DeploymentSteps {
     /// The last snapshot before the nodes go, unless the shutdown said
     /// `skip_snapshot`, or there is no repository to take it into.
     pub(crate) async fn final_snapshot(&self, ctx: &StepContext<'_>) -> Outcome {
+        self.snapshot_first(
+            ctx,
+            "final-snapshot",
+            "shutdown",
+            "final_snapshot_failed",
+            "shut down with skip_snapshot=true to go ahead without it",
+        )
+        .await
+    }
+
+    /// `upgrade-snapshot`: before a version change, as ECE takes one, a
+    /// snapshot of the cluster on the version it runs (a snapshot restores
+    /// only onto the same or a newer version, so this one is the way back).
+    pub(crate) async fn upgrade_snapshot(&self, ctx: &StepContext<'_>) -> Outcome {
+        self.snapshot_first(
+            ctx,
+            "upgrade-snapshot",
+            "upgrade",
+            "upgrade_snapshot_failed",
+            "the version did not change; apply the change again once a snapshot succeeds",
+        )
+        .await
+    }
+
+    /// A snapshot named `{prefix}-{plan}` into the deployment's repository,
+    /// recorded as the output of `step_id`, before the nodes change.
+    async fn snapshot_first(
+        &self,
+        ctx: &StepContext<'_>,
+        step_id: &str,
+        prefix: &str,
+        failure_type: &str,
+        hint: &str,
+    ) -> Outcome {
         if ctx.deployment.spec.repository().is_none() {
-            ctx.log("no snapshot repository: no final snapshot");
+            ctx.log("no snapshot repository: no snapshot first");
             return Outcome::Done(Value::Null);
         }
-        match ctx.optional_output_of::<FinalSnapshotOutput>("final-snapshot") {
+        match ctx.optional_output_of::<FinalSnapshotOutput>(step_id) {
             Ok(Some(taken)) => return done(&taken),
             Ok(None) => {}
             Err(e) => return Outcome::Fail(e),
         }
-        let name = format!("shutdown-{}", ctx.plan.id.get(..12).unwrap_or(&ctx.plan.id));
+        let name = format!("{prefix}-{}", ctx.plan.id.get(..12).unwrap_or(&ctx.plan.id));
         match self
             .snapshots
             .take_final(&ctx.plan.org, &ctx.plan.deployment_id, &name)
@@ -129,15 +163,13 @@ impl DeploymentSteps {
                     }
                 } else {
                     fail(
-                        "final_snapshot_failed",
-                        format!(
-                            "the final snapshot {name} ended {state}; shut down with skip_snapshot=true to go ahead without it"
-                        ),
+                        failure_type,
+                        format!("the snapshot {name} ended {state}; {hint}"),
                     )
                 }
             }
-            Err(e) if e.is_transient() => Outcome::Retry(format!("final snapshot: {e}")),
-            Err(e) => fail("final_snapshot_failed", format!("final snapshot: {e}")),
+            Err(e) if e.is_transient() => Outcome::Retry(format!("snapshot {name}: {e}")),
+            Err(e) => fail(failure_type, format!("snapshot {name}: {e}")),
         }
     }
 }

@@ -1,0 +1,350 @@
+//! Master-eligible nodes leave without costing the quorum. Elasticsearch
+//! elects its master by a majority of the voting configuration; nodes that
+//! leave while still in it count as votes lost, and once half or more of
+//! them are gone no master can be elected again. So before an update
+//! retires master-eligible nodes they are excluded from voting
+//! (`exclude-masters`) and the plan waits until the cluster has
+//! reconfigured without them (`wait-masters-excluded`); only then does
+//! `retire` terminate them, and `clear-exclusion` clears the exclusions
+//! once they are gone.
+//!
+//! Elasticsearch keeps at most `cluster.max_voting_config_exclusions` (10)
+//! exclusions. More master-eligible nodes than that retire in rounds,
+//! inside `retire`: the ones whose exclusion has taken effect go, the
+//! exclusions of the gone ones are cleared, the next ones are excluded.
+//! Each round excludes only as many as Elasticsearch can drop from the
+//! configuration while a live majority remains (it commits no
+//! configuration without one), and terminates only nodes already out of
+//! it, so no round removes a vote the quorum needs.
+
+use super::{cluster_outcome, elastic_outcome, is_gone, outcome_of};
+use crate::deployment_steps::DeploymentSteps;
+use crate::engine::{Outcome, StepContext, done};
+use crate::outputs::{DrainOutput, OldNode, TerminatedOutput, VotingExclusionsOutput};
+use floe_domain::deployment::{DeploymentSpec, NodeRole};
+use floe_domain::plan::StepError;
+use floe_elastic::{ElasticClient, ElasticError};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Elasticsearch's default `cluster.max_voting_config_exclusions`.
+pub(crate) const MAX_VOTING_EXCLUSIONS: usize = 10;
+
+/// Whether group `group` of `spec` is master-eligible.
+pub(crate) fn is_master_group(spec: &DeploymentSpec, group: &str) -> bool {
+    spec.node_groups
+        .iter()
+        .any(|g| g.id == group && g.roles.contains(&NodeRole::Master))
+}
+
+/// Whether any of the `retiring` groups of `current` is master-eligible:
+/// the update then needs the voting steps.
+pub(crate) fn retires_masters(current: &DeploymentSpec, retiring: &[String]) -> bool {
+    retiring.iter().any(|g| is_master_group(current, g))
+}
+
+/// The master-eligible nodes among those `drain` recorded, by name
+/// (nodes are named after their instance), sorted.
+fn old_masters(ctx: &StepContext<'_>) -> Result<Vec<String>, StepError> {
+    let old: Vec<OldNode> = ctx
+        .optional_output_of::<DrainOutput>("drain")?
+        .map(|d| d.nodes)
+        .unwrap_or_default();
+    let mut names: Vec<String> = old
+        .into_iter()
+        .filter(|n| is_master_group(&ctx.deployment.spec, &n.group))
+        .map(|n| n.id)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The first round: as many of the old masters as one set of exclusions holds.
+fn first_round(ctx: &StepContext<'_>) -> Result<Vec<String>, StepError> {
+    let mut masters = old_masters(ctx)?;
+    masters.truncate(MAX_VOTING_EXCLUSIONS);
+    Ok(masters)
+}
+
+fn old_names(ctx: &StepContext<'_>) -> Vec<String> {
+    ctx.optional_output_of::<DrainOutput>("drain")
+        .ok()
+        .flatten()
+        .map(|d| d.nodes.into_iter().map(|n| n.id).collect())
+        .unwrap_or_default()
+}
+
+impl DeploymentSteps {
+    /// A client through a node that stays.
+    async fn staying_client(&self, ctx: &StepContext<'_>) -> Result<ElasticClient, Outcome> {
+        self.clusters
+            .client(ctx.deployment, &old_names(ctx))
+            .await
+            .map_err(|e| cluster_outcome(e, "reaching the cluster", self.settings.poll))
+    }
+
+    /// `exclude-masters`: the first round of old master-eligible nodes is
+    /// excluded from voting.
+    pub(crate) async fn exclude_masters(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let nodes = match first_round(ctx) {
+            Ok(n) => n,
+            Err(e) => return Outcome::Fail(e),
+        };
+        if nodes.is_empty() {
+            return done(&VotingExclusionsOutput { nodes });
+        }
+        let client = match self.staying_client(ctx).await {
+            Ok(c) => c,
+            Err(stop) => return stop,
+        };
+        match client.add_voting_config_exclusions(&nodes).await {
+            // A wait that ran out leaves the exclusions recorded: the
+            // next step waits for them to take effect.
+            Ok(()) | Err(ElasticError::Timeout { .. }) => {
+                ctx.log(format!("excluded {} from voting", nodes.join(", ")));
+                done(&VotingExclusionsOutput { nodes })
+            }
+            Err(e) => elastic_outcome(e, "excluding the old masters from voting", poll),
+        }
+    }
+
+    /// `wait-masters-excluded`: the cluster's voting configuration no
+    /// longer holds the excluded nodes.
+    pub(crate) async fn wait_masters_excluded(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let nodes = match first_round(ctx) {
+            Ok(n) => n,
+            Err(e) => return Outcome::Fail(e),
+        };
+        if nodes.is_empty() {
+            return done(&VotingExclusionsOutput { nodes });
+        }
+        let client = match self.staying_client(ctx).await {
+            Ok(c) => c,
+            Err(stop) => return self.waiting(ctx, stop, "voting_exclusion_timeout"),
+        };
+        let config = match client.voting_configuration().await {
+            Ok(c) => c,
+            Err(e) => {
+                return self.waiting(
+                    ctx,
+                    elastic_outcome(e, "reading the voting configuration", poll),
+                    "voting_exclusion_timeout",
+                );
+            }
+        };
+        let voting: Vec<&str> = nodes
+            .iter()
+            .filter(|n| !config.has_left(n))
+            .map(String::as_str)
+            .collect();
+        if voting.is_empty() {
+            ctx.log(format!("{} no longer vote", nodes.join(", ")));
+            return done(&VotingExclusionsOutput { nodes });
+        }
+        self.waiting(
+            ctx,
+            Outcome::Wait {
+                after: poll,
+                note: format!("{} still in the voting configuration", voting.join(", ")),
+            },
+            "voting_exclusion_timeout",
+        )
+    }
+
+    /// Undoes `exclude-masters` (and, from `begin`, whatever an unwinding
+    /// plan left): the old masters stay, so they vote again. Not waiting
+    /// for them to leave: they are not leaving.
+    pub(crate) async fn restore_voting(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let client = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(c) => c,
+            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
+        };
+        match client.clear_voting_config_exclusions(false).await {
+            Ok(()) => Outcome::Done(Value::Null),
+            Err(e) => elastic_outcome(e, "clearing the voting exclusions", poll),
+        }
+    }
+
+    /// `retire`: the old nodes go. Nodes that do not vote go at once;
+    /// master-eligible ones only once out of the voting configuration,
+    /// in rounds of at most [`MAX_VOTING_EXCLUSIONS`] (see the module).
+    /// Each run looks at what is, so a second run (or a resumed one)
+    /// carries on where the first stopped.
+    pub(crate) async fn retire(&self, ctx: &StepContext<'_>) -> Outcome {
+        let poll = self.settings.poll;
+        let old: Vec<OldNode> = match ctx.optional_output_of::<DrainOutput>("drain") {
+            Ok(d) => d.map(|d| d.nodes).unwrap_or_default(),
+            Err(e) => return Outcome::Fail(e),
+        };
+        let masters: BTreeSet<String> = match old_masters(ctx) {
+            Ok(m) => m.into_iter().collect(),
+            Err(e) => return Outcome::Fail(e),
+        };
+        let all: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return outcome_of(e),
+        };
+        let alive: BTreeSet<String> = instances
+            .iter()
+            .filter(|i| !is_gone(i.state))
+            .map(|i| i.id.clone())
+            .collect();
+        let others: Vec<String> = all
+            .iter()
+            .filter(|id| !masters.contains(*id) && alive.contains(*id))
+            .cloned()
+            .collect();
+        if !others.is_empty() {
+            if let Err(e) = self.compute.terminate(&others).await {
+                return outcome_of(e);
+            }
+            ctx.log(format!("terminated {}", others.join(", ")));
+        }
+        let pending: Vec<String> = masters
+            .iter()
+            .filter(|id| alive.contains(*id))
+            .cloned()
+            .collect();
+        if pending.is_empty() {
+            return done(&TerminatedOutput { terminated: all });
+        }
+        match self.retire_voters(ctx, &pending, &all).await {
+            Ok(true) => done(&TerminatedOutput { terminated: all }),
+            Ok(false) => Outcome::Wait {
+                after: poll,
+                note: format!("{} master-eligible nodes to retire", pending.len()),
+            },
+            Err(stop) => stop,
+        }
+    }
+
+    /// One pass over master-eligible nodes that must go (`pending`, all
+    /// running), through a client avoiding `avoid`: the ones out of the
+    /// voting configuration are terminated, or else the next round of them
+    /// is excluded. `Ok(true)` once every one of them was terminated.
+    pub(crate) async fn retire_voters(
+        &self,
+        ctx: &StepContext<'_>,
+        pending: &[String],
+        avoid: &[String],
+    ) -> Result<bool, Outcome> {
+        let poll = self.settings.poll;
+        let client = match self.clusters.client(ctx.deployment, avoid).await {
+            Ok(c) => c,
+            Err(e) => {
+                return Err(self.waiting(
+                    ctx,
+                    cluster_outcome(e, "reaching the cluster", poll),
+                    "voting_exclusion_timeout",
+                ));
+            }
+        };
+        let config = match client.voting_configuration().await {
+            Ok(c) => c,
+            Err(e) => {
+                return Err(self.waiting(
+                    ctx,
+                    elastic_outcome(e, "reading the voting configuration", poll),
+                    "voting_exclusion_timeout",
+                ));
+            }
+        };
+        let ready: Vec<String> = pending
+            .iter()
+            .filter(|n| config.has_left(n))
+            .cloned()
+            .collect();
+        if !ready.is_empty() {
+            if let Err(e) = self.compute.terminate(&ready).await {
+                return Err(outcome_of(e));
+            }
+            ctx.log(format!("terminated {}, no longer voting", ready.join(", ")));
+            return Ok(ready.len() == pending.len());
+        }
+        // Excluded, but the cluster has not reconfigured yet: wait for it.
+        let excluded_pending = config
+            .voting_config_exclusions
+            .iter()
+            .any(|e| pending.contains(&e.node_name));
+        if excluded_pending {
+            return Err(self.waiting(
+                ctx,
+                Outcome::Wait {
+                    after: poll,
+                    note: "waiting for the voting configuration to drop the excluded nodes".into(),
+                },
+                "voting_exclusion_timeout",
+            ));
+        }
+        // The next round. The exclusions left are of nodes already gone;
+        // they count towards the limit, so they are cleared first.
+        if !config.voting_config_exclusions.is_empty()
+            && let Err(e) = client.clear_voting_config_exclusions(true).await
+        {
+            return Err(self.waiting(
+                ctx,
+                elastic_outcome(e, "clearing the voting exclusions of gone nodes", poll),
+                "voting_exclusion_timeout",
+            ));
+        }
+        let mut round = pending.to_vec();
+        round.truncate(MAX_VOTING_EXCLUSIONS);
+        match client.add_voting_config_exclusions(&round).await {
+            Ok(()) | Err(ElasticError::Timeout { .. }) => {
+                ctx.log(format!("excluded {} from voting", round.join(", ")));
+                Ok(false)
+            }
+            Err(e) => Err(self.waiting(
+                ctx,
+                elastic_outcome(e, "excluding master-eligible nodes from voting", poll),
+                "voting_exclusion_timeout",
+            )),
+        }
+    }
+}
+
+impl DeploymentSteps {
+    /// Before an unwinding update terminates the master-eligible nodes it
+    /// launched in `group`: once they joined they may hold votes the old
+    /// nodes' quorum needs, so they leave the voting configuration first.
+    /// `None` once none of them is running any more or they hold no vote.
+    pub(crate) async fn unvote_new_nodes(
+        &self,
+        ctx: &StepContext<'_>,
+        group: &str,
+    ) -> Option<Outcome> {
+        let target = match super::target(ctx.plan) {
+            Ok(t) => t,
+            Err(e) => return Some(Outcome::Fail(e)),
+        };
+        if !is_master_group(&target, group) {
+            return None;
+        }
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return Some(outcome_of(e)),
+        };
+        let pending: Vec<String> = instances
+            .into_iter()
+            .filter(|i| i.tags.get(floe_compute::TAG_PLAN) == Some(&ctx.plan.id))
+            .filter(|i| i.tags.get(floe_compute::TAG_NODE_GROUP).map(String::as_str) == Some(group))
+            .filter(|i| i.state == floe_compute::InstanceState::Running)
+            .map(|i| i.id)
+            .collect();
+        if pending.is_empty() {
+            return None;
+        }
+        match self.retire_voters(ctx, &pending, &pending).await {
+            Ok(true) => None,
+            Ok(false) => Some(Outcome::Wait {
+                after: self.settings.poll,
+                note: format!("{} new master-eligible nodes to retire", pending.len()),
+            }),
+            Err(stop) => Some(stop),
+        }
+    }
+}
