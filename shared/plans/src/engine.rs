@@ -446,6 +446,7 @@ impl Engine {
                         Some(last) if was_waiting && !logged => *last = note,
                         _ => step.info_log.push(note),
                     }
+                    bound_log(&mut step.info_log);
                     return self.requeue(plan, *version, after).await;
                 }
                 Outcome::Retry(message) => {
@@ -462,6 +463,7 @@ impl Engine {
                             "transient error: {message}; retrying in {} ms",
                             delay.as_millis()
                         ));
+                        bound_log(&mut step.info_log);
                         return self.requeue(plan, *version, delay).await;
                     }
                     let error = StepError {
@@ -472,6 +474,7 @@ impl Engine {
                 }
                 Outcome::Fail(error) => self.fail_step(plan, index, error, unwinding),
             }
+            bound_log(&mut plan.steps[index].info_log);
             *version = match self.store.update_plan(plan, *version).await {
                 Ok(v) => v,
                 Err(StoreError::VersionMismatch { .. }) => return Ok(None),
@@ -661,4 +664,64 @@ impl Engine {
             }
         }
     }
+}
+
+/// How many lines a step's log keeps, besides its transient errors, and how
+/// many characters each line keeps. A step polled for a day, waiting or
+/// undoing, appends a line per poll; unbounded, that outgrows the plan
+/// record's limit in the store (DynamoDB's 400 KB item), after which the
+/// plan can no longer be written at all.
+pub const MAX_LOG_LINES: usize = 20;
+/// See [`MAX_LOG_LINES`].
+pub const MAX_LOG_LINE_CHARS: usize = 300;
+const TRANSIENT: &str = "transient error";
+const DROPPED: &str = "… ";
+const DROPPED_TAIL: &str = " earlier lines dropped";
+
+/// Holds a step's log to [`MAX_LOG_LINES`] and [`MAX_LOG_LINE_CHARS`]: it
+/// keeps the first line (how the step began), every transient-error line
+/// (the retry budget counts them, and it ends the step before they grow),
+/// and the latest lines, and says how many it dropped after the first line.
+fn bound_log(log: &mut Vec<String>) {
+    for line in log.iter_mut() {
+        if let Some((cut, _)) = line.char_indices().nth(MAX_LOG_LINE_CHARS) {
+            line.truncate(cut);
+            line.push('…');
+        }
+    }
+    let dropped_line = |l: &str| l.starts_with(DROPPED) && l.ends_with(DROPPED_TAIL);
+    let counted = |l: &String| !l.starts_with(TRANSIENT) && !dropped_line(l);
+    let plain = log.iter().filter(|l| counted(l)).count();
+    let marked = log.iter().any(|l| dropped_line(l));
+    if plain + usize::from(marked) <= MAX_LOG_LINES {
+        return;
+    }
+    let mut dropped: usize = log
+        .iter()
+        .find(|l| dropped_line(l))
+        .and_then(|l| l.get(DROPPED.len()..l.len() - DROPPED_TAIL.len()))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    // The first plain line stays; the oldest plain lines after it go.
+    let mut to_drop = plain - MAX_LOG_LINES + 1;
+    let mut seen_first = false;
+    let mut kept = Vec::with_capacity(log.len());
+    for line in log.drain(..) {
+        if dropped_line(&line) {
+            continue;
+        }
+        if counted(&line) {
+            if !seen_first {
+                seen_first = true;
+            } else if to_drop > 0 {
+                to_drop -= 1;
+                dropped += 1;
+                continue;
+            }
+        }
+        kept.push(line);
+    }
+    let at = usize::from(!kept.is_empty());
+    kept.insert(at, format!("{DROPPED}{dropped}{DROPPED_TAIL}"));
+    *log = kept;
 }

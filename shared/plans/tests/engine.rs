@@ -663,3 +663,104 @@ async fn a_long_wait_keeps_only_its_latest_progress_note() -> TestResult {
     );
     Ok(())
 }
+
+/// A step that reports a long line on every poll, for many polls, and whose
+/// undo waits as long: what a drain or a final snapshot does for hours.
+struct Chatty {
+    polls: u32,
+    runs: Mutex<u32>,
+    undos: Mutex<u32>,
+}
+
+#[async_trait]
+impl Steps for Chatty {
+    fn settle(&self, _plan: &Plan, _next: &mut Deployment) {}
+    fn layout(&self, _plan: &Plan, _d: &Deployment) -> Result<Vec<String>, StepError> {
+        Ok(vec!["step-0".into(), "step-1".into()])
+    }
+
+    async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        if step_id == "step-1" {
+            return fail("injected", "the second step fails, so the first is undone");
+        }
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        *runs += 1;
+        if *runs > self.polls {
+            return Outcome::Done(Value::Null);
+        }
+        ctx.log(format!("poll {runs}: {}", "shard relocating; ".repeat(60)));
+        Outcome::Wait {
+            after: Duration::from_millis(1),
+            note: format!("{runs} of {} polls", self.polls),
+        }
+    }
+
+    async fn undo(&self, _step_id: &str, _ctx: &StepContext<'_>) -> Outcome {
+        let mut undos = self.undos.lock().unwrap_or_else(|e| e.into_inner());
+        *undos += 1;
+        if *undos > self.polls {
+            return Outcome::Done(Value::Null);
+        }
+        Outcome::Wait {
+            after: Duration::from_millis(1),
+            note: format!("draining, {undos} of {} polls", self.polls),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_step_polled_for_hours_keeps_its_log_bounded_while_running_and_undoing() -> TestResult {
+    let polls = 300;
+    let mut h = harness(
+        Arc::new(Chatty {
+            polls,
+            runs: Mutex::new(0),
+            undos: Mutex::new(0),
+        }),
+        PlanKind::Create,
+    )
+    .await?;
+    let mut result = h.engine.run(&h.job).await?;
+    let mut largest = 0;
+    for _ in 0..(4 * polls) {
+        match result {
+            RunResult::Finished(_) | RunResult::Gone => break,
+            RunResult::Requeued | RunResult::Busy => {
+                let plan = h.plan().await?;
+                largest = largest.max(serde_json::to_vec(&plan)?.len());
+                let job = tokio::time::timeout(Duration::from_secs(5), h.rx.recv())
+                    .await?
+                    .ok_or("queue closed")?;
+                result = h.engine.run(&job).await?;
+            }
+        }
+    }
+    assert!(
+        matches!(result, RunResult::Finished(PlanStatus::Failed)),
+        "{result:?}"
+    );
+    let plan = h.plan().await?;
+    let log = &plan.steps[0].info_log;
+    assert!(
+        log.len() <= floe_plans::engine::MAX_LOG_LINES,
+        "{} lines: {log:#?}",
+        log.len()
+    );
+    assert!(
+        log.iter()
+            .all(|l| l.chars().count() <= floe_plans::engine::MAX_LOG_LINE_CHARS + 1)
+    );
+    // The first line, what was dropped, and the latest news survive.
+    assert!(log[0].starts_with("poll 1:"), "{log:#?}");
+    assert!(
+        log.iter().any(|l| l.ends_with("earlier lines dropped")),
+        "{log:#?}"
+    );
+    assert_eq!(log.last().map(String::as_str), Some("undone"));
+    // Two steps, 600 polls with a 1 KB line each: still a small record.
+    assert!(
+        largest < 32 * 1024,
+        "the plan record grew to {largest} bytes"
+    );
+    Ok(())
+}
