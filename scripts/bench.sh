@@ -29,7 +29,7 @@ rows=$out/rows.tsv
 : > "$rows"
 
 # The bench runners (dev profile), each named by its bench target.
-benches=(create_plan clone cold_start)
+benches=(create_plan clone cold_start dynamo_calls)
 
 echo "== building the measured binaries ($profile) and the bench runners (dev)"
 # Every binary of the workspace (floe-local, the functions, the baselines)
@@ -195,6 +195,7 @@ rm -rf "$floe_data"
 run_bench create_plan env
 run_bench clone env
 run_bench cold_start env FLOE_COLD_START_DIR="$bin_dir" FLOE_COLD_START_RUNS="${FLOE_COLD_START_RUNS:-10}"
+run_bench dynamo_calls env
 
 echo
 echo "== figures ($profile build; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg); $(git rev-parse --short HEAD))"
