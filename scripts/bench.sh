@@ -29,7 +29,7 @@ rows=$out/rows.tsv
 : > "$rows"
 
 # The bench runners (dev profile), each named by its bench target.
-benches=(create_plan clone cold_start dynamo_calls)
+benches=(create_plan clone cold_start dynamo_calls list_scale)
 
 echo "== building the measured binaries ($profile) and the bench runners (dev)"
 # Every binary of the workspace (floe-local, the functions, the baselines)
@@ -196,6 +196,7 @@ run_bench create_plan env
 run_bench clone env
 run_bench cold_start env FLOE_COLD_START_DIR="$bin_dir" FLOE_COLD_START_RUNS="${FLOE_COLD_START_RUNS:-10}"
 run_bench dynamo_calls env
+run_bench list_scale env
 
 echo
 echo "== figures ($profile build; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg); $(git rev-parse --short HEAD))"
