@@ -156,6 +156,17 @@ for i in $(seq 1 100); do
 done
 dep_id=$(jq -r .id "$out/seed.json")
 
+# Load of 1 first (one connection, one request at a time), so that each
+# server's peak RSS is that load's, not the throughput runs'.
+for addr in "$floe_addr" "$base_addr"; do
+  wrk -t1 -c1 -d3s -H "$auth" "http://$addr/api/v1/deployments/$dep_id" > "$out/load1.log"
+  wrk -t1 -c1 -d3s -H "$auth" "http://$addr/api/v1/deployments?size=100" >> "$out/load1.log"
+  BODY=$create_body wrk -t1 -c1 -d3s -H "$auth" -s scripts/bench/create.lua \
+    "http://$addr/api/v1/deployments" -- "load1-$RANDOM" >> "$out/load1.log"
+done
+row "peak RSS floe-local, local mode, load 1, MB (baseline axum-baseline)" \
+  "$(peak_rss_mb "$floe_pid")" "$(peak_rss_mb "$base_pid")" "-"
+
 # One endpoint: floe-local, then the baseline, same settings.
 measure_endpoint() {
   local label=$1 path=$2 post=$3 who addr log

@@ -134,7 +134,61 @@ async fn run() -> Result<(), Error> {
         medians.push((name, median_ms(&init), median_ms(&answer)));
     }
     summary_rows(&medians);
+    if filters.is_empty() || filters.iter().any(|f| f == "memory") {
+        memory_rows(&dir, &setup).await?;
+    }
     Ok(())
+}
+
+/// Invocations one process answers, one after another, before its peak
+/// resident memory is read: the load of 1 a Lambda instance sees.
+const WARM_INVOCATIONS: usize = 200;
+
+/// Peak RSS (the kernel's VmHWM) of floe-api after WARM_INVOCATIONS
+/// answers, next to hello-lambda's after as many.
+async fn memory_rows(dir: &Path, setup: &Setup) -> Result<(), Error> {
+    let mut peaks = Vec::new();
+    for (name, make) in [("hello-lambda", hello as Make), ("floe-api", api as Make)] {
+        let (function, event) = make(&dir.join(name), setup);
+        let mut running = function.start().await?;
+        for _ in 0..WARM_INVOCATIONS {
+            let invocation = running.invoke(&event).await?;
+            if let floe_tests::lambda_emulator::Outcome::Error { .. } = invocation.outcome {
+                return Err(format!("{name} answered an error: {}", invocation.describe()).into());
+            }
+        }
+        let peak = running.pid().and_then(peak_rss_mb);
+        println!(
+            "{name:<14} peak RSS after {WARM_INVOCATIONS} invocations one at a time: {}",
+            peak.map_or("-".to_string(), |mb| format!("{mb:.1} MB"))
+        );
+        peaks.push(peak);
+    }
+    let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let ratio = match (peaks[1], peaks[0]) {
+        (Some(v), Some(b)) if b > 0.0 => format!("{:.2}x", v / b),
+        _ => "-".to_string(),
+    };
+    println!(
+        "BENCH\tpeak RSS floe-api, Lambda emulator, load 1, MB (baseline hello-lambda)\t{}\t{}\t{ratio}\t<= 32 MB",
+        show(peaks[1]),
+        show(peaks[0])
+    );
+    Ok(())
+}
+
+/// The process's peak resident set so far, from /proc (Linux only).
+fn peak_rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
 }
 
 /// The rows scripts/bench.sh gathers: each function's median init next to
