@@ -96,6 +96,8 @@ async fn run() -> Result<(), Error> {
         "{:<14} {:>10}   {:>26}   {:>26}",
         "function", "stripped", "init ms (min/p50/p95)", "first answer ms (min/p50/p95)"
     );
+    // Each binary's (init, first answer) medians, for the summary rows.
+    let mut medians: Vec<(&str, Option<f64>, Option<f64>)> = Vec::new();
     for (name, make) in candidates() {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
             continue;
@@ -129,8 +131,107 @@ async fn run() -> Result<(), Error> {
             summary(&mut init),
             summary(&mut answer)
         );
+        medians.push((name, median_ms(&init), median_ms(&answer)));
+    }
+    summary_rows(&medians);
+    if filters.is_empty() || filters.iter().any(|f| f == "memory") {
+        memory_rows(&dir, &setup).await?;
     }
     Ok(())
+}
+
+/// Invocations one process answers, one after another, before its peak
+/// resident memory is read: the load of 1 a Lambda instance sees.
+const WARM_INVOCATIONS: usize = 200;
+
+/// Peak RSS (the kernel's VmHWM) of floe-api after WARM_INVOCATIONS
+/// answers, next to hello-lambda's after as many.
+async fn memory_rows(dir: &Path, setup: &Setup) -> Result<(), Error> {
+    let mut peaks = Vec::new();
+    for (name, make) in [("hello-lambda", hello as Make), ("floe-api", api as Make)] {
+        let (function, event) = make(&dir.join(name), setup);
+        let mut running = function.start().await?;
+        for _ in 0..WARM_INVOCATIONS {
+            let invocation = running.invoke(&event).await?;
+            if let floe_tests::lambda_emulator::Outcome::Error { .. } = invocation.outcome {
+                return Err(format!("{name} answered an error: {}", invocation.describe()).into());
+            }
+        }
+        let peak = running.pid().and_then(peak_rss_mb);
+        println!(
+            "{name:<14} peak RSS after {WARM_INVOCATIONS} invocations one at a time: {}",
+            peak.map_or("-".to_string(), |mb| format!("{mb:.1} MB"))
+        );
+        peaks.push(peak);
+    }
+    let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let ratio = match (peaks[1], peaks[0]) {
+        (Some(v), Some(b)) if b > 0.0 => format!("{:.2}x", v / b),
+        _ => "-".to_string(),
+    };
+    println!(
+        "BENCH\tpeak RSS floe-api, Lambda emulator, load 1, MB (baseline hello-lambda)\t{}\t{}\t{ratio}\t<= 32 MB",
+        show(peaks[1]),
+        show(peaks[0])
+    );
+    Ok(())
+}
+
+/// The process's peak resident set so far, from /proc (Linux only).
+fn peak_rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+/// The rows scripts/bench.sh gathers: each function's median init next to
+/// hello-lambda's, and its median first answer next to dynamo-baseline's
+/// (each function's first answer makes one DynamoDB call, as that one does).
+fn summary_rows(medians: &[(&str, Option<f64>, Option<f64>)]) {
+    let of = |n: &str| medians.iter().find(|(name, _, _)| *name == n);
+    let hello_init = of("hello-lambda").and_then(|m| m.1);
+    let dynamo_answer = of("dynamo-baseline").and_then(|m| m.2);
+    for (name, init, answer) in medians {
+        if !name.starts_with("floe-") {
+            continue;
+        }
+        bench_row(
+            &format!("cold start {name}: init p50 ms"),
+            *init,
+            hello_init,
+        );
+        bench_row(
+            &format!("cold start {name}: first answer p50 ms"),
+            *answer,
+            dynamo_answer,
+        );
+    }
+}
+
+fn bench_row(figure: &str, value: Option<f64>, baseline: Option<f64>) {
+    let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let ratio = match (value, baseline) {
+        (Some(v), Some(b)) if b > 0.0 => format!("{:.2}x", v / b),
+        _ => "-".to_string(),
+    };
+    println!(
+        "BENCH\t{figure}\t{}\t{}\t{ratio}\t-",
+        show(value),
+        show(baseline)
+    );
+}
+
+/// The median of already sorted durations, in milliseconds.
+fn median_ms(sorted: &[Duration]) -> Option<f64> {
+    let rank = sorted.len().div_ceil(2).max(1);
+    sorted.get(rank - 1).map(|d| d.as_secs_f64() * 1000.0)
 }
 
 type Make = fn(&Path, &Setup) -> (Function, serde_json::Value);

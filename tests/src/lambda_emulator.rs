@@ -169,6 +169,7 @@ impl Function {
             path: self.binary.display().to_string(),
             source,
         })?;
+        let pid = child.id();
 
         // Lambda sends both streams to the function's log.
         let output = Arc::new(Mutex::new(Vec::new()));
@@ -205,6 +206,7 @@ impl Function {
             spawned_at,
             first_poll_at: None,
             exited: None,
+            pid,
         })
     }
 }
@@ -291,6 +293,8 @@ pub struct Running {
     spawned_at: Instant,
     first_poll_at: Option<Instant>,
     exited: Option<ExitStatus>,
+    /// The process id, while it runs (benchmarks read its memory in /proc).
+    pid: Option<u32>,
 }
 
 impl Drop for Running {
@@ -302,6 +306,11 @@ impl Drop for Running {
 impl Running {
     pub fn function(&self) -> &Function {
         &self.function
+    }
+
+    /// The function's process id (absent if it had already exited at spawn).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
     }
 
     /// When the process was spawned: cold-start figures count from here.

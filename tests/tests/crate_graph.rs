@@ -93,6 +93,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("floe-tests", Layer::Tests),
     ("floe-hello-lambda", Layer::Tests),
     ("floe-dynamo-baseline", Layer::Tests),
+    ("floe-axum-baseline", Layer::Tests),
 ];
 
 /// Edges that break the layering on purpose, each with its reason.

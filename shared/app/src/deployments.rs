@@ -137,11 +137,31 @@ impl App {
                 })
             }
         };
-        if let Some(idem) = &idempotency
-            && let Some(first) = self.replay(&who.org, idem).await?
-        {
-            return Ok(Creation::Replayed(first));
+        // The write itself refuses a key that was used: a new key (the
+        // usual case) costs one transaction and no read before it, and a
+        // retry is told apart only when something refuses it. Whatever
+        // refused it, a retry of an earlier create answers as that create
+        // did (its result, or the conflict of another body).
+        match self.create_new(who, spec, idempotency.as_ref()).await {
+            Ok(created) => Ok(Creation::Created(created)),
+            Err(refused) => match &idempotency {
+                Some(idem) => match self.replay(&who.org, idem).await? {
+                    Some(first) => Ok(Creation::Replayed(first)),
+                    None => Err(refused),
+                },
+                None => Err(refused),
+            },
         }
+    }
+
+    /// Stores a new deployment from `spec` with its create plan (and the
+    /// idempotency key, which the store refuses if it was used).
+    async fn create_new(
+        &self,
+        who: &Manager,
+        mut spec: DeploymentSpec,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<DeploymentView, AppError> {
         let warnings = self.resolve_clone(&who.org, &mut spec).await?;
 
         let now = chrono::Utc::now();
@@ -174,19 +194,13 @@ impl App {
         };
         match self
             .store
-            .create_deployment(&deployment, &plan, idempotency.as_ref())
+            .create_deployment(&deployment, &plan, idempotency)
             .await
         {
             Ok(()) => {}
-            Err(StoreError::IdempotencyKeyReused) => {
-                // A concurrent request with the same key won the race.
-                if let Some(idem) = &idempotency
-                    && let Some(first) = self.replay(&who.org, idem).await?
-                {
-                    return Ok(Creation::Replayed(first));
-                }
-                return Err(AppError::ConcurrentChange);
-            }
+            // The key's first create (or a concurrent one) won; the caller
+            // answers its result when it can still read it.
+            Err(StoreError::IdempotencyKeyReused) => return Err(AppError::ConcurrentChange),
             Err(e) => {
                 let policies = deployment.spec.policies();
                 return Err(reference_error(Holder::Deployment { policies }, e));
@@ -202,7 +216,7 @@ impl App {
         let mut created = view(&stored);
         created.warnings = warnings;
         created.credentials = Some(credentials(password.expose()));
-        Ok(Creation::Created(created))
+        Ok(created)
     }
 
     /// The first result of an idempotent create, or a conflict when the key

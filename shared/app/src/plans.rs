@@ -71,11 +71,16 @@ impl App {
         page: PageRequest,
     ) -> Result<DeploymentPlans, AppError> {
         let deployment = self.load_deployment(&who.org, id).await?;
+        let listed = self.store.list_plans(&who.org, id, &page).await?;
+        // The pending plan is usually on the page just read (a deployment
+        // with few plans, or its last page): read it again only when not.
         let pending = match &deployment.value.pending_plan {
-            Some(p) => self.store.get_plan(&who.org, id, &p.plan_id).await?,
+            Some(p) => match listed.items.iter().find(|v| v.value.id == p.plan_id) {
+                Some(on_page) => Some(on_page.clone()),
+                None => self.store.get_plan(&who.org, id, &p.plan_id).await?,
+            },
             None => None,
         };
-        let listed = self.store.list_plans(&who.org, id, &page).await?;
         let history: Vec<&Plan> = listed
             .items
             .iter()

@@ -12,6 +12,7 @@ use floe_domain::policy::PolicySpec;
 use floe_domain::repository::EndpointPolicy;
 use floe_ports::{LocalQueue, PlanJob, QueueError, ReconcileJob, ScheduleSync};
 use floe_store::Store;
+use floe_store::backend::{Backend, BackendError, ListQuery, Record, RecordKey, RecordPage, Write};
 use floe_store_sqlite::SqliteBackend;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -41,10 +42,50 @@ impl Recorded {
     }
 }
 
+/// The store port's calls, in order, over SQLite. Each is one DynamoDB
+/// request on AWS (a get one GetItem, a list one Query, a write one
+/// TransactWriteItems), so the count pins what an operation costs there.
+struct Counted {
+    inner: SqliteBackend,
+    calls: Mutex<Vec<&'static str>>,
+}
+
+impl Counted {
+    fn take(&self) -> Vec<&'static str> {
+        self.calls
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default()
+    }
+
+    fn note(&self, call: &'static str) {
+        if let Ok(mut c) = self.calls.lock() {
+            c.push(call);
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for Counted {
+    async fn get(&self, key: &RecordKey) -> Result<Option<Record>, BackendError> {
+        self.note("get");
+        self.inner.get(key).await
+    }
+    async fn list(&self, query: &ListQuery) -> Result<RecordPage, BackendError> {
+        self.note("list");
+        self.inner.list(query).await
+    }
+    async fn write(&self, writes: Vec<Write>) -> Result<(), BackendError> {
+        self.note("write");
+        self.inner.write(writes).await
+    }
+}
+
 struct World {
     app: App,
     jobs: UnboundedReceiver<PlanJob>,
     synced: Arc<Recorded>,
+    backend: Arc<Counted>,
 }
 
 fn world() -> Result<World, Box<dyn std::error::Error>> {
@@ -53,8 +94,12 @@ fn world() -> Result<World, Box<dyn std::error::Error>> {
     let compute = Arc::new(floe_compute_sim::SimulatedCompute::new(
         floe_compute_sim::SimulatedConfig::default(),
     ));
+    let backend = Arc::new(Counted {
+        inner: SqliteBackend::in_memory()?,
+        calls: Mutex::new(Vec::new()),
+    });
     let app = App {
-        store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
+        store: Store::new(backend.clone()),
         cipher: Arc::new(floe_secrets::LocalCipher::from_key(&[3u8; 32])),
         endpoint_policy: EndpointPolicy::default(),
         queue: Arc::new(queue),
@@ -75,7 +120,12 @@ fn world() -> Result<World, Box<dyn std::error::Error>> {
                 ),
         ),
     };
-    Ok(World { app, jobs, synced })
+    Ok(World {
+        app,
+        jobs,
+        synced,
+        backend,
+    })
 }
 
 fn caller(roles: &[Role]) -> Caller {
@@ -135,6 +185,41 @@ async fn a_create_stores_an_initializing_deployment_and_wakes_a_worker() -> Test
     );
     let bad_key = w.app.create_deployment(&who, spec(1)?, Some("")).await;
     assert!(matches!(bad_key, Err(AppError::Invalid(_))), "{bad_key:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn each_deployment_operation_makes_the_fewest_store_calls_it_needs() -> TestResult {
+    let w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let reader = caller(&[Role::DeploymentViewer]).reader()?;
+    // A create with a new key is one transaction: the key is checked by
+    // the write, not by a read before it.
+    let view = created(w.app.create_deployment(&who, spec(1)?, Some("k1")).await?)?;
+    assert_eq!(w.backend.take(), ["write"]);
+    let _ = created(w.app.create_deployment(&who, spec(1)?, None).await?)?;
+    assert_eq!(w.backend.take(), ["write"]);
+    // A replay pays the refused write, then reads the key and its deployment.
+    let replayed = w.app.create_deployment(&who, spec(1)?, Some("k1")).await?;
+    assert!(matches!(replayed, Creation::Replayed(_)), "{replayed:?}");
+    assert_eq!(w.backend.take(), ["write", "get", "get"]);
+    w.app.get_deployment(&reader, &view.id).await?;
+    assert_eq!(w.backend.take(), ["get"]);
+    let query = crate::deployments::DeploymentQuery {
+        status: Some("initializing".into()),
+        tag: Some("team:search".into()),
+        name_prefix: Some("lo".into()),
+        ..Default::default()
+    };
+    w.app.list_deployments(&reader, query).await?;
+    assert_eq!(w.backend.take(), ["list"]);
+    // The pending plan is on the page of plans: it is not read again.
+    let plans = w
+        .app
+        .deployment_plans(&reader, &view.id, Default::default())
+        .await?;
+    assert!(plans.pending.is_some());
+    assert_eq!(w.backend.take(), ["get", "list"]);
     Ok(())
 }
 

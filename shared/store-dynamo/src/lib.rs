@@ -119,6 +119,15 @@ impl DynamoBackend {
         }
     }
 
+    /// The table `table` through a client built by the caller: benchmarks
+    /// and tests add an interceptor to count what goes on the wire.
+    pub fn from_client(client: Client, table: impl Into<String>) -> DynamoBackend {
+        DynamoBackend {
+            client,
+            table: table.into(),
+        }
+    }
+
     pub fn table(&self) -> &str {
         &self.table
     }

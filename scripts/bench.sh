@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Every benchmark in one run, printed as one table: each figure next to its
+# baseline measured in the same run, their ratio and the target (issue 16).
+# Benchmarks print figures; none asserts a time, and nothing here is a test.
+#
+# Usage: scripts/bench.sh [PROFILE]   (default release, as deployed)
+#
+# PROFILE builds the measured binaries and their baselines in one cargo run;
+# the benchmark runners themselves are built in the dev profile (they only
+# measure). Moto is started on a free loopback port; every server the
+# benchmarks start listens on 127.0.0.1. Needs the venv that scripts/test.sh
+# installs (moto). The whole output of each benchmark is kept in
+# $CARGO_TARGET_DIR/bench/.
+#
+# A benchmark reports a figure by printing one line
+#   BENCH<TAB>figure<TAB>value<TAB>baseline<TAB>ratio<TAB>target
+# which this script gathers into the table at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+profile=${1:-release}
+venv=${FLOE_VENV:-$root/.venv}
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+bin_dir=$target_dir/$profile
+[ "$profile" = dev ] && bin_dir=$target_dir/debug
+out=$target_dir/bench
+mkdir -p "$out"
+rows=$out/rows.tsv
+: > "$rows"
+
+# The bench runners (dev profile), each named by its bench target.
+benches=(create_plan clone cold_start dynamo_calls list_scale)
+
+echo "== building the measured binaries ($profile) and the bench runners (dev)"
+# Every binary of the workspace (floe-local, the functions, the baselines)
+# in one cargo run, so they share one feature resolution and one profile.
+# FLOE_BENCH_BIN_DIR measures binaries built before instead (all of them
+# with PROFILE, from the same commit).
+if [ -n "${FLOE_BENCH_BIN_DIR:-}" ]; then
+  bin_dir=$FLOE_BENCH_BIN_DIR
+else
+  cargo build --quiet --profile "$profile" --workspace --bins
+fi
+bench_args=()
+for b in "${benches[@]}"; do bench_args+=(--bench "$b"); done
+cargo bench --quiet --profile dev --workspace "${bench_args[@]}" --no-run
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+moto_port=$(free_port)
+"$venv/bin/python" scripts/moto_serial.py 127.0.0.1 "$moto_port" > "$out/moto.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do
+  if curl -s -o /dev/null "http://127.0.0.1:$moto_port/moto-api/"; then break; fi
+  sleep 0.2
+done
+export FLOE_TEST_AWS_ENDPOINT="http://127.0.0.1:$moto_port"
+
+# Runs one bench runner, keeping its output and its BENCH rows.
+run_bench() {
+  local name=$1
+  shift
+  echo "== $name"
+  if ! "$@" cargo bench --quiet --profile dev --workspace --bench "$name" > "$out/$name.log" 2>&1; then
+    echo "$name failed; its output is in $out/$name.log" >&2
+    printf '%s\tFAILED (see %s)\t-\t-\t-\n' "$name" "$out/$name.log" >> "$rows"
+    return 0
+  fi
+  grep -v '^BENCH	' "$out/$name.log" || true
+  grep '^BENCH	' "$out/$name.log" | cut -f2- >> "$rows" || true
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+row() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")" "$4" >> "$rows"; }
+
+# ---- warm throughput and local-mode memory: floe-local next to axum-baseline
+if ! command -v wrk > /dev/null; then
+  echo "== installing wrk (Debian)"
+  apt-get install -y wrk > "$out/wrk-install.log" 2>&1 || {
+    echo "cannot install wrk: see $out/wrk-install.log" >&2
+    exit 1
+  }
+fi
+# Both servers get exactly these settings, one after the other.
+read -r -a wrk_opts <<< "${FLOE_BENCH_WRK:--t2 -c8 -d5s}"
+
+server_pid=""
+server_addr=""
+# Starts a server in the background and reads the address from its first
+# line ("... listening on http://ADDR").
+start_server() {
+  local log=$1
+  shift
+  "$@" > "$log" 2>&1 &
+  server_pid=$!
+  pids+=("$server_pid")
+  server_addr=""
+  for _ in $(seq 1 300); do
+    server_addr=$(sed -n 's|.*listening on http://\([0-9.:]*\).*|\1|p' "$log" | head -1)
+    [ -n "$server_addr" ] && return 0
+    kill -0 "$server_pid" 2> /dev/null || break
+    sleep 0.1
+  done
+  echo "cannot start $*: see $log" >&2
+  exit 1
+}
+
+peak_rss_mb() { awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+
+# From wrk's output: requests per second, p50 and p99 in ms, non-2xx answers.
+wrk_figures() {
+  awk '
+    function ms(v) {
+      if (v ~ /us$/) return substr(v, 1, length(v) - 2) / 1000
+      if (v ~ /ms$/) return substr(v, 1, length(v) - 2) + 0
+      if (v ~ /s$/) return substr(v, 1, length(v) - 1) * 1000
+      return v + 0
+    }
+    /Requests\/sec:/ { rps = $2 }
+    $1 == "50%" { p50 = ms($2) }
+    $1 == "99%" { p99 = ms($2) }
+    /Non-2xx or 3xx responses:/ { bad = $NF }
+    END { printf "%.0f %.3f %.3f %d\n", rps, p50, p99, bad }' "$1"
+}
+
+create_body='{"name":"bench","version":"8.15.3","node_groups":[{"id":"hot","roles":["master","data_hot","data_content","ingest"],"instance_type":"m6g.xlarge","count":1,"zone_count":1,"storage":{"size_gb":20}}]}'
+
+echo "== warm throughput: floe-local and axum-baseline ($profile), wrk ${wrk_opts[*]}"
+floe_data=$(mktemp -d)
+# Plans start but their nodes never finish booting, so the in-process
+# worker stays idle while wrk runs (its work is not the API's).
+floe_env=(env FLOE_DATA_DIR="$floe_data" FLOE_LISTEN=127.0.0.1:0 FLOE_LOCAL_S3=off
+  FLOE_SIM_BOOT_DELAY_MS=86400000 FLOE_PLAN_POLL_MS=86400000)
+start_server "$out/floe-local.log" "${floe_env[@]}" "$bin_dir/floe-local" serve
+floe_pid=$server_pid
+floe_addr=$server_addr
+start_server "$out/axum-baseline.log" env FLOE_LISTEN=127.0.0.1:0 "$bin_dir/axum-baseline"
+base_pid=$server_pid
+base_addr=$server_addr
+token=$("${floe_env[@]}" "$bin_dir/floe-local" token --org bench --role platform_admin)
+auth="Authorization: Bearer $token"
+
+# 100 deployments, so that a page of 100 is full.
+for i in $(seq 1 100); do
+  curl -sf -X POST "http://$floe_addr/api/v1/deployments" -H "$auth" \
+    -H 'Content-Type: application/json' -H "Idempotency-Key: seed-$i" \
+    -d "$create_body" > "$out/seed.json"
+done
+dep_id=$(jq -r .id "$out/seed.json")
+
+# Load of 1 first (one connection, one request at a time), so that each
+# server's peak RSS is that load's, not the throughput runs'.
+for addr in "$floe_addr" "$base_addr"; do
+  wrk -t1 -c1 -d3s -H "$auth" "http://$addr/api/v1/deployments/$dep_id" > "$out/load1.log"
+  wrk -t1 -c1 -d3s -H "$auth" "http://$addr/api/v1/deployments?size=100" >> "$out/load1.log"
+  BODY=$create_body wrk -t1 -c1 -d3s -H "$auth" -s scripts/bench/create.lua \
+    "http://$addr/api/v1/deployments" -- "load1-$RANDOM" >> "$out/load1.log"
+done
+row "peak RSS floe-local, local mode, load 1, MB (baseline axum-baseline)" \
+  "$(peak_rss_mb "$floe_pid")" "$(peak_rss_mb "$base_pid")" "-"
+
+# One endpoint: floe-local, then the baseline, same settings.
+measure_endpoint() {
+  local label=$1 path=$2 post=$3 who addr log
+  local -a figures=()
+  for who in floe base; do
+    if [ "$who" = floe ]; then addr=$floe_addr; else addr=$base_addr; fi
+    log=$out/wrk-$who-${label//[^a-z]/_}.log
+    if [ "$post" = post ]; then
+      BODY=$create_body wrk "${wrk_opts[@]}" --latency -H "$auth" -s scripts/bench/create.lua \
+        "http://$addr$path" -- "run-$who-$RANDOM$RANDOM" > "$log"
+    else
+      wrk "${wrk_opts[@]}" --latency -H "$auth" "http://$addr$path" > "$log"
+    fi
+    figures+=("$(wrk_figures "$log")")
+  done
+  local f_rps f_p50 f_p99 f_bad b_rps b_p50 b_p99 b_bad
+  read -r f_rps f_p50 f_p99 f_bad <<< "${figures[0]}"
+  read -r b_rps b_p50 b_p99 b_bad <<< "${figures[1]}"
+  local note=""
+  [ "$f_bad" != 0 ] && note=" ($f_bad non-2xx)"
+  echo "$label: floe-local $f_rps rps p50 $f_p50 ms p99 $f_p99 ms$note; axum-baseline $b_rps rps p50 $b_p50 ms p99 $b_p99 ms ($b_bad non-2xx)"
+  local rps_target="-" p99_target="-"
+  if [ "$post" != post ]; then
+    rps_target=">= 0.5x"
+    p99_target="<= 2x"
+  fi
+  row "warm $label: requests/s$note" "$f_rps" "$b_rps" "$rps_target"
+  row "warm $label: p50 ms" "$f_p50" "$b_p50" "-"
+  row "warm $label: p99 ms" "$f_p99" "$b_p99" "$p99_target"
+}
+measure_endpoint "GET /deployments/{id}" "/api/v1/deployments/$dep_id" get
+measure_endpoint "GET /deployments?size=100" "/api/v1/deployments?size=100" get
+measure_endpoint "POST /deployments" "/api/v1/deployments" post
+kill "$floe_pid" "$base_pid" 2> /dev/null || true
+rm -rf "$floe_data"
+
+run_bench create_plan env
+run_bench clone env
+run_bench cold_start env FLOE_COLD_START_DIR="$bin_dir" FLOE_COLD_START_RUNS="${FLOE_COLD_START_RUNS:-10}"
+run_bench dynamo_calls env
+run_bench list_scale env
+
+echo
+echo "== figures ($profile build; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg); $(git rev-parse --short HEAD))"
+{
+  printf 'figure\tvalue\tbaseline\tratio\ttarget\n'
+  cat "$rows"
+} | column -t -s $'\t'
