@@ -6,11 +6,13 @@
 //! restore or mount, read the recoveries until done) against a fresh
 //! simulated cluster. Run: `cargo bench --workspace --bench clone`.
 
+mod support;
+
 use axum::body::Body;
 use axum::http::Request;
 use chrono::Utc;
 use floe_api::{ApiState, app};
-use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
+use floe_auth::Role;
 use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_domain::plan::{Plan, PlanParams};
@@ -30,7 +32,6 @@ use tower::ServiceExt;
 
 type Fallible<T> = Result<T, Box<dyn std::error::Error>>;
 
-const SECRET: &[u8] = b"clone-benchmark-hs256-secret-0123456789abcd";
 const ORG: &str = "bench";
 
 struct World {
@@ -146,22 +147,9 @@ async fn world(root: &std::path::Path) -> Fallible<World> {
             )),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
         },
-        Arc::new(Verifier::new(VerifierConfig {
-            issuer: "floe-local".into(),
-            audience: "floe-api".into(),
-            keys: KeySource::Hs256Secret(SECRET.to_vec()),
-            leeway_secs: 0,
-        })?),
+        support::verifier()?,
     );
-    let token = issue_hs256(
-        SECRET,
-        "floe-local",
-        "floe-api",
-        "bench",
-        ORG,
-        &[Role::DeploymentManager],
-        Duration::from_secs(3600),
-    )?;
+    let token = support::token(ORG, Role::DeploymentManager)?;
     Ok(World {
         app: app(state),
         store,

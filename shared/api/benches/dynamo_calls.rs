@@ -8,6 +8,8 @@
 //! on loopback: `FLOE_TEST_AWS_ENDPOINT=http://127.0.0.1:PORT cargo bench
 //! --profile dev --workspace --bench dynamo_calls`.
 
+mod support;
+
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{
     BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents,
@@ -16,7 +18,7 @@ use aws_sdk_dynamodb::error::BoxError;
 use axum::body::Body;
 use axum::http::Request;
 use floe_api::{ApiState, app};
-use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
+use floe_auth::Role;
 use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
 use floe_domain::repository::EndpointPolicy;
@@ -36,7 +38,6 @@ use tower::ServiceExt;
 
 type Fallible<T> = Result<T, Box<dyn std::error::Error>>;
 
-const SECRET: &[u8] = b"dynamo-calls-benchmark-secret-0123456789ab";
 const ORG: &str = "bench";
 
 /// The operations sent while counting is on.
@@ -252,22 +253,9 @@ async fn world() -> Fallible<World> {
             schedules: Arc::new(ToTheWorker),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
         },
-        Arc::new(Verifier::new(VerifierConfig {
-            issuer: "floe-local".into(),
-            audience: "floe-api".into(),
-            keys: KeySource::Hs256Secret(SECRET.to_vec()),
-            leeway_secs: 0,
-        })?),
+        support::verifier()?,
     );
-    let token = issue_hs256(
-        SECRET,
-        "floe-local",
-        "floe-api",
-        "bench",
-        ORG,
-        &[Role::PlatformAdmin],
-        Duration::from_secs(3600),
-    )?;
+    let token = support::token(ORG, Role::PlatformAdmin)?;
     Ok(World {
         app: app(state),
         wire,

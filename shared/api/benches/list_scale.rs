@@ -16,12 +16,14 @@
 //! --workspace --bench list_scale`. FLOE_LIST_SCALE_LARGE (default 100000)
 //! sets the large size.
 
+mod support;
+
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use axum::body::Body;
 use axum::http::Request;
 use floe_api::{ApiState, app};
-use floe_auth::{KeySource, Role, Verifier, VerifierConfig, issue_hs256};
+use floe_auth::Role;
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::repository::EndpointPolicy;
 use floe_secrets::LocalCipher;
@@ -36,7 +38,6 @@ use tower::ServiceExt;
 
 type Fallible<T> = Result<T, Box<dyn std::error::Error>>;
 
-const SECRET: &[u8] = b"list-scale-benchmark-secret-0123456789abcd";
 const ORG: &str = "bench";
 const SMALL: usize = 100;
 const STATUSES: [DeploymentStatus; 4] = [
@@ -200,12 +201,7 @@ fn router(backend: Arc<dyn Backend>) -> Fallible<axum::Router> {
             )),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
         },
-        Arc::new(Verifier::new(VerifierConfig {
-            issuer: "floe-local".into(),
-            audience: "floe-api".into(),
-            keys: KeySource::Hs256Secret(SECRET.to_vec()),
-            leeway_secs: 0,
-        })?),
+        support::verifier()?,
     );
     Ok(app(state))
 }
@@ -248,15 +244,7 @@ async fn measure(
     runs: (usize, usize),
 ) -> Fallible<()> {
     let app = router(backend)?;
-    let token = issue_hs256(
-        SECRET,
-        "floe-local",
-        "floe-api",
-        "bench",
-        ORG,
-        &[Role::DeploymentViewer],
-        Duration::from_secs(3600),
-    )?;
+    let token = support::token(ORG, Role::DeploymentViewer)?;
     let template = spec()?;
     let records = |from: usize, to: usize| -> Fallible<Vec<Record>> {
         (from..to)
