@@ -110,8 +110,13 @@ pub struct StepError {
 pub struct StepRecord {
     pub step_id: String,
     pub status: StepStatus,
+    /// When its current phase began: the run, or, unwinding, the undo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<chrono::DateTime<chrono::Utc>>,
+    /// When its undo began; the undo's time limit counts from here, over
+    /// every attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo_started: Option<chrono::DateTime<chrono::Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_in_millis: Option<u64>,
     /// How many times `do` (or, unwinding, `undo`) has been tried.
@@ -133,6 +138,7 @@ impl StepRecord {
             step_id: step_id.into(),
             status: StepStatus::Pending,
             started: None,
+            undo_started: None,
             duration_in_millis: None,
             attempts: 0,
             info_log: Vec::new(),

@@ -172,6 +172,12 @@ pub struct EngineConfig {
     /// One invocation yields (re-queues itself) after this, so a Lambda
     /// never runs into its timeout mid-step.
     pub budget: Duration,
+    /// How long one step's undo may keep waiting, over all its attempts,
+    /// before it is recorded `undo_failed` and the unwinding goes on: an
+    /// undo that waits on something that never comes (nodes that never
+    /// drain, a cluster that is gone) must not hold the deployment's one
+    /// plan forever.
+    pub undo_limit: Duration,
 }
 
 impl Default for EngineConfig {
@@ -183,6 +189,7 @@ impl Default for EngineConfig {
             max_retries: 5,
             backoff: Duration::from_secs(2),
             budget: Duration::from_secs(60),
+            undo_limit: Duration::from_secs(2 * 3600),
         }
     }
 }
@@ -373,7 +380,14 @@ impl Engine {
             {
                 let step = &mut plan.steps[index];
                 step.attempts += 1;
-                if step.started.is_none() || unwinding {
+                if unwinding {
+                    // The undo's clock starts once, at its first attempt;
+                    // the steps' own waits measure from there too.
+                    if step.undo_started.is_none() {
+                        step.undo_started = Some(now);
+                        step.started = Some(now);
+                    }
+                } else if step.started.is_none() {
                     step.started = Some(now);
                 }
                 if !unwinding {
@@ -433,6 +447,19 @@ impl Engine {
                         plan.cursor += 1;
                     }
                     step.error = None;
+                }
+                Outcome::Wait { note, .. } if unwinding && elapsed > self.config.undo_limit => {
+                    step.info_log.push(note);
+                    let error = StepError {
+                        failure_type: "undo_timeout".into(),
+                        message: format!(
+                            "the undo of {} waited {} minutes, longer than its limit of {}; what it waited for may need an operator",
+                            step.step_id,
+                            elapsed.as_secs() / 60,
+                            self.config.undo_limit.as_secs() / 60
+                        ),
+                    };
+                    self.fail_step(plan, index, error, unwinding);
                 }
                 Outcome::Wait { after, note } => {
                     if !unwinding {

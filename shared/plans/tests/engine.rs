@@ -764,3 +764,58 @@ async fn a_step_polled_for_hours_keeps_its_log_bounded_while_running_and_undoing
     );
     Ok(())
 }
+
+/// A plan whose second step fails, and whose first step's undo waits for
+/// something that never comes (nodes that never drain).
+struct StuckUndo;
+
+#[async_trait]
+impl Steps for StuckUndo {
+    fn settle(&self, _plan: &Plan, _next: &mut Deployment) {}
+    fn layout(&self, _plan: &Plan, _d: &Deployment) -> Result<Vec<String>, StepError> {
+        Ok(vec!["step-0".into(), "step-1".into()])
+    }
+
+    async fn run(&self, step_id: &str, _ctx: &StepContext<'_>) -> Outcome {
+        if step_id == "step-1" {
+            return fail("injected", "the second step fails");
+        }
+        Outcome::Done(Value::Null)
+    }
+
+    async fn undo(&self, _step_id: &str, _ctx: &StepContext<'_>) -> Outcome {
+        Outcome::Wait {
+            after: Duration::from_millis(2),
+            note: "waiting for the new nodes to drain".into(),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_undo_that_waits_past_its_limit_is_undo_failed_and_the_plan_ends() -> TestResult {
+    let steps = Arc::new(StuckUndo);
+    let mut h = harness(steps.clone(), PlanKind::Create).await?;
+    let (queue, rx) = LocalQueue::new();
+    let config = EngineConfig {
+        backoff: Duration::from_millis(1),
+        undo_limit: Duration::from_millis(40),
+        ..EngineConfig::default()
+    };
+    h.engine = Engine::new(h.store.clone(), Arc::new(queue), steps, "w", config);
+    h.rx = rx;
+    // Before the limit, each undo attempt restarted the step's clock, so
+    // this plan waited forever.
+    assert_eq!(h.drive().await?, PlanStatus::Failed);
+    let plan = h.plan().await?;
+    let undone = &plan.steps[0];
+    assert_eq!(undone.status, StepStatus::UndoFailed);
+    assert_eq!(
+        undone.error.as_ref().map(|e| e.failure_type.as_str()),
+        Some("undo_timeout")
+    );
+    assert!(undone.undo_started.is_some() && undone.attempts > 2);
+    // A failed undo leaves the deployment failed, for an operator to see.
+    let d = h.deployment().await?.ok_or("deployment")?;
+    assert_eq!(d.status, DeploymentStatus::Failed);
+    Ok(())
+}
