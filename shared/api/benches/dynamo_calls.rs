@@ -11,9 +11,7 @@
 mod support;
 
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
-use aws_sdk_dynamodb::config::{
-    BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents,
-};
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
 use axum::body::Body;
 use axum::http::Request;
@@ -187,17 +185,7 @@ impl World {
 }
 
 async fn world() -> Fallible<World> {
-    let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT")
-        .map_err(|_| "FLOE_TEST_AWS_ENDPOINT is not set: start moto on 127.0.0.1 first")?;
-    if !(endpoint.starts_with("http://127.0.0.1:") || endpoint.starts_with("http://localhost:")) {
-        return Err(format!("FLOE_TEST_AWS_ENDPOINT={endpoint} is not on loopback").into());
-    }
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "floe-bench"))
-        .load()
-        .await;
+    let sdk = support::moto_config().await?;
     let wire = Arc::new(Wire::default());
     let client = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&sdk)

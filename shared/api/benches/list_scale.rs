@@ -18,7 +18,6 @@
 
 mod support;
 
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use axum::body::Body;
 use axum::http::Request;
@@ -28,7 +27,7 @@ use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::repository::EndpointPolicy;
 use floe_secrets::LocalCipher;
 use floe_store::Store;
-use floe_store::backend::{Attrs, Backend, Kind, Record, RecordKey, Write};
+use floe_store::backend::{Backend, Kind, Record, RecordKey, Write};
 use floe_store_dynamo::DynamoBackend;
 use floe_store_sqlite::SqliteBackend;
 use http_body_util::BodyExt;
@@ -89,17 +88,7 @@ fn deployment_record(template: &DeploymentSpec, n: usize) -> Fallible<Record> {
         body: serde_json::to_string(&d)?,
         version: 1,
         refs: 0,
-        attrs: Attrs {
-            name: Some(d.spec.name.clone()),
-            status: Some(d.status.as_str().to_string()),
-            tags: d
-                .spec
-                .metadata
-                .tags
-                .iter()
-                .map(|t| t.filter_form())
-                .collect(),
-        },
+        attrs: floe_store::stores::deployment_attrs(&d),
         expires_at: None,
     })
 }
@@ -301,17 +290,7 @@ async fn main() -> Fallible<()> {
     )
     .await?;
 
-    let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT")
-        .map_err(|_| "FLOE_TEST_AWS_ENDPOINT is not set: start moto on 127.0.0.1 first")?;
-    if !(endpoint.starts_with("http://127.0.0.1:") || endpoint.starts_with("http://localhost:")) {
-        return Err(format!("FLOE_TEST_AWS_ENDPOINT={endpoint} is not on loopback").into());
-    }
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "floe-bench"))
-        .load()
-        .await;
+    let sdk = support::moto_config().await?;
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())

@@ -227,7 +227,10 @@ fn record(key: RecordKey, body: String, version: u64, attrs: Attrs) -> Record {
     }
 }
 
-fn deployment_attrs(d: &Deployment) -> Attrs {
+/// What a deployment is listed and filtered by (name, status, tags): the
+/// store indexes every deployment it writes with these, and a bulk load of
+/// deployment records (the list-at-scale benchmark) must use the same.
+pub fn deployment_attrs(d: &Deployment) -> Attrs {
     Attrs {
         name: Some(d.spec.name.clone()),
         status: Some(d.status.as_str().to_string()),
