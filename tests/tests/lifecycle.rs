@@ -433,3 +433,96 @@ async fn an_upgrade_with_a_repository_snapshots_first() -> TestResult {
     }
     Ok(())
 }
+
+/// The way out of a stuck plan (issue 12, defect 4), through the real
+/// binary: nodes that never boot keep the create waiting. A forced end
+/// stops it where it stands: the plan `failed` with `force_ended` on the
+/// step it stood in, the deployment `failed`, and the worker never takes
+/// the plan up again.
+#[tokio::test]
+async fn a_plan_stuck_waiting_is_ended_by_force() -> TestResult {
+    let s = Server::start_with(&[
+        ("FLOE_SIM_BOOT_DELAY_MS", "3600000"),
+        ("FLOE_PLAN_POLL_MS", "20"),
+    ]);
+    let token = s.token(ORG, &["deployment_manager"]);
+    let mut spec = body(1);
+    spec["snapshot"] = Value::Null;
+    spec["node_groups"][0]["zone_count"] = json!(1);
+    let created = s
+        .call(Call::post(DEPLOYMENTS).bearer(&token).json(&spec))
+        .await;
+    let id = created.expect_status(201).json()["id"]
+        .as_str()
+        .ok_or("an id")?
+        .to_string();
+    let path = format!("{DEPLOYMENTS}/{id}");
+    let pending = format!("{path}/plans/pending");
+    let plans = format!("{path}/plans");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let p = s.call(Call::get(plans.as_str()).bearer(&token)).await;
+        let p = p.expect_status(200).json();
+        let waiting = p["pending"]["steps"].as_array().is_some_and(|steps| {
+            steps.iter().any(|st| {
+                st["step_id"] == json!("wait-running") && st["status"] == json!("waiting")
+            })
+        });
+        if waiting {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("not waiting for the nodes after 30 s: {p}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A bad flag changes nothing.
+    let bad = s
+        .call(Call::delete(format!("{pending}?force_delete=yes")).bearer(&token))
+        .await;
+    assert_eq!(
+        bad.expect_status(400).json()["errors"][0]["fields"][0],
+        "force_delete"
+    );
+
+    let ended = s
+        .call(Call::delete(format!("{pending}?force_delete=true")).bearer(&token))
+        .await;
+    let ended = ended.expect_status(200).json();
+    assert_eq!(ended["status"], json!("failed"), "{ended}");
+    assert_eq!(
+        ended["error"]["failure_type"],
+        json!("force_ended"),
+        "{ended}"
+    );
+    let forced_steps = ended["steps"]
+        .as_array()
+        .map(|steps| {
+            steps
+                .iter()
+                .filter(|st| st["error"]["failure_type"] == json!("force_ended"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(forced_steps, 1, "the step it stood in: {ended}");
+
+    let d = s.call(Call::get(path.as_str()).bearer(&token)).await;
+    let d = d.expect_status(200).json();
+    assert_eq!(d["status"], json!("failed"), "{d}");
+    assert!(d["plans"]["pending"].is_null(), "{d}");
+    let none = s.call(Call::delete(pending.as_str()).bearer(&token)).await;
+    none.expect_status(404);
+
+    // The worker that held it, and the sweep, leave it as it was ended.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let later = s.call(Call::get(plans.as_str()).bearer(&token)).await;
+    let later = later.expect_status(200).json();
+    let last = later["history"]
+        .as_array()
+        .and_then(|h| h.last())
+        .ok_or("in the history")?;
+    assert_eq!(last, &ended, "the plan changed after its forced end");
+    Ok(())
+}

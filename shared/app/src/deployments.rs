@@ -653,15 +653,28 @@ impl App {
         Ok(answer)
     }
 
-    /// Delete a stopped deployment's record.
+    /// Delete a stopped deployment. A delete plan removes what the
+    /// deployment still holds outside the store (any node left, its
+    /// parameters and secrets, its launch templates); the record goes when
+    /// that plan succeeds. Until then the deployment shows `stopping`, and
+    /// a second DELETE answers the same plan. A delete plan that fails
+    /// leaves the record `stopped`, to be deleted again.
     pub async fn delete_deployment(
         &self,
         who: &Manager,
         id: &str,
         expected: Option<u64>,
-    ) -> Result<(), AppError> {
+    ) -> Result<DeploymentView, AppError> {
         let current = self.load_deployment(&who.org, id).await?;
         check_version(expected, current.version)?;
+        if current
+            .value
+            .pending_plan
+            .as_ref()
+            .is_some_and(|p| p.kind == PlanKind::Delete)
+        {
+            return Ok(DeploymentView::new(&current.value, current.version));
+        }
         if current.value.status != DeploymentStatus::Stopped {
             return Err(AppError::conflict(
                 "deployments.deployment_not_stopped",
@@ -671,14 +684,17 @@ impl App {
                 ),
             ));
         }
-        self.store
-            .delete_deployment(&current)
-            .await
-            .map_err(|e| AppError::from_write(e, expected, Resource::Deployment, id))?;
-        tracing::info!(deployment = %id, "deployment deleted");
-        self.sync_schedules(ReconcileJob::deployment(&who.org, id))
-            .await;
-        Ok(())
+        let plan = Plan::new(
+            &who.org,
+            id,
+            PlanParams::Delete,
+            "deployments.delete",
+            &who.subject,
+            chrono::Utc::now(),
+        );
+        let answer = self.start_plan(&current, &plan).await?;
+        tracing::info!(deployment = %id, plan = %plan.id, "delete plan pending");
+        Ok(answer)
     }
 }
 

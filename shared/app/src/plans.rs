@@ -2,8 +2,11 @@
 //! cancelling the pending one.
 
 use crate::{App, AppError, Manager, Reader, Resource};
-use floe_domain::plan::{Plan, PlanKind, PlanSource, PlanStatus, StepError, StepRecord};
-use floe_store::{PageRequest, StoreError};
+use floe_domain::plan::{
+    Plan, PlanEnd, PlanKind, PlanSource, PlanStatus, StepError, StepRecord, lifecycle,
+};
+use floe_ports::ReconcileJob;
+use floe_store::{DeploymentOutcome, PageRequest, StoreError};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -123,6 +126,56 @@ impl App {
                     self.wake(&who.org, id, &plan.id).await;
                     return Ok(PlanView::new(&plan));
                 }
+                Err(StoreError::VersionMismatch { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(AppError::ConcurrentChange)
+    }
+
+    /// Ends the pending plan at once, where it stands (ECE's
+    /// `force_delete`): no further step or undo runs, and the deployment
+    /// is marked `failed`, since its nodes are as the plan left them. The
+    /// way out of a plan that waits on something that will never come
+    /// (nodes that never drain, a cluster that is gone), also while it
+    /// unwinds. The plan and the deployment are written in one batch, so a
+    /// worker that holds the plan loses its next write and stops.
+    pub async fn force_end_pending_plan(
+        &self,
+        who: &Manager,
+        id: &str,
+    ) -> Result<PlanView, AppError> {
+        let no_plan = || AppError::not_found(Resource::PendingPlan, id);
+        for _ in 0..5 {
+            let deployment = self.load_deployment(&who.org, id).await?;
+            let pending = deployment.value.pending_plan.as_ref().ok_or_else(no_plan)?;
+            let pv = self
+                .store
+                .get_plan(&who.org, id, &pending.plan_id)
+                .await?
+                .ok_or_else(no_plan)?;
+            if pv.value.status.is_finished() {
+                return Err(no_plan());
+            }
+            let now = chrono::Utc::now();
+            let mut plan = pv.value;
+            plan.force_end(&who.subject, now);
+            let mut next = deployment.value.clone();
+            next.pending_plan = None;
+            next.status = lifecycle::after_plan(&plan, PlanEnd::ForceEnded);
+            next.updated = now;
+            let outcome = DeploymentOutcome::Update {
+                deployment: &next,
+                previous: &deployment,
+            };
+            match self.store.finish_plan(&plan, pv.version, outcome).await {
+                Ok(_) => {
+                    tracing::warn!(deployment = %id, plan = %plan.id, by = %who.subject, "plan ended by force");
+                    self.sync_schedules(ReconcileJob::deployment(&who.org, id))
+                        .await;
+                    return Ok(PlanView::new(&plan));
+                }
+                // The engine wrote the plan or the record meanwhile: look again.
                 Err(StoreError::VersionMismatch { .. }) => continue,
                 Err(e) => return Err(e.into()),
             }

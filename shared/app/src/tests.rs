@@ -7,12 +7,12 @@ use crate::{App, AppError, Caller, Resource};
 use async_trait::async_trait;
 use floe_auth::Role;
 use floe_domain::deployment::{DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::PlanKind;
+use floe_domain::plan::{FORCE_ENDED, PlanKind, PlanStatus};
 use floe_domain::policy::PolicySpec;
 use floe_domain::repository::EndpointPolicy;
 use floe_ports::{LocalQueue, PlanJob, QueueError, ReconcileJob, ScheduleSync};
-use floe_store::Store;
 use floe_store::backend::{Backend, BackendError, ListQuery, Record, RecordKey, RecordPage, Write};
+use floe_store::{DeploymentOutcome, Store};
 use floe_store_sqlite::SqliteBackend;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -251,6 +251,28 @@ async fn settle(app: &App, id: &str, status: DeploymentStatus) -> TestResult {
     Ok(())
 }
 
+/// Succeeds the pending delete plan as the engine does: the record goes.
+async fn finish_delete(app: &App, id: &str) -> TestResult {
+    let current = app
+        .store
+        .get_deployment("acme", id)
+        .await?
+        .ok_or("stored")?;
+    let pending = current.value.pending_plan.clone().ok_or("a pending plan")?;
+    assert_eq!(pending.kind, PlanKind::Delete);
+    let pv = app
+        .store
+        .get_plan("acme", id, &pending.plan_id)
+        .await?
+        .ok_or("the plan")?;
+    let mut plan = pv.value;
+    plan.status = PlanStatus::Succeeded;
+    app.store
+        .finish_plan(&plan, pv.version, DeploymentOutcome::Delete(&current))
+        .await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn plans_take_the_status_of_their_kind_and_schedules_follow() -> TestResult {
     let mut w = world()?;
@@ -311,8 +333,16 @@ async fn plans_take_the_status_of_their_kind_and_schedules_follow() -> TestResul
         Some(AppError::not_found(Resource::PendingPlan, &id))
     );
 
-    w.app.delete_deployment(&who, &id, None).await?;
-    assert_eq!(w.synced.take(), vec![ReconcileJob::deployment("acme", &id)]);
+    // A delete is a plan too: the record goes when it succeeds, and a
+    // second DELETE meanwhile answers the same plan.
+    while w.jobs.try_recv().is_ok() {}
+    let deleting = w.app.delete_deployment(&who, &id, None).await?;
+    assert_eq!(deleting.status, DeploymentStatus::Stopping);
+    assert_eq!(w.jobs.try_recv()?.deployment_id, id);
+    let again = w.app.delete_deployment(&who, &id, None).await?;
+    assert_eq!(again.resource_version, deleting.resource_version);
+    assert!(w.jobs.try_recv().is_err(), "one delete plan, woken once");
+    finish_delete(&w.app, &id).await?;
     let gone = w
         .app
         .get_deployment(&caller(&[Role::DeploymentViewer]).reader()?, &id)
@@ -321,6 +351,77 @@ async fn plans_take_the_status_of_their_kind_and_schedules_follow() -> TestResul
         gone.err(),
         Some(AppError::not_found(Resource::Deployment, &id))
     );
+    Ok(())
+}
+
+/// The way out of a stuck plan (issue 12, defect 4): a forced end records
+/// the plan failed and the deployment failed in one write, clears the
+/// pending plan and the sweep's index, and a change is accepted again.
+#[tokio::test]
+async fn a_pending_plan_can_be_ended_by_force() -> TestResult {
+    let mut w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let id = created(w.app.create_deployment(&who, spec(1)?, None).await?)?.id;
+    w.jobs.try_recv()?;
+    w.synced.take();
+    let plan_id = w
+        .app
+        .get_deployment(&caller(&[Role::DeploymentViewer]).reader()?, &id)
+        .await?
+        .plans
+        .pending
+        .ok_or("a pending create")?
+        .plan_id;
+
+    // Asked politely first: nothing ends yet, the engine unwinds it.
+    let asked = w.app.cancel_pending_plan(&who, &id).await?;
+    assert!(asked.cancel_requested);
+    assert_eq!(asked.status, PlanStatus::Pending);
+
+    let ended = w.app.force_end_pending_plan(&who, &id).await?;
+    assert_eq!(ended.plan_attempt_id, plan_id);
+    assert_eq!(ended.status, PlanStatus::Failed);
+    let error = ended.error.as_ref().ok_or("an error")?;
+    assert_eq!(error.failure_type, FORCE_ENDED);
+    assert!(error.message.contains(&who.subject), "{}", error.message);
+
+    let view = w
+        .app
+        .get_deployment(&caller(&[Role::DeploymentViewer]).reader()?, &id)
+        .await?;
+    assert_eq!(view.status, DeploymentStatus::Failed);
+    assert!(view.plans.pending.is_none());
+    let stored = w
+        .app
+        .store
+        .get_plan("acme", &id, &plan_id)
+        .await?
+        .ok_or("kept in the history")?;
+    assert_eq!(stored.value.status, PlanStatus::Failed);
+    let active = w
+        .app
+        .store
+        .list_active_plans(&floe_store::PageRequest::default())
+        .await?;
+    assert!(active.items.is_empty(), "the sweep no longer wakes it");
+    assert_eq!(w.synced.take(), vec![ReconcileJob::deployment("acme", &id)]);
+
+    // Nothing is pending any more, forced or not.
+    for forced in [false, true] {
+        let none = if forced {
+            w.app.force_end_pending_plan(&who, &id).await
+        } else {
+            w.app.cancel_pending_plan(&who, &id).await
+        };
+        assert_eq!(
+            none.err(),
+            Some(AppError::not_found(Resource::PendingPlan, &id))
+        );
+    }
+    // The operator converges by sending the spec again: a new plan.
+    let again = w.app.update_deployment(&who, &id, None, spec(1)?).await?;
+    assert_eq!(again.status, DeploymentStatus::Initializing);
+    assert_eq!(w.jobs.try_recv()?.deployment_id, id);
     Ok(())
 }
 
@@ -599,6 +700,7 @@ async fn an_idempotency_key_of_a_deleted_deployment_is_spent() -> TestResult {
         .replace_deployment(&stopped, &stored, None)
         .await?;
     w.app.delete_deployment(&who, &first.id, None).await?;
+    finish_delete(&w.app, &first.id).await?;
     match w.app.create_deployment(&who, spec(1)?, Some("once")).await {
         Err(AppError::Conflict { code, message, .. }) => {
             assert_eq!(code, "request.idempotency_key_spent");
@@ -680,6 +782,7 @@ async fn a_repository_in_use_keeps_its_place() -> TestResult {
     w.app.shutdown_deployment(&manager, &id, true).await?;
     settle(&w.app, &id, DeploymentStatus::Stopped).await?;
     w.app.delete_deployment(&manager, &id, None).await?;
+    finish_delete(&w.app, &id).await?;
     w.app
         .put_repository(&admin, "main", None, request(json!({"bucket": "other"}))?)
         .await?;

@@ -418,7 +418,43 @@ impl Plan {
             kind: self.kind(),
         }
     }
+
+    /// Ends the plan where it stands, at an operator's word, without
+    /// running its remaining steps or undos (ECE's `force_delete`): the way
+    /// out of a plan stuck waiting on something that will never come. The
+    /// step that was running or waiting is marked failed, so the record
+    /// shows where it stopped; the error says what the nodes may be left as.
+    pub fn force_end(&mut self, by: &str, now: chrono::DateTime<chrono::Utc>) {
+        let was_unwinding = self.status == PlanStatus::Unwinding;
+        for step in &mut self.steps {
+            if matches!(step.status, StepStatus::Running | StepStatus::Waiting) {
+                step.status = if was_unwinding {
+                    StepStatus::UndoFailed
+                } else {
+                    StepStatus::Failed
+                };
+                step.error = Some(StepError {
+                    failure_type: FORCE_ENDED.into(),
+                    message: format!("ended by {by} while it was waiting"),
+                });
+            }
+        }
+        self.status = PlanStatus::Failed;
+        self.error = Some(StepError {
+            failure_type: FORCE_ENDED.into(),
+            message: format!(
+                "ended by {by} without finishing its steps or undos: the nodes are as the plan left them; send the spec again (PUT) to converge, or shut the deployment down"
+            ),
+        });
+        self.lease = None;
+        self.wake_at = None;
+        self.finished = Some(now);
+        self.updated = now;
+    }
 }
+
+/// The failure type of a plan that an operator ended by force.
+pub const FORCE_ENDED: &str = "force_ended";
 
 /// How a plan ended, as far as its deployment is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -428,6 +464,8 @@ pub enum PlanEnd {
     RolledBack,
     /// An undo failed for good: something may be left half-changed.
     UndoFailed,
+    /// An operator ended it by force, mid-way: its nodes are as it left them.
+    ForceEnded,
 }
 
 /// The deployment state machine: which status a deployment takes while a
@@ -475,7 +513,7 @@ pub mod lifecycle {
     /// The status a deployment takes when its plan of `kind` ends so.
     pub fn after(kind: PlanKind, end: PlanEnd) -> DeploymentStatus {
         match (kind, end) {
-            (_, PlanEnd::UndoFailed) => DeploymentStatus::Failed,
+            (_, PlanEnd::UndoFailed | PlanEnd::ForceEnded) => DeploymentStatus::Failed,
             (PlanKind::Create, PlanEnd::Succeeded) => DeploymentStatus::Running,
             (PlanKind::Create, PlanEnd::RolledBack) => DeploymentStatus::Stopped,
             (PlanKind::Start, PlanEnd::Succeeded) => DeploymentStatus::Running,
@@ -577,6 +615,47 @@ mod tests {
     }
 
     #[test]
+    fn a_forced_end_fails_the_plan_and_the_step_it_stood_in() {
+        let now = chrono::Utc::now();
+        let mut plan = Plan::new("acme", "d1", PlanParams::Delete, "t", "alice", now);
+        plan.steps = ["terminate", "wait-terminated", "forget-parameters"]
+            .into_iter()
+            .map(StepRecord::new)
+            .collect();
+        plan.steps[0].status = StepStatus::Succeeded;
+        plan.steps[1].status = StepStatus::Waiting;
+        plan.status = PlanStatus::Running;
+        plan.lease = Some(Lease {
+            owner: "w".into(),
+            expires: now,
+        });
+        plan.force_end("bob", now);
+        assert_eq!(plan.status, PlanStatus::Failed);
+        assert_eq!(plan.finished, Some(now));
+        assert!(plan.lease.is_none());
+        let error = plan.error.as_ref().map(|e| e.failure_type.as_str());
+        assert_eq!(error, Some(FORCE_ENDED));
+        let statuses: Vec<StepStatus> = plan.steps.iter().map(|s| s.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                StepStatus::Succeeded,
+                StepStatus::Failed,
+                StepStatus::Pending
+            ]
+        );
+
+        // Unwinding, the undo that waited is what failed.
+        let mut unwinding = Plan::new("acme", "d1", PlanParams::Delete, "t", "alice", now);
+        unwinding.steps = vec![StepRecord::new("terminate")];
+        unwinding.steps[0].status = StepStatus::Waiting;
+        unwinding.status = PlanStatus::Unwinding;
+        unwinding.force_end("bob", now);
+        assert_eq!(unwinding.steps[0].status, StepStatus::UndoFailed);
+        assert_eq!(unwinding.status, PlanStatus::Failed);
+    }
+
+    #[test]
     fn every_kind_has_a_status_while_running_and_after_each_end() {
         use DeploymentStatus as S;
         for kind in [
@@ -587,6 +666,7 @@ mod tests {
             PlanKind::Restore,
         ] {
             assert_eq!(lifecycle::after(kind, PlanEnd::UndoFailed), S::Failed);
+            assert_eq!(lifecycle::after(kind, PlanEnd::ForceEnded), S::Failed);
         }
         assert_eq!(lifecycle::while_running(PlanKind::Create), S::Initializing);
         assert_eq!(

@@ -5,7 +5,7 @@ use crate::extract::{
     Caller, DeploymentReplacement, JsonSpec, PathParam, expected_version, idempotency_key,
     only_params, page_request,
 };
-use crate::respond::{CreatedOr, NoContent, Plain, Planned, Versioned, deployment_created};
+use crate::respond::{CreatedOr, Plain, Planned, Versioned, deployment_created};
 use crate::responses::{BodyErrors, Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
 use axum::extract::{Query, State};
@@ -198,7 +198,11 @@ async fn put_deployment(
     Ok(Versioned(updated))
 }
 
-/// Delete a stopped deployment's record.
+/// Delete a stopped deployment: a delete plan removes what it still holds
+/// outside the record (any node left, its parameters and secrets, its
+/// launch templates), then the record. The deployment shows `stopping`
+/// until then, and a GET answers 404 once it is gone. A DELETE while that
+/// plan runs answers the same plan.
 ///
 /// Refusals:
 /// - 409: the deployment is not stopped (shut it down first).
@@ -213,7 +217,7 @@ async fn put_deployment(
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(NoContent, ManageErrors, NotFound, Conflict, Stale),
+    responses(Planned<DeploymentView>, ManageErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]
 async fn delete_deployment(
@@ -222,10 +226,10 @@ async fn delete_deployment(
     PathParam(id): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
-) -> Result<NoContent, ApiError> {
+) -> Result<Planned<DeploymentView>, ApiError> {
     let who = caller.manager()?;
     only_params(&query, &["version"])?;
     let expected = expected_version(&headers, &query)?;
-    state.app.delete_deployment(&who, &id, expected).await?;
-    Ok(NoContent)
+    let deleting = state.app.delete_deployment(&who, &id, expected).await?;
+    Ok(Planned(deleting))
 }

@@ -3,7 +3,7 @@
 
 use crate::error::ApiError;
 use crate::extract::{Caller, PathParam, bool_param, only_params, page_request};
-use crate::respond::{Accepted, Plain, Planned};
+use crate::respond::{Accepted, DoneOr, Plain, Planned};
 use crate::responses::{Conflict, Invalid, ManageErrors, NotFound, ReadErrors};
 use crate::state::ApiState;
 use axum::extract::{Query, State};
@@ -45,27 +45,43 @@ async fn get_plans(
     Ok(Plain(state.app.deployment_plans(&who, &id, page).await?))
 }
 
-/// Cancel the pending plan: it stops at the next step boundary and unwinds.
+/// Cancel the pending plan: it stops at the next step boundary and unwinds
+/// (202). With `force_delete=true` it ends at once instead, where it
+/// stands (200): no further step or undo runs, the plan is recorded
+/// `failed` (`force_ended`) and the deployment `failed`, its nodes as the
+/// plan left them; send the spec again (PUT) to converge, or shut it down.
+/// The way out of a plan stuck waiting, also while it unwinds.
 ///
 /// Refusals:
+/// - 400: an unknown parameter, or `force_delete` not true or false.
 /// - 404: no such deployment, or no pending plan.
 #[utoipa::path(
     delete,
     path = "/api/v1/deployments/{id}/plans/pending",
     operation_id = "cancel-deployment-pending-plan",
     tag = "deployments",
-    params(("id" = String, Path, description = "Deployment id.")),
+    params(
+        ("id" = String, Path, description = "Deployment id."),
+        ("force_delete" = Option<bool>, Query, description = "End the plan at once, running no further step or undo, and mark the deployment `failed` (ECE's name)."),
+    ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(Accepted<PlanView>, ManageErrors, NotFound),
+    responses(DoneOr<PlanView>, Invalid, ManageErrors, NotFound),
     security(("bearer" = []))
 )]
 async fn cancel_pending_plan(
     State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
-) -> Result<Accepted<PlanView>, ApiError> {
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Result<DoneOr<PlanView>, ApiError> {
     let who = caller.manager()?;
-    Ok(Accepted(state.app.cancel_pending_plan(&who, &id).await?))
+    only_params(&query, &["force_delete"])?;
+    if bool_param(&query, "force_delete")? {
+        let ended = state.app.force_end_pending_plan(&who, &id).await?;
+        return Ok(DoneOr::Done(Plain(ended)));
+    }
+    let cancelling = state.app.cancel_pending_plan(&who, &id).await?;
+    Ok(DoneOr::Running(Accepted(cancelling)))
 }
 
 /// Shut a deployment down: its nodes are terminated; the record (and its
