@@ -739,7 +739,7 @@ fn print(output: Output, kind: Kind, body: &Value) {
             for which in ["pending", "current"] {
                 if body[which].is_object() {
                     println!("{which}:");
-                    for l in track::render(&body[which]) {
+                    for l in track::render(&body[which], false) {
                         println!("  {l}");
                     }
                 }
@@ -748,7 +748,7 @@ fn print(output: Output, kind: Kind, body: &Value) {
             println!("history: {history} finished plan(s)");
         }
         Kind::Plan => {
-            for l in track::render(body) {
+            for l in track::render(body, false) {
                 println!("{l}");
             }
         }

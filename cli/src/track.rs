@@ -40,15 +40,25 @@ pub async fn follow(
                 "deployment {deployment_id} has no plan {plan_id}"
             )));
         };
-        let lines = render(&plan);
+        // A log gets no line for a step that has not started yet.
+        let lines = render(&plan, !tty);
         let mut err = std::io::stderr().lock();
         if tty {
             // Back to the first line drawn last time, then draw over it.
             if drawn_lines > 0 {
                 let _ = write!(err, "\x1b[{drawn_lines}A");
             }
+            // A line that wraps would throw the count of lines to go back
+            // up off: each is cut to the terminal's width.
+            let width = std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.parse::<usize>().ok())
+                .unwrap_or(120)
+                .saturating_sub(1)
+                .max(20);
             for l in &lines {
-                let _ = writeln!(err, "\x1b[2K{l}");
+                let cut: String = l.chars().take(width).collect();
+                let _ = writeln!(err, "\x1b[2K{cut}");
             }
             drawn_lines = lines.len();
         } else {
@@ -110,8 +120,8 @@ async fn find_plan(
 }
 
 /// The plan as lines: a heading, then one line per step with its state,
-/// duration and last log line.
-pub fn render(plan: &Value) -> Vec<String> {
+/// duration and last log line (not for pending steps with `started_only`).
+pub fn render(plan: &Value, started_only: bool) -> Vec<String> {
     let mut lines = vec![format!(
         "plan {} ({}): {}",
         plan["plan_attempt_id"].as_str().unwrap_or("?"),
@@ -119,6 +129,9 @@ pub fn render(plan: &Value) -> Vec<String> {
         plan["status"].as_str().unwrap_or("?"),
     )];
     for step in plan["steps"].as_array().into_iter().flatten() {
+        if started_only && step["status"].as_str() == Some("pending") {
+            continue;
+        }
         let duration = step["duration_in_millis"]
             .as_u64()
             .map(|ms| format!("{:.1}s", ms as f64 / 1000.0))

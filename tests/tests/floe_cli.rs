@@ -386,3 +386,102 @@ async fn settings_come_from_a_private_config_file_and_flags_override() -> TestRe
     assert_eq!(nothing.code, 2, "{}", nothing.stderr);
     Ok(())
 }
+
+/// `--track`'s exit status says how the plan ended: 4 failed, 5 cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tracked_plan_that_fails_or_is_cancelled_exits_non_zero() -> TestResult {
+    let s = Server::start_with(&[
+        // Nodes never finish booting: a plan waits until it is cancelled.
+        ("FLOE_SIM_BOOT_DELAY_MS", "3600000"),
+        ("FLOE_SIM_TERMINATE_DELAY_MS", "20"),
+        ("FLOE_PLAN_POLL_MS", "20"),
+        ("FLOE_ALLOW_PRIVATE_ENDPOINTS", "true"),
+    ]);
+    let token = s.token("acme", &["platform_admin"]);
+    let home = tempfile::tempdir()?;
+    let env = [
+        ("FLOE_API_URL", s.base_url()),
+        ("FLOE_TOKEN", token.as_str()),
+    ];
+    let floe = |args: &[&str]| floe_in(home.path(), &env, args);
+    let spec = |repository: Option<&str>| {
+        let mut d = json!({
+            "name": "orders", "version": "8.15.3",
+            "node_groups": [{"id": "hot", "roles": ["master", "data_hot", "data_content", "ingest"],
+                "instance_type": "m6g.xlarge", "count": 1, "zone_count": 1, "storage": {"size_gb": 20}}]
+        });
+        if let Some(r) = repository {
+            d["snapshot"] = json!({"repository": r});
+        }
+        d
+    };
+
+    // Cancelled: the create waits for its nodes; cancelling it unwinds.
+    let path = home.path().join("spec.json");
+    std::fs::write(&path, spec(None).to_string())?;
+    let path = path.display().to_string();
+    let created = floe(&["deployment", "create", "-f", &path, "-o", "json"])
+        .ok()
+        .json();
+    let id = created["id"].as_str().ok_or("id")?.to_string();
+    let cancelled = floe(&["plan", "cancel", &id, "--track", "--poll-ms", "20"]);
+    assert_eq!(
+        cancelled.code, 5,
+        "{}\n{}",
+        cancelled.stdout, cancelled.stderr
+    );
+    assert!(
+        cancelled.stderr.contains("plan cancelled"),
+        "{}",
+        cancelled.stderr
+    );
+    // Nothing pending any more: cancelling again is the API's 404.
+    let again = floe(&["plan", "cancel", &id]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert!(again.stderr.contains("HTTP 404"), "{}", again.stderr);
+
+    // Failed: a repository nothing listens for (port 9 of loopback), on a
+    // server whose nodes boot at once, fails the create's last steps.
+    let s = Server::start_with(&[
+        ("FLOE_SIM_BOOT_DELAY_MS", "0"),
+        ("FLOE_PLAN_POLL_MS", "20"),
+        ("FLOE_ALLOW_PRIVATE_ENDPOINTS", "true"),
+    ]);
+    let token = s.token("acme", &["platform_admin"]);
+    let env = [
+        ("FLOE_API_URL", s.base_url()),
+        ("FLOE_TOKEN", token.as_str()),
+    ];
+    let floe = |args: &[&str]| floe_in(home.path(), &env, args);
+    let repo = home.path().join("repo.json");
+    std::fs::write(
+        &repo,
+        json!({"type": "s3", "settings": {
+            "bucket": "nowhere", "endpoint": "127.0.0.1:9", "protocol": "http",
+            "access_key": "AKIDLOCALTEST", "secret_key": "not-a-real-secret-0123"}})
+        .to_string(),
+    )?;
+    floe(&[
+        "repository",
+        "put",
+        "nowhere",
+        "-f",
+        &repo.display().to_string(),
+    ])
+    .ok();
+    let path = home.path().join("spec-nowhere.json");
+    std::fs::write(&path, spec(Some("nowhere")).to_string())?;
+    let failed = floe(&[
+        "deployment",
+        "create",
+        "-f",
+        &path.display().to_string(),
+        "--track",
+        "--poll-ms",
+        "20",
+    ]);
+    assert_eq!(failed.code, 4, "{}\n{}", failed.stdout, failed.stderr);
+    assert!(failed.stderr.contains("plan failed"), "{}", failed.stderr);
+    assert!(failed.stderr.contains("127.0.0.1:9"), "{}", failed.stderr);
+    Ok(())
+}
