@@ -248,6 +248,10 @@ async fn validate_only_refuses_what_the_real_call_refuses() -> TestResult {
     let mut clone = body.clone();
     clone["restore_snapshot"] = json!({"source_deployment_id": first_id});
     refused_alike(&s, post().json(&clone), 409).await;
+    clone["restore_snapshot"]["snapshot_name"] = json!("no-such-snapshot");
+    refused_alike(&s, post().json(&clone), 400).await;
+    clone["restore_snapshot"] = json!({"source_deployment_id": "0193a0c4d2b77c3e9a4b5c6d7e8f9a0b"});
+    refused_alike(&s, post().json(&clone), 400).await;
     // Not a boolean.
     let maybe = s
         .call(
