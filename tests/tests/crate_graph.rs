@@ -90,6 +90,8 @@ const LAYERS: &[(&str, Layer)] = &[
     ("floe-snapshotter-function", Layer::Functions),
     // Local mode's server: the three functions' work in one process.
     ("floe-local", Layer::Functions),
+    // The operators' command line: a client of the HTTP API, on top.
+    ("floe-cli", Layer::Functions),
     ("floe-tests", Layer::Tests),
     ("floe-hello-lambda", Layer::Tests),
     ("floe-dynamo-baseline", Layer::Tests),
@@ -273,6 +275,19 @@ fn dependencies_point_down_and_adapters_stand_alone() {
         stale.is_empty(),
         "allowed edges that no longer exist (remove them from ALLOWED): {stale:?}"
     );
+}
+
+/// `floe` talks to the API over HTTP only: it links no Floe crate, so it
+/// works against any Floe and cannot lean on the server's internals.
+#[test]
+fn the_cli_links_no_floe_crate() {
+    let graph = Graph::load();
+    assert!(
+        graph.members.contains("floe-cli"),
+        "floe-cli is a workspace member"
+    );
+    let deps = graph.member_deps("floe-cli");
+    assert!(deps.is_empty(), "floe-cli depends on {deps:?}");
 }
 
 #[test]

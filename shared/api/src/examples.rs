@@ -101,3 +101,16 @@ pub fn snapshot_list() -> Value {
         "latest_successful_end_time": "2026-11-29T10:00:42Z", "healthy": true
     })
 }
+
+/// A `validate_only` create's answer: the deployment it would make (no id,
+/// no version, no credentials) and its create plan's steps.
+pub fn deployment_validation() -> Value {
+    let mut deployment = deployment_view();
+    deployment["id"] = json!("");
+    deployment["resource_version"] = json!(0);
+    deployment["plans"] = json!({});
+    json!({"outcome": "create", "deployment": deployment,
+        "plan": {"kind": "create", "steps": ["node-security", "repository-credentials",
+            "template:hot", "launch:hot", "bootstrap-masters", "wait-running", "wait-joined",
+            "register-repository", "record-access"]}})
+}

@@ -16,6 +16,7 @@ use floe_app::plans::{DeploymentPlans, PlanView};
 use floe_app::policies::PolicyList;
 use floe_app::repositories::RepositoryList;
 use floe_app::snapshots::SnapshotList;
+use floe_app::validation::DeploymentValidation;
 use floe_domain::deployment::DeploymentView;
 use floe_domain::policy::PolicyView;
 use floe_domain::repository::RepositoryView;
@@ -115,6 +116,7 @@ documented! {
     SnapshotView => "the snapshot: state, times, indices, shards and size", examples::snapshot(), running examples::running_snapshot();
     DeploymentPlans => "the plans with their steps: status, timing, attempts, log lines and errors", examples::plans();
     PlanView => "the plan", examples::plans()["pending"].clone();
+    DeploymentValidation => "what the call would do (nothing was stored): the outcome, the deployment as it would be, and the steps of the plan it would start", examples::deployment_validation();
     InstanceTypeList => "the instance catalog", serde_json::json!({"instance_types": [{"name": "m6g.xlarge", "family": "m6g", "arch": "arm64", "vcpus": 4, "memory_mib": 16384, "jvm_heap_mib": 8192}]});
     Health => "the API's status and version", serde_json::json!({"status": "ok", "version": "0.1.0"});
 }
@@ -362,5 +364,66 @@ pub fn deployment_created(creation: Creation) -> CreatedOr<DeploymentView> {
             body: view,
         }),
         Creation::Replayed(view) => CreatedOr::Existing(Versioned(view)),
+    }
+}
+
+/// An operation that takes `validate_only`: its own answers, or 200 with
+/// what it would do. The document's 200 is one of the two bodies.
+pub enum OrValidated<T> {
+    Done(T),
+    Validated(Box<Plain<DeploymentValidation>>),
+}
+
+impl<T: IntoResponse> IntoResponse for OrValidated<T> {
+    fn into_response(self) -> Response {
+        match self {
+            OrValidated::Done(t) => t.into_response(),
+            OrValidated::Validated(v) => v.into_response(),
+        }
+    }
+}
+
+impl<T: IntoResponses> IntoResponses for OrValidated<T> {
+    fn responses() -> BTreeMap<String, RefOr<DocResponse>> {
+        let mut all = T::responses();
+        let validation = Ref::from_schema_name(DeploymentValidation::name());
+        let what = format!("With `validate_only=true`: {}.", DeploymentValidation::WHAT);
+        let example = utoipa::openapi::example::ExampleBuilder::new()
+            .summary("validate_only=true")
+            .value(Some(DeploymentValidation::example()))
+            .build();
+        match all.get_mut("200") {
+            Some(RefOr::T(ok)) => {
+                ok.description = format!("{} {what}", ok.description);
+                if let Some(content) = ok.content.get_mut("application/json") {
+                    let mut one_of = utoipa::openapi::schema::OneOfBuilder::new();
+                    if let Some(schema) = content.schema.take() {
+                        one_of = one_of.item(schema);
+                    }
+                    content.schema = Some(RefOr::T(Schema::OneOf(one_of.item(validation).build())));
+                    // Two bodies, two named examples.
+                    if let Some(done) = content.example.take() {
+                        content.examples.insert(
+                            "done".into(),
+                            RefOr::T(
+                                utoipa::openapi::example::ExampleBuilder::new()
+                                    .value(Some(done))
+                                    .build(),
+                            ),
+                        );
+                    }
+                    content
+                        .examples
+                        .insert("validate_only".into(), RefOr::T(example));
+                }
+            }
+            _ => {
+                all.extend(one(
+                    "200",
+                    answer::<DeploymentValidation>(what, DeploymentValidation::example()),
+                ));
+            }
+        }
+        all
     }
 }

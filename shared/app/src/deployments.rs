@@ -1,6 +1,7 @@
 //! Deployments: create (and clone), read, list, update, shut down, delete.
 
 use crate::error::{Holder, reference_error};
+use crate::validation::{self, Checked, DeploymentValidation, Mode, ValidationOutcome};
 use crate::{App, AppError, Manager, Reader, Resource};
 use floe_domain::access::{ELASTIC_USER, ElasticCredentials, PASSWORD_FIELD, sealing_resource};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus, DeploymentView};
@@ -110,7 +111,26 @@ impl App {
         spec: DeploymentSpec,
         idempotency_key: Option<&str>,
     ) -> Result<Creation, AppError> {
-        self.create_validated(who, spec, idempotency_key).await
+        match self
+            .create_deployment_in(who, spec, idempotency_key, Mode::Apply)
+            .await?
+        {
+            Checked::Done(c) => Ok(c),
+            // Apply never stops at a validation.
+            Checked::Validated(_) => Err(AppError::Internal),
+        }
+    }
+
+    /// [`App::create_deployment`], or with [`Mode::ValidateOnly`] every
+    /// check it makes and the answer it would give, with nothing stored.
+    pub async fn create_deployment_in(
+        &self,
+        who: &Manager,
+        spec: DeploymentSpec,
+        idempotency_key: Option<&str>,
+        mode: Mode,
+    ) -> Result<Checked<Creation>, AppError> {
+        self.create_checked(who, spec, idempotency_key, mode).await
     }
 
     /// Creates a deployment from `spec` (a create's body, or a clone's):
@@ -119,9 +139,22 @@ impl App {
     pub(crate) async fn create_validated(
         &self,
         who: &Manager,
-        mut spec: DeploymentSpec,
+        spec: DeploymentSpec,
         key: Option<&str>,
     ) -> Result<Creation, AppError> {
+        match self.create_checked(who, spec, key, Mode::Apply).await? {
+            Checked::Done(c) => Ok(c),
+            Checked::Validated(_) => Err(AppError::Internal),
+        }
+    }
+
+    async fn create_checked(
+        &self,
+        who: &Manager,
+        mut spec: DeploymentSpec,
+        key: Option<&str>,
+        mode: Mode,
+    ) -> Result<Checked<Creation>, AppError> {
         if let Some(k) = key {
             check_idempotency_key(k)?;
         }
@@ -137,16 +170,31 @@ impl App {
                 })
             }
         };
+        if mode == Mode::ValidateOnly {
+            // What the write would refuse, read instead: a key used before
+            // is a replay (or the conflict of another body, or spent).
+            if let Some(idem) = &idempotency
+                && let Some(first) = self.replay(&who.org, idem).await?
+            {
+                let d = self.load_deployment(&who.org, &first.id).await?;
+                return Ok(Checked::Validated(Box::new(DeploymentValidation {
+                    outcome: ValidationOutcome::Replay,
+                    deployment: validation::would_be(&d.value, d.version),
+                    plan: None,
+                })));
+            }
+            return self.create_new(who, spec, None, mode).await;
+        }
         // The write itself refuses a key that was used: a new key (the
         // usual case) costs one transaction and no read before it, and a
         // retry is told apart only when something refuses it. Whatever
         // refused it, a retry of an earlier create answers as that create
         // did (its result, or the conflict of another body).
-        match self.create_new(who, spec, idempotency.as_ref()).await {
-            Ok(created) => Ok(Creation::Created(created)),
+        match self.create_new(who, spec, idempotency.as_ref(), mode).await {
+            Ok(created) => Ok(created),
             Err(refused) => match &idempotency {
                 Some(idem) => match self.replay(&who.org, idem).await? {
-                    Some(first) => Ok(Creation::Replayed(first)),
+                    Some(first) => Ok(Checked::Done(Creation::Replayed(first))),
                     None => Err(refused),
                 },
                 None => Err(refused),
@@ -155,21 +203,33 @@ impl App {
     }
 
     /// Stores a new deployment from `spec` with its create plan (and the
-    /// idempotency key, which the store refuses if it was used).
+    /// idempotency key, which the store refuses if it was used); with
+    /// [`Mode::ValidateOnly`], checks what the store would and stops.
     async fn create_new(
         &self,
         who: &Manager,
         mut spec: DeploymentSpec,
         idempotency: Option<&Idempotency>,
-    ) -> Result<DeploymentView, AppError> {
+        mode: Mode,
+    ) -> Result<Checked<Creation>, AppError> {
         let warnings = self.resolve_clone(&who.org, &mut spec).await?;
 
         let now = chrono::Utc::now();
-        let id = new_resource_id();
+        // A validation names no deployment: nothing is reserved.
+        let id = match mode {
+            Mode::Apply => new_resource_id(),
+            Mode::ValidateOnly => String::new(),
+        };
         // The owner gets the elastic password in this answer; the create
-        // plan gives the cluster the same one.
-        let password = floe_node_security::new_password();
-        let sealed = self.seal_password(&who.org, &id, password.expose()).await?;
+        // plan gives the cluster the same one. A validation makes none.
+        let password = match mode {
+            Mode::Apply => {
+                let password = floe_node_security::new_password();
+                let sealed = self.seal_password(&who.org, &id, password.expose()).await?;
+                Some((password, sealed))
+            }
+            Mode::ValidateOnly => None,
+        };
         // The plan restores the clone's source; the deployment does not keep it.
         let params = PlanParams::Create(spec.clone());
         spec.restore_snapshot = None;
@@ -181,17 +241,29 @@ impl App {
             &who.subject,
             now,
         );
-        let deployment = Deployment {
+        let mut deployment = Deployment {
             id: id.clone(),
             org: who.org.clone(),
             spec,
             status: lifecycle::while_running(plan.kind()),
             pending_plan: Some(plan.reference()),
             access: None,
-            password_to_apply: Some(sealed),
+            password_to_apply: None,
             created: now,
             updated: now,
         };
+        let Some((password, sealed)) = password else {
+            // The store would refuse missing references: look them up.
+            self.check_references(&who.org, &deployment.spec).await?;
+            let mut would_be = validation::would_be(&deployment, 0);
+            would_be.warnings = warnings;
+            return Ok(Checked::Validated(Box::new(DeploymentValidation {
+                outcome: ValidationOutcome::Create,
+                deployment: would_be,
+                plan: Some(validation::preview(&plan, &deployment)),
+            })));
+        };
+        deployment.password_to_apply = Some(sealed);
         match self
             .store
             .create_deployment(&deployment, &plan, idempotency)
@@ -216,7 +288,7 @@ impl App {
         let mut created = view(&stored);
         created.warnings = warnings;
         created.credentials = Some(credentials(password.expose()));
-        Ok(created)
+        Ok(Checked::Done(Creation::Created(created)))
     }
 
     /// The first result of an idempotent create, or a conflict when the key
@@ -457,9 +529,30 @@ impl App {
         who: &Manager,
         id: &str,
         expected: Option<u64>,
-        mut spec: DeploymentSpec,
+        spec: DeploymentSpec,
         read_only: &ReadOnlyFields,
     ) -> Result<DeploymentView, AppError> {
+        match self
+            .replace_deployment_in(who, id, expected, spec, read_only, Mode::Apply)
+            .await?
+        {
+            Checked::Done(view) => Ok(view),
+            // Apply never stops at a validation.
+            Checked::Validated(_) => Err(AppError::Internal),
+        }
+    }
+
+    /// [`App::replace_deployment`], or with [`Mode::ValidateOnly`] every
+    /// check it makes and what it would change, with nothing stored.
+    pub async fn replace_deployment_in(
+        &self,
+        who: &Manager,
+        id: &str,
+        expected: Option<u64>,
+        mut spec: DeploymentSpec,
+        read_only: &ReadOnlyFields,
+        mode: Mode,
+    ) -> Result<Checked<DeploymentView>, AppError> {
         let previous = self.load_deployment(&who.org, id).await?;
         let read_version = read_only
             .resource_version()
@@ -549,6 +642,32 @@ impl App {
             next.spec = spec;
         }
         next.updated = now;
+        if mode == Mode::ValidateOnly {
+            let validated = match &plan {
+                Some(p) => {
+                    // What the deployment would run once the plan succeeds.
+                    let mut target = next.clone();
+                    if let Some(spec) = p.params.target_spec() {
+                        target.spec = spec.clone();
+                    }
+                    DeploymentValidation {
+                        outcome: ValidationOutcome::Plan,
+                        deployment: validation::would_be(&target, previous.version),
+                        plan: Some(validation::preview(p, &previous.value)),
+                    }
+                }
+                None => {
+                    // The store would refuse the record's missing references.
+                    self.check_references(&who.org, &next.spec).await?;
+                    DeploymentValidation {
+                        outcome: ValidationOutcome::Record,
+                        deployment: validation::would_be(&next, previous.version),
+                        plan: None,
+                    }
+                }
+            };
+            return Ok(Checked::Validated(Box::new(validated)));
+        }
         let version = self
             .store
             .replace_deployment(&next, &previous, plan.as_ref())
@@ -572,7 +691,7 @@ impl App {
             self.sync_schedules(ReconcileJob::deployment(&who.org, id))
                 .await;
         }
-        Ok(DeploymentView::new(&next, version))
+        Ok(Checked::Done(DeploymentView::new(&next, version)))
     }
 
     /// Start a stopped deployment again with its spec: new nodes, its own

@@ -5,8 +5,9 @@
 //!
 //! The app depends on the ports only: it wakes the worker through
 //! [`WorkQueue`], keeps schedules in step through [`ScheduleSync`] and
-//! reaches clusters through [`floe_clusters::Clusters`]. It never links the
-//! plan engine or a scheduler.
+//! reaches clusters through [`floe_clusters::Clusters`]. It never runs the
+//! plan engine or a scheduler; it links the plans crate only to lay out the
+//! steps of a plan that `validate_only` shows.
 
 pub mod caller;
 pub mod catalog;
@@ -18,6 +19,7 @@ pub mod proxy;
 pub mod repositories;
 pub mod restore;
 pub mod snapshots;
+pub mod validation;
 
 pub use caller::{Admin, Caller, Manager, Reader};
 pub use error::{AppError, Resource};

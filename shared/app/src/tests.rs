@@ -874,3 +874,98 @@ async fn endpoint_names_are_checked_by_what_they_resolve_to() -> TestResult {
     }
     Ok(())
 }
+
+/// `validate_only` only reads: no store write, no worker woken, no schedule
+/// synced, whatever it answers or refuses.
+#[tokio::test]
+async fn validate_only_reads_and_never_writes_wakes_or_syncs() -> TestResult {
+    use crate::validation::{Checked, Mode, ValidationOutcome};
+    use floe_domain::replacement::ReadOnlyFields;
+    let mut w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let quiet = |w: &mut World| {
+        let calls = w.backend.take();
+        assert!(!calls.contains(&"write"), "{calls:?}");
+        assert!(w.jobs.try_recv().is_err(), "a worker was woken");
+        assert!(w.synced.take().is_empty(), "schedules were synced");
+    };
+
+    let checked = w
+        .app
+        .create_deployment_in(&who, spec(1)?, Some("k1"), Mode::ValidateOnly)
+        .await?;
+    let Checked::Validated(v) = checked else {
+        return Err("a validation created".into());
+    };
+    assert_eq!(v.outcome, ValidationOutcome::Create);
+    assert_eq!(v.plan.map(|p| p.kind), Some(PlanKind::Create));
+    assert!(v.deployment.credentials.is_none());
+    quiet(&mut w);
+
+    let view = created(w.app.create_deployment(&who, spec(1)?, Some("k1")).await?)?;
+    w.jobs.try_recv()?;
+    w.backend.take();
+    w.synced.take();
+
+    // A retry, checked: a replay of the first create.
+    let checked = w
+        .app
+        .create_deployment_in(&who, spec(1)?, Some("k1"), Mode::ValidateOnly)
+        .await?;
+    let Checked::Validated(v) = checked else {
+        return Err("a validation replayed".into());
+    };
+    assert_eq!(v.outcome, ValidationOutcome::Replay);
+    assert_eq!(v.deployment.id, view.id);
+    quiet(&mut w);
+
+    // A rename is recorded at once; a resize while the create plan is
+    // pending is refused, as the real update refuses it.
+    let mut renamed = spec(1)?;
+    renamed.name = "logs-renamed".into();
+    let checked = w
+        .app
+        .replace_deployment_in(
+            &who,
+            &view.id,
+            Some(1),
+            renamed,
+            &ReadOnlyFields::default(),
+            Mode::ValidateOnly,
+        )
+        .await?;
+    let Checked::Validated(v) = checked else {
+        return Err("a validation updated".into());
+    };
+    assert_eq!(v.outcome, ValidationOutcome::Record);
+    assert_eq!(v.deployment.name, "logs-renamed");
+    quiet(&mut w);
+    let resized = w
+        .app
+        .replace_deployment_in(
+            &who,
+            &view.id,
+            None,
+            spec(2)?,
+            &ReadOnlyFields::default(),
+            Mode::ValidateOnly,
+        )
+        .await;
+    assert!(
+        matches!(
+            resized,
+            Err(AppError::Conflict {
+                code: "deployments.plan_in_progress",
+                ..
+            })
+        ),
+        "{resized:?}"
+    );
+    quiet(&mut w);
+    let stored = w
+        .app
+        .get_deployment(&caller(&[Role::DeploymentViewer]).reader()?, &view.id)
+        .await?;
+    assert_eq!((stored.name.as_str(), stored.resource_version), ("logs", 1));
+    Ok(())
+}

@@ -2,15 +2,16 @@
 
 use crate::error::ApiError;
 use crate::extract::{
-    Caller, DeploymentReplacement, JsonSpec, PathParam, expected_version, idempotency_key,
-    only_params, page_request,
+    Caller, DeploymentReplacement, JsonSpec, PathParam, bool_param, expected_version,
+    idempotency_key, only_params, page_request,
 };
-use crate::respond::{CreatedOr, Plain, Planned, Versioned, deployment_created};
+use crate::respond::{CreatedOr, OrValidated, Plain, Planned, Versioned, deployment_created};
 use crate::responses::{BodyErrors, Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use floe_app::deployments::{DeploymentList, DeploymentQuery};
+use floe_app::validation::{Checked, Mode};
 use floe_domain::deployment::{DeploymentSpec, DeploymentView};
 use std::collections::BTreeMap;
 
@@ -60,6 +61,11 @@ async fn reset_password(
 /// the plan engine runs. `Idempotency-Key` (or ECE's `request_id`) makes
 /// retries safe: the same key and body return the first result.
 ///
+/// With `validate_only=true` the request is checked as the create checks
+/// it (body, role, references, a clone's snapshot, the idempotency key)
+/// and answered with 200 and what it would create, the create plan's steps
+/// included; nothing is stored and no plan starts.
+///
 /// Refusals:
 /// - 409: idempotency key reused with another body, or spent (its deployment was deleted since).
 #[utoipa::path(
@@ -70,10 +76,11 @@ async fn reset_password(
     params(
         ("Idempotency-Key" = Option<String>, Header, description = "Retry key: the same key and body return the first result."),
         ("request_id" = Option<String>, Query, description = "Same as Idempotency-Key (ECE)."),
+        ("validate_only" = Option<bool>, Query, description = "Check the request and answer what it would create (200, `DeploymentValidation`); store nothing."),
     ),
     request_body(content = DeploymentSpec, example = json!(crate::examples::deployment_request())),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(CreatedOr<DeploymentView>, Invalid, ManageErrors, Conflict, BodyErrors),
+    responses(OrValidated<CreatedOr<DeploymentView>>, Invalid, ManageErrors, Conflict, BodyErrors),
     security(("bearer" = []))
 )]
 async fn create_deployment(
@@ -82,15 +89,19 @@ async fn create_deployment(
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
     JsonSpec(spec): JsonSpec<DeploymentSpec>,
-) -> Result<CreatedOr<DeploymentView>, ApiError> {
+) -> Result<OrValidated<CreatedOr<DeploymentView>>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["request_id"])?;
+    only_params(&query, &["request_id", "validate_only"])?;
+    let mode = Mode::validate_only(bool_param(&query, "validate_only")?);
     let key = idempotency_key(&headers, &query);
-    let creation = state
+    let checked = state
         .app
-        .create_deployment(&who, spec, key.as_deref())
+        .create_deployment_in(&who, spec, key.as_deref(), mode)
         .await?;
-    Ok(deployment_created(creation))
+    Ok(match checked {
+        Checked::Done(creation) => OrValidated::Done(deployment_created(creation)),
+        Checked::Validated(v) => OrValidated::Validated(Box::new(Plain(*v))),
+    })
 }
 
 /// List deployments.
@@ -163,6 +174,12 @@ async fn get_deployment(
 /// next start (`POST …/_start`). A failed deployment is fixed by sending
 /// its spec again: a plan re-applies it.
 ///
+/// With `validate_only=true` the request is checked as the update checks
+/// it (body, role, read-only fields, preconditions, version path,
+/// references, a pending plan) and answered with 200 and what it would
+/// change, the plan's steps included when it needs one; nothing is stored
+/// and no plan starts.
+///
 /// Refusals:
 /// - 409: a plan is pending, or a concurrent change won.
 #[utoipa::path(
@@ -174,10 +191,11 @@ async fn get_deployment(
         ("id" = String, Path, description = "Deployment id."),
         ("If-Match" = Option<String>, Header, description = "Update only if the deployment is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
+        ("validate_only" = Option<bool>, Query, description = "Check the request and answer what it would change (200, `DeploymentValidation`); store nothing."),
     ),
     request_body(content = DeploymentSpec, description = "A spec, or the GET body with fields changed.", example = json!(crate::examples::deployment_request())),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(Versioned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict, Stale, BodyErrors),
+    responses(OrValidated<Versioned<DeploymentView>>, Invalid, ManageErrors, NotFound, Conflict, Stale, BodyErrors),
     security(("bearer" = []))
 )]
 async fn put_deployment(
@@ -187,15 +205,19 @@ async fn put_deployment(
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
     DeploymentReplacement(spec, read_only): DeploymentReplacement,
-) -> Result<Versioned<DeploymentView>, ApiError> {
+) -> Result<OrValidated<Versioned<DeploymentView>>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["version"])?;
+    only_params(&query, &["version", "validate_only"])?;
+    let mode = Mode::validate_only(bool_param(&query, "validate_only")?);
     let expected = expected_version(&headers, &query)?;
-    let updated = state
+    let checked = state
         .app
-        .replace_deployment(&who, &id, expected, spec, &read_only)
+        .replace_deployment_in(&who, &id, expected, spec, &read_only, mode)
         .await?;
-    Ok(Versioned(updated))
+    Ok(match checked {
+        Checked::Done(updated) => OrValidated::Done(Versioned(updated)),
+        Checked::Validated(v) => OrValidated::Validated(Box::new(Plain(*v))),
+    })
 }
 
 /// Delete a stopped deployment: a delete plan removes what it still holds
