@@ -161,6 +161,10 @@ pub struct PolicyRun {
     pub total_snapshots: u64,
     #[serde(default)]
     pub total_deleted: u64,
+    /// What the last run's retention kept because clones depend on it
+    /// (`{snapshot}: pinned by …`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_retention_skipped: Vec<String>,
 }
 
 impl PolicyRun {
@@ -179,6 +183,7 @@ impl PolicyRun {
             total_failures: 0,
             total_snapshots: 0,
             total_deleted: 0,
+            last_retention_skipped: Vec::new(),
         }
     }
 }

@@ -21,10 +21,16 @@ use crate::steps::drain::update_shape;
 use crate::steps::voting::{is_master_group, retires_masters};
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::plan::StepStatus;
+use floe_domain::restore::CloneSource;
 use serde_json::Value;
 
-/// The steps that take a deployment running `current` to `target`.
-pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
+/// The steps that take a deployment running `current` to `target`; a
+/// clone's `source` gives new nodes the client its mounted shards need.
+pub fn saga(
+    current: &DeploymentSpec,
+    target: &DeploymentSpec,
+    source: Option<&CloneSource>,
+) -> Saga {
     let shape = update_shape(current, target);
     let mut saga = Saga::default();
     // Does nothing; its undo, the last of an unwinding, lifts the
@@ -46,7 +52,7 @@ pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
     if grows {
         saga.step("node-security", action!(node_security), action!(nothing));
     }
-    if grows && client_repository_name(target).is_some() {
+    if grows && client_repository_name(target, source).is_some() {
         saga.step(
             "repository-credentials",
             action!(repository_credentials),
@@ -197,7 +203,7 @@ mod tests {
             ("8.15.3", "8.15.3", true, false),
         ];
         for (from, to, repository, snapshot) in cases {
-            let ids = saga(&spec(from, repository)?, &spec(to, repository)?).ids();
+            let ids = saga(&spec(from, repository)?, &spec(to, repository)?, None).ids();
             let case = format!("{from} -> {to}, repository {repository}");
             assert_eq!(
                 ids.get(1).map(String::as_str) == Some("upgrade-snapshot"),
