@@ -1391,6 +1391,42 @@ async fn clone_sources_are_recorded_pinned_and_never_written() -> TestResult {
         .await?;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(w.settled(&mounted).await?["status"], "stopped");
+    // A start registers the source again (its mounted indices name it).
+    let (status, body) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{mounted}/_start"),
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(w.settled(&mounted).await?["status"], "running");
+    let plan = w.last_plan(&mounted).await?;
+    for id in ["repository-credentials", "register-source"] {
+        assert_eq!(
+            step(&plan, id).ok_or(id)?["status"],
+            "succeeded",
+            "{id}: {plan}"
+        );
+    }
+    let url = w.url(&mounted).await?;
+    let repo: Value = w
+        .http
+        .get(format!("{url}/_snapshot/main"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(repo["main"]["settings"]["readonly"], "true", "{repo}");
+    let (status, _) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{mounted}/_shutdown?skip_snapshot=true"),
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(w.settled(&mounted).await?["status"], "stopped");
     let (status, body) = w
         .call("DELETE", &format!("/api/v1/deployments/{mounted}"), None)
         .await?;

@@ -191,6 +191,49 @@ mod tests {
         serde_json::from_value(s)
     }
 
+    /// Issue 12, defect 3 (b): a mount clone has no repository of its own;
+    /// new nodes still need the client of the source its shards live in.
+    #[test]
+    fn new_nodes_of_a_clone_get_its_sources_client() -> Result<(), serde_json::Error> {
+        use floe_domain::restore::{CloneSource, RestoreMode};
+        let current = spec("8.15.3", false)?;
+        let mut grown = current.clone();
+        grown.node_groups[1].count = 3;
+        let source = CloneSource {
+            source_deployment_id: "0193a0c4e1f07d2a8b9c0d1e2f3a4b5c".into(),
+            repository: "main".into(),
+            registered_as: "main".into(),
+            snapshot: "nightly-1".into(),
+            snapshot_sort_millis: 0,
+            mode: RestoreMode::Mount,
+            pinned: true,
+        };
+        let ids = saga(&current, &grown, Some(&source)).ids();
+        assert!(ids.iter().any(|s| s == "repository-credentials"), "{ids:?}");
+        let plain = saga(&current, &grown, None).ids();
+        assert!(
+            !plain.iter().any(|s| s == "repository-credentials"),
+            "{plain:?}"
+        );
+
+        // A start registers the source again, before anything restores.
+        let params = floe_domain::plan::StartParams {
+            spec: current.clone(),
+            restore: None,
+        };
+        let ids = super::super::start::saga(&params, Some(&source)).ids();
+        let at = |id: &str| ids.iter().position(|s| s == id);
+        assert!(at("repository-credentials") < at("launch:hot"), "{ids:?}");
+        assert!(at("register-source") > at("wait-joined"), "{ids:?}");
+        let restored = CloneSource {
+            mode: RestoreMode::Restore,
+            ..source
+        };
+        let ids = super::super::start::saga(&params, Some(&restored)).ids();
+        assert!(!ids.iter().any(|s| s == "register-source"), "{ids:?}");
+        Ok(())
+    }
+
     #[test]
     fn a_version_change_snapshots_first_and_replaces_the_masters_last()
     -> Result<(), serde_json::Error> {
