@@ -462,6 +462,43 @@ mod tests {
         }
     }
 
+    /// Records written before Floe kept a clone's source still load, and
+    /// one written with it reads back the same.
+    #[test]
+    fn records_without_a_clone_source_load() {
+        let body = serde_json::json!({
+            "id": "0193a0c4e1f07d2a8b9c0d1e2f3a4b5c", "org": "acme",
+            "spec": {"name": "logs", "version": "8.15.3", "node_groups": [
+                {"id": "hot", "roles": ["master", "data_hot"], "instance_type": "m6g.large",
+                 "count": 1, "storage": {"size_gb": 20}}]},
+            "status": "running", "pending_plan": null,
+            "created": "2026-11-01T00:00:00Z", "updated": "2026-11-01T00:00:00Z"
+        });
+        let old: crate::deployment::Deployment =
+            serde_json::from_value(body.clone()).expect("an old record loads");
+        assert_eq!(old.clone_source, None);
+        let mut new = old.clone();
+        new.clone_source = Some(CloneSource {
+            source_deployment_id: "0193a0c4e1f07d2a8b9c0d1e2f3a4b5d".into(),
+            repository: "main".into(),
+            registered_as: "main-source-2f3a4b5d".into(),
+            snapshot: "nightly-1".into(),
+            snapshot_sort_millis: 1_700_000_000_000,
+            mode: RestoreMode::Mount,
+            pinned: true,
+        });
+        let written = serde_json::to_value(&new).expect("serializes");
+        let back: crate::deployment::Deployment =
+            serde_json::from_value(written).expect("reads back");
+        assert_eq!(back, new);
+        let run: crate::snapshot::PolicyRun = serde_json::from_value(serde_json::json!({
+            "org": "acme", "deployment_id": "d", "policy_id": "p",
+            "last_run": "2026-11-01T00:00:00Z", "last_outcome": "snapshot"
+        }))
+        .expect("an old run state loads");
+        assert!(run.last_retention_skipped.is_empty());
+    }
+
     #[test]
     fn bad_requests_name_their_fields() {
         let r = RestoreRequest {

@@ -956,3 +956,41 @@ async fn retention_keeps_a_snapshot_a_clone_pins_and_says_so() -> TestResult {
     assert!(fourth.deleted.contains(&pinned), "{fourth:?}");
     Ok(())
 }
+
+/// Issue 12, defect 3 (c): a policy whose repository is the name a mount
+/// clone reads its source's path under (read-only) never registers that
+/// name at the clone's own path: the run skips and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_on_a_mount_clones_source_registration_skips() -> TestResult {
+    use floe_domain::restore::{CloneSource, RestoreMode};
+    let w = world(SimFaults::default())?;
+    let repo = fs_repository("main");
+    let p = policy("main", None);
+    let d = deployment(&w, &repo, &p).await?;
+    let previous = w
+        .store
+        .get_deployment(ORG, &d.id)
+        .await?
+        .ok_or("deployment")?;
+    let mut clone = previous.value.clone();
+    clone.clone_source = Some(CloneSource {
+        source_deployment_id: new_resource_id(),
+        repository: "main".into(),
+        registered_as: "main".into(),
+        snapshot: "nightly-1".into(),
+        snapshot_sort_millis: 0,
+        mode: RestoreMode::Mount,
+        pinned: false,
+    });
+    w.store.replace_deployment(&clone, &previous, None).await?;
+    let run = w.snapshotter.run_scheduled(ORG, &d.id, &p.id).await?;
+    assert_eq!(run.outcome, RunOutcome::Skipped, "{run:?}");
+    assert!(
+        run.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("read-only registration")),
+        "{run:?}"
+    );
+    assert!(stored_names(&w, &d).await?.is_empty());
+    Ok(())
+}
