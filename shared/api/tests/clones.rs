@@ -1270,8 +1270,9 @@ async fn clone_sources_are_recorded_pinned_and_never_written() -> TestResult {
     );
     let message = body["errors"][0]["message"].as_str().unwrap_or_default();
     assert!(message.contains(&mounted), "names the clone: {message}");
-    let (status, _) = w.call("GET", &path, None).await?;
+    let (status, body) = w.call("GET", &path, None).await?;
     assert_eq!(status, StatusCode::OK, "still recorded");
+    assert_eq!(body["pinned"], true, "{body}");
     assert_eq!(w.count(&mounted, "orders").await?, Some(30));
 
     // (c) Nothing registers `main` at the clone's own path.
@@ -1431,6 +1432,8 @@ async fn clone_sources_are_recorded_pinned_and_never_written() -> TestResult {
         .call("DELETE", &format!("/api/v1/deployments/{mounted}"), None)
         .await?;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (_, body) = w.call("GET", &path, None).await?;
+    assert!(body.get("pinned").is_none(), "{body}");
     let (status, body) = w.call("DELETE", &path, None).await?;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     assert_eq!(

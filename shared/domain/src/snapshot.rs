@@ -103,9 +103,21 @@ pub struct SnapshotView {
     pub policy_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// Clones depend on it (they mount it, or have not finished restoring
+    /// it): it cannot be deleted, and retention keeps it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
 }
 
 impl SnapshotView {
+    /// The view of a record that `refs` clones pin.
+    pub fn pinned_by(r: &SnapshotRecord, refs: u64) -> SnapshotView {
+        SnapshotView {
+            pinned: refs > 0,
+            ..SnapshotView::new(r)
+        }
+    }
+
     pub fn new(r: &SnapshotRecord) -> SnapshotView {
         SnapshotView {
             snapshot: r.name.clone(),
@@ -120,6 +132,7 @@ impl SnapshotView {
             size_in_bytes: r.size_in_bytes,
             policy_id: r.policy_id.clone(),
             failure: r.failure.clone(),
+            pinned: false,
         }
     }
 }

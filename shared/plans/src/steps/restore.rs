@@ -59,10 +59,11 @@ fn source_target(ctx: &StepContext<'_>) -> Result<RestoreTarget, Outcome> {
 }
 
 /// What a plan that ended well does to a clone's pin: a restore clone's
-/// create has copied the data, so the source's snapshot is free again; a
+/// create has copied the data, so the source's snapshot is free again (and
+/// a clone whose create failed, started since, will never read it); a
 /// mount clone keeps reading it.
 pub(crate) fn settle_source(plan: &Plan, next: &mut Deployment) {
-    if plan.kind() != PlanKind::Create {
+    if !matches!(plan.kind(), PlanKind::Create | PlanKind::Start) {
         return;
     }
     if let Some(src) = next.clone_source.as_mut()
