@@ -38,7 +38,7 @@ usage: floe [global options] <resource> <action> [arguments] [options]
   policy list | show ID | delete ID [--if-match VERSION]
   policy update ID -f POLICY.json [--if-match VERSION|current]
   plan show DEPLOYMENT
-  plan cancel DEPLOYMENT [--track]
+  plan cancel DEPLOYMENT [--force] [--track]
 
 global options:
   --api-url URL      the API (else FLOE_API_URL, else api_url in the config file)
@@ -65,7 +65,14 @@ const VALUED: &[&str] = &[
     "status",
     "poll-ms",
 ];
-const SWITCHES: &[&str] = &["track", "skip-snapshot", "validate-only", "wait", "help"];
+const SWITCHES: &[&str] = &[
+    "track",
+    "skip-snapshot",
+    "validate-only",
+    "wait",
+    "force",
+    "help",
+];
 
 /// The command line: positional words and options.
 struct Args {
@@ -159,7 +166,7 @@ enum Output {
 struct Done {
     body: Value,
     kind: Kind,
-    track: Option<(String, String)>,
+    track: Option<(String, String, String)>,
 }
 
 /// How a body is printed as text.
@@ -240,12 +247,12 @@ async fn run() -> Result<(), Failure> {
     };
     print(output, result.kind, &result.body);
     if args.on("track") {
-        let Some((id, plan_id)) = result.track else {
+        let Some((id, plan_id, kind)) = result.track else {
             return Err(Failure::Usage(
                 "--track: this command started no plan to follow".into(),
             ));
         };
-        let plan = track::follow(&client, &id, &plan_id, poll).await?;
+        let plan = track::follow(&client, &id, &plan_id, &kind, poll).await?;
         if output == Output::Json {
             println!("{}", pretty(&plan));
         }
@@ -258,10 +265,12 @@ const REPOSITORIES: &str = "/api/v1/platform/configuration/snapshots/repositorie
 const POLICIES: &str = "/api/v1/snapshot-policies";
 
 /// The plan a deployment's answer says is pending, to follow.
-fn pending(d: &Value) -> Option<(String, String)> {
+/// The deployment, its pending plan and that plan's kind, to follow.
+fn pending(d: &Value) -> Option<(String, String, String)> {
     let id = d["id"].as_str()?;
     let plan = d["plans"]["pending"]["plan_id"].as_str()?;
-    Some((id.to_string(), plan.to_string()))
+    let kind = d["plans"]["pending"]["kind"].as_str().unwrap_or("");
+    Some((id.to_string(), plan.to_string(), kind.to_string()))
 }
 
 /// `Idempotency-Key`: given, or made here so that the command is safe to
@@ -564,12 +573,19 @@ async fn plan(client: &Client, args: &Args, action: &str) -> Result<Done, Failur
     match action {
         "show" => Ok(done(client.get(&base).await?, Kind::Plans)),
         "cancel" => {
+            // --force ends it at once where it stands (the API's force_delete).
+            let force = if args.on("force") {
+                "?force_delete=true"
+            } else {
+                ""
+            };
             let answer = client
-                .call(Method::DELETE, &format!("{base}/pending"), None, &[])
+                .call(Method::DELETE, &format!("{base}/pending{force}"), None, &[])
                 .await?;
+            let kind = answer.body["kind"].as_str().unwrap_or("").to_string();
             let track = answer.body["plan_attempt_id"]
                 .as_str()
-                .map(|p| (id.to_string(), p.to_string()));
+                .map(|p| (id.to_string(), p.to_string(), kind));
             Ok(Done {
                 body: answer.body,
                 kind: Kind::Plan,

@@ -13,6 +13,7 @@ pub async fn follow(
     client: &Client,
     deployment_id: &str,
     plan_id: &str,
+    kind: &str,
     poll: Duration,
 ) -> Result<Value, Failure> {
     let tty = std::io::stderr().is_terminal();
@@ -21,7 +22,7 @@ pub async fn follow(
     // A brief outage (a restart, a dropped connection) is waited out; a
     // longer one ends the command as unreachable.
     let mut misses = 0;
-    let mut last_kind = String::new();
+    let mut last_kind = kind.to_string();
     loop {
         let plan = match find_plan(client, deployment_id, plan_id).await {
             Ok(p) => {

@@ -1206,3 +1206,242 @@ async fn the_proxy_authorisation_matrix() -> TestResult {
     assert_eq!(cells, 6 * (1 + 4 * 3));
     Ok(())
 }
+
+/// Issue 12, defect 3: a clone records what it depends on; its source's
+/// snapshot is pinned (a mount clone's until it is deleted, a restore
+/// clone's until its data is recovered); later plans keep the source's
+/// client; and nothing registers the name the clone reads its source's
+/// path under again at the clone's own path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clone_sources_are_recorded_pinned_and_never_written() -> TestResult {
+    let w = world().await?;
+    let (source, snapshot) = w.source().await?;
+    let refs = |w: &World| {
+        let store = w.store.clone();
+        async move {
+            Ok::<u64, Box<dyn std::error::Error>>(
+                store.get_repository(ORG, "main").await?.ok_or("main")?.refs,
+            )
+        }
+    };
+    assert_eq!(refs(&w).await?, 1, "the source");
+
+    // A mount clone without a repository of its own: the source's path is
+    // registered read-only as `main` on it.
+    let (mounted, d) = w
+        .create_at(
+            &format!("/api/v1/deployments/{source}/_clone"),
+            json!({"name": "mounted", "mode": "mount"}),
+        )
+        .await?;
+    assert_eq!(d["status"], "running", "{d}");
+    let src = &d["clone_source"];
+    assert_eq!(src["source_deployment_id"], source.as_str(), "{d}");
+    assert_eq!(
+        (
+            src["repository"].as_str(),
+            src["registered_as"].as_str(),
+            src["snapshot"].as_str(),
+            src["mode"].as_str(),
+            src["pinned"].as_bool()
+        ),
+        (
+            Some("main"),
+            Some("main"),
+            Some(snapshot.as_str()),
+            Some("mount"),
+            Some(true)
+        ),
+        "{d}"
+    );
+    assert_eq!(
+        refs(&w).await?,
+        2,
+        "the clone reads the source's repository"
+    );
+
+    // (a) The snapshot it mounts cannot be deleted.
+    let path = format!("/api/v1/deployments/{source}/snapshots/{snapshot}");
+    let (status, body) = w.call("DELETE", &path, None).await?;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::CONFLICT, ("snapshots.snapshot_pinned", "name")),
+        "{body}"
+    );
+    let message = body["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&mounted), "names the clone: {message}");
+    let (status, body) = w.call("GET", &path, None).await?;
+    assert_eq!(status, StatusCode::OK, "still recorded");
+    assert_eq!(body["pinned"], true, "{body}");
+    assert_eq!(w.count(&mounted, "orders").await?, Some(30));
+
+    // (c) Nothing registers `main` at the clone's own path.
+    let mut put = d.clone();
+    put["snapshot"] = json!({"repository": "main"});
+    let (status, body) = w
+        .call("PUT", &format!("/api/v1/deployments/{mounted}"), Some(put))
+        .await?;
+    assert_eq!(
+        (status, code(&body)),
+        (
+            StatusCode::CONFLICT,
+            ("restore.source_path_read_only", "snapshot.repository")
+        ),
+        "{body}"
+    );
+    let admin = token_with(ORG, &[Role::PlatformAdmin]);
+    let (status, policy) = w
+        .call_with(
+            &admin,
+            "POST",
+            "/api/v1/snapshot-policies",
+            Some(json!({"name": "nightly", "schedule": {"interval": "30m"},
+                        "snapshot_name": "<nightly-{now/d}>", "repository": "main",
+                        "retention": {"max_count": 1}})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::CREATED, "{policy}");
+    let mut put = d.clone();
+    put["snapshot"] = json!({"policies": [policy["id"]]});
+    let (status, body) = w
+        .call("PUT", &format!("/api/v1/deployments/{mounted}"), Some(put))
+        .await?;
+    assert_eq!(
+        (status, code(&body)),
+        (
+            StatusCode::CONFLICT,
+            ("restore.source_path_read_only", "snapshot.policies[0]")
+        ),
+        "{body}"
+    );
+    let (status, body) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{mounted}/_restore"),
+            Some(json!({"snapshot_name": snapshot, "repository": "main"})),
+        )
+        .await?;
+    assert_eq!(
+        (status, code(&body)),
+        (
+            StatusCode::CONFLICT,
+            ("restore.source_path_read_only", "repository")
+        ),
+        "{body}"
+    );
+    let url = w.url(&mounted).await?;
+    let repo: Value = w
+        .http
+        .get(format!("{url}/_snapshot/main"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(repo["main"]["settings"]["readonly"], "true", "{repo}");
+
+    // (b) An update plan gives the new nodes the source's client, and the
+    // mounted data stays readable.
+    let (_, d) = w
+        .call("GET", &format!("/api/v1/deployments/{mounted}"), None)
+        .await?;
+    let mut grown = d.clone();
+    grown["node_groups"][0]["count"] = json!(2);
+    let (status, body) = w
+        .call(
+            "PUT",
+            &format!("/api/v1/deployments/{mounted}"),
+            Some(grown),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let d = w.settled(&mounted).await?;
+    assert_eq!(d["status"], "running", "{d}");
+    let plan = w.last_plan(&mounted).await?;
+    assert_eq!(plan["status"], "succeeded", "{plan}");
+    assert!(
+        step(&plan, "repository-credentials").is_some(),
+        "the new nodes get the source's client: {plan}"
+    );
+    assert_eq!(d["clone_source"]["pinned"], true, "{d}");
+    assert_eq!(w.count(&mounted, "orders").await?, Some(30));
+
+    // A restore clone pins the snapshot until its data is recovered.
+    let (copied, d) = w
+        .create_at(
+            &format!("/api/v1/deployments/{source}/_clone"),
+            json!({"name": "copied"}),
+        )
+        .await?;
+    assert_eq!(d["status"], "running", "{d}");
+    assert_eq!(d["clone_source"]["mode"], "restore", "{d}");
+    assert_eq!(d["clone_source"]["pinned"], false, "released: {d}");
+    let (status, body) = w.call("DELETE", &path, None).await?;
+    let message = body["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        status == StatusCode::CONFLICT && message.contains(&mounted) && !message.contains(&copied),
+        "{status} {body}"
+    );
+
+    // Deleting the mount clone releases the snapshot.
+    let (status, _) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{mounted}/_shutdown?skip_snapshot=true"),
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(w.settled(&mounted).await?["status"], "stopped");
+    // A start registers the source again (its mounted indices name it).
+    let (status, body) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{mounted}/_start"),
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(w.settled(&mounted).await?["status"], "running");
+    let plan = w.last_plan(&mounted).await?;
+    for id in ["repository-credentials", "register-source"] {
+        assert_eq!(
+            step(&plan, id).ok_or(id)?["status"],
+            "succeeded",
+            "{id}: {plan}"
+        );
+    }
+    let url = w.url(&mounted).await?;
+    let repo: Value = w
+        .http
+        .get(format!("{url}/_snapshot/main"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(repo["main"]["settings"]["readonly"], "true", "{repo}");
+    let (status, _) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{mounted}/_shutdown?skip_snapshot=true"),
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(w.settled(&mounted).await?["status"], "stopped");
+    let (status, body) = w
+        .call("DELETE", &format!("/api/v1/deployments/{mounted}"), None)
+        .await?;
+    // A delete is a plan: the pin goes with the record when it succeeds.
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(w.settled(&mounted).await?, Value::Null, "deleted");
+    let (_, body) = w.call("GET", &path, None).await?;
+    assert!(body.get("pinned").is_none(), "{body}");
+    let (status, body) = w.call("DELETE", &path, None).await?;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    assert_eq!(
+        refs(&w).await?,
+        3,
+        "the source, the policy and the restore clone"
+    );
+    Ok(())
+}

@@ -8,6 +8,7 @@ use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus, Depl
 use floe_domain::names::{is_resource_id, new_resource_id};
 use floe_domain::plan::{Plan, PlanKind, PlanParams, ShutdownParams, StartParams, lifecycle};
 use floe_domain::replacement::ReadOnlyFields;
+use floe_domain::restore::CloneSource;
 use floe_ports::ReconcileJob;
 use floe_secrets::{Owner, SecretError};
 use floe_store::{Filter, Idempotency, PageRequest, StoreError, Versioned};
@@ -212,7 +213,8 @@ impl App {
         idempotency: Option<&Idempotency>,
         mode: Mode,
     ) -> Result<Checked<Creation>, AppError> {
-        let warnings = self.resolve_clone(&who.org, &mut spec).await?;
+        let resolved = self.resolve_clone(&who.org, &mut spec).await?;
+        let warnings = resolved.warnings;
 
         let now = chrono::Utc::now();
         // A validation names no deployment: nothing is reserved.
@@ -230,8 +232,13 @@ impl App {
             }
             Mode::ValidateOnly => None,
         };
-        // The plan restores the clone's source; the deployment does not keep it.
+        // The plan restores the clone's source; the deployment keeps what it
+        // depends on (and pins the snapshot) as its `clone_source`.
         let params = PlanParams::Create(spec.clone());
+        let clone_source = params
+            .restore()
+            .zip(resolved.snapshot_sort_millis)
+            .map(|(target, millis)| CloneSource::of(&target, millis));
         spec.restore_snapshot = None;
         let plan = Plan::new(
             &who.org,
@@ -249,6 +256,7 @@ impl App {
             pending_plan: Some(plan.reference()),
             access: None,
             password_to_apply: None,
+            clone_source,
             created: now,
             updated: now,
         };
@@ -273,6 +281,17 @@ impl App {
             // The key's first create (or a concurrent one) won; the caller
             // answers its result when it can still read it.
             Err(StoreError::IdempotencyKeyReused) => return Err(AppError::ConcurrentChange),
+            // The snapshot went between its resolving and this write.
+            Err(StoreError::MissingReference {
+                kind: floe_store::Kind::Snapshot,
+                ..
+            }) => {
+                return Err(AppError::invalid(
+                    "restore.snapshot_not_found",
+                    "restore_snapshot.snapshot_name",
+                    "the snapshot was deleted while the clone was being created",
+                ));
+            }
             Err(e) => {
                 let policies = deployment.spec.policies();
                 return Err(reference_error(Holder::Deployment { policies }, e));
@@ -419,6 +438,53 @@ impl App {
                     holder,
                     missing(floe_store::Kind::Policy, policy),
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a spec that would have a mount clone register the name its
+    /// source's path is read under at its own path: as its repository, or
+    /// as the repository of an attached policy (the snapshotter registers
+    /// that one before each run).
+    async fn check_clone_writes(
+        &self,
+        org: &str,
+        d: &Deployment,
+        spec: &DeploymentSpec,
+    ) -> Result<(), AppError> {
+        if !d.clone_source.as_ref().is_some_and(|s| s.reads_source()) {
+            return Ok(());
+        }
+        if let (Some(repo), Some(src)) = (spec.repository(), d.clone_source.as_ref()) {
+            crate::restore::check_source_path(d, repo, "snapshot.repository")?;
+            // The nodes have one S3 client: a new repository of their own
+            // must be reachable with the one that reads the source.
+            if d.spec.repository() != Some(repo)
+                && let (Some(own), Some(source)) = (
+                    self.store.get_repository(org, repo).await?,
+                    self.store.get_repository(org, &src.repository).await?,
+                )
+                && !floe_domain::repository::reachable_with(Some(&own.value), &source.value)
+            {
+                return Err(AppError::invalid(
+                    "restore.repository_unreachable",
+                    "snapshot.repository",
+                    format!(
+                        "the nodes have one S3 client and this clone mounts snapshots of repository {}, which {repo} cannot share (same endpoint, protocol, path style, region and access key needed)",
+                        src.repository
+                    ),
+                ));
+            }
+        }
+        for (i, id) in spec.policies().iter().enumerate() {
+            // A missing policy is the reference check's to name.
+            if let Some(policy) = self.store.get_policy(org, id).await? {
+                crate::restore::check_source_path(
+                    d,
+                    &policy.value.spec.repository,
+                    &format!("snapshot.policies[{i}]"),
+                )?;
             }
         }
         Ok(())
@@ -571,6 +637,9 @@ impl App {
                 "is for creating a deployment; restore into this one with POST /api/v1/deployments/{id}/_restore",
             ));
         }
+
+        self.check_clone_writes(&who.org, &previous.value, &spec)
+            .await?;
 
         // A stopped deployment's nodes start fresh on whatever version; a
         // cluster that ran moves only along Elastic's upgrade paths.

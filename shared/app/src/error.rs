@@ -210,6 +210,14 @@ impl From<SnapshotError> for AppError {
                 "snapshots.snapshot_exists",
                 format!("the deployment already has a snapshot named {name}"),
             ),
+            SnapshotError::Pinned { snapshot, by } => AppError::conflict_on(
+                "snapshots.snapshot_pinned",
+                "name",
+                format!(
+                    "snapshot {snapshot} is pinned by {}, which restores or mounts it; delete that clone first (a restore clone releases it once its restore has completed)",
+                    by.join(", ")
+                ),
+            ),
             SnapshotError::AlreadyRunning { repository } => AppError::conflict(
                 "snapshots.concurrent_snapshot",
                 format!(

@@ -42,6 +42,39 @@ pub struct CloneRequest {
     pub mode: RestoreMode,
 }
 
+/// A clone's source, checked and resolved: what the request deserves to be
+/// told, and where the snapshot's record sorts (for the clone's pin).
+pub(crate) struct ResolvedClone {
+    pub warnings: Vec<String>,
+    pub snapshot_sort_millis: Option<i64>,
+}
+
+/// Refuses a change that would register the name under which a clone reads
+/// its source's path (read-only) again, at the clone's own path: mounted
+/// indices would then read a path without their data, and the clone would
+/// write where its source's snapshots are read. `field` names the part of
+/// the request that asks for `repository`.
+pub(crate) fn check_source_path(
+    d: &Deployment,
+    repository: &str,
+    field: &str,
+) -> Result<(), AppError> {
+    let Some(src) = d.clone_source.as_ref().filter(|s| s.reads_source()) else {
+        return Ok(());
+    };
+    if src.registered_as != repository {
+        return Ok(());
+    }
+    Err(AppError::conflict_on(
+        "restore.source_path_read_only",
+        field,
+        format!(
+            "deployment {} mounts snapshot {} of deployment {} through {repository}, registered read-only at the source's path; registering {repository} again at this deployment's path would take the mounted data away (attach a repository under another name, or clone with that repository as snapshot.repository so that the source is read under a second name)",
+            d.id, src.snapshot, src.source_deployment_id
+        ),
+    ))
+}
+
 /// A snapshot resolved: its record and repository.
 struct Resolved {
     record: SnapshotRecord,
@@ -193,9 +226,12 @@ impl App {
         &self,
         org: &str,
         spec: &mut DeploymentSpec,
-    ) -> Result<Vec<String>, AppError> {
+    ) -> Result<ResolvedClone, AppError> {
         let Some(r) = spec.restore_snapshot.as_mut() else {
-            return Ok(Vec::new());
+            return Ok(ResolvedClone {
+                warnings: Vec::new(),
+                snapshot_sort_millis: None,
+            });
         };
         let source = self
             .store
@@ -235,7 +271,10 @@ impl App {
             r.resolved_snapshot = Some(resolved.record.name.clone());
             r.repository = Some(source_repo.name.clone());
         }
-        Ok(cache_warnings(spec, &resolved.record))
+        Ok(ResolvedClone {
+            warnings: cache_warnings(spec, &resolved.record),
+            snapshot_sort_millis: Some(resolved.record.sort_millis),
+        })
     }
 
     /// The restore of deployment `d`'s own snapshot `name` (or its newest
@@ -326,6 +365,9 @@ impl App {
             Err(e) => return Err(e),
         };
         if own != Some(repo.name.as_str()) {
+            // Registered read-only at this deployment's own path, it would
+            // replace a mount clone's registration of its source.
+            check_source_path(&previous.value, &repo.name, "repository")?;
             let own_repo = self.repository_named(&who.org, own).await?;
             if !reachable_with(own_repo.as_ref(), &repo) {
                 return Err(unreachable("repository", &repo.name));

@@ -131,7 +131,7 @@ impl App {
         let mut snapshots = Vec::with_capacity(listed.items.len());
         for stored in listed.items {
             let stored = snapshotter.refresh(&deployment, stored).await;
-            snapshots.push(SnapshotView::new(&stored.value));
+            snapshots.push(SnapshotView::pinned_by(&stored.value, stored.refs));
         }
         let mut list = SnapshotList {
             snapshots,
@@ -235,7 +235,7 @@ impl App {
     ) -> Result<SnapshotView, AppError> {
         self.load_deployment(&who.org, id).await?;
         let stored = self.snapshotter().get(&who.org, id, name).await?;
-        Ok(SnapshotView::new(&stored.value))
+        Ok(SnapshotView::pinned_by(&stored.value, stored.refs))
     }
 
     /// Delete a snapshot from the repository and forget it.

@@ -969,3 +969,94 @@ async fn validate_only_reads_and_never_writes_wakes_or_syncs() -> TestResult {
     assert_eq!((stored.name.as_str(), stored.resource_version), ("logs", 1));
     Ok(())
 }
+
+/// Issue 12, defect 3 (c): a mount clone reads its source's path through
+/// the source's repository name and its nodes' one S3 client. A PUT may
+/// not register that name at the clone's own path, nor give the clone a
+/// repository the client cannot share; once a restore clone has its data,
+/// the name is free to become its own (at its own path).
+#[tokio::test]
+async fn a_mount_clone_keeps_its_sources_registration_and_client() -> TestResult {
+    use floe_domain::restore::{CloneSource, RestoreMode};
+    let w = world()?;
+    let admin = caller(&[Role::PlatformAdmin]).admin()?;
+    for (name, endpoint) in [("fb", "s3.example.com"), ("other", "s3.elsewhere.example")] {
+        let request = serde_json::from_value::<floe_domain::repository::RepositoryRequest>(
+            json!({"type": "s3", "settings": {"bucket": "snaps", "endpoint": endpoint}}),
+        )?;
+        w.app.put_repository(&admin, name, None, request).await?;
+    }
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let view = created(w.app.create_deployment(&who, spec(1)?, None).await?)?;
+    settle(&w.app, &view.id, DeploymentStatus::Running).await?;
+    let as_clone = |mode: RestoreMode| {
+        let (app, id) = (w.app.clone(), view.id.clone());
+        async move {
+            let current = app
+                .store
+                .get_deployment("acme", &id)
+                .await?
+                .ok_or("stored")?;
+            let mut next = current.value.clone();
+            next.clone_source = Some(CloneSource {
+                source_deployment_id: "0193a0c4e1f07d2a8b9c0d1e2f3a4b5c".into(),
+                repository: "fb".into(),
+                registered_as: "fb".into(),
+                snapshot: "nightly-1".into(),
+                snapshot_sort_millis: 0,
+                mode,
+                pinned: false,
+            });
+            app.store.replace_deployment(&next, &current, None).await?;
+            Ok::<(), Box<dyn std::error::Error>>(())
+        }
+    };
+    as_clone(RestoreMode::Mount).await?;
+    let with_repository = |repo: &str| {
+        let mut s = spec(1)?;
+        s.snapshot = Some(floe_domain::deployment::SnapshotAttachment {
+            repository: Some(repo.into()),
+            policies: vec![],
+        });
+        Ok::<DeploymentSpec, serde_json::Error>(s)
+    };
+    let refused = w
+        .app
+        .update_deployment(&who, &view.id, None, with_repository("fb")?)
+        .await;
+    assert!(
+        matches!(&refused, Err(AppError::Conflict { code: "restore.source_path_read_only", field: Some(f), .. }) if f == "snapshot.repository"),
+        "{refused:?}"
+    );
+    let refused = w
+        .app
+        .update_deployment(&who, &view.id, None, with_repository("other")?)
+        .await;
+    match &refused {
+        Err(AppError::Invalid(invalid)) => {
+            assert_eq!(invalid.0[0].code, "restore.repository_unreachable");
+            assert_eq!(invalid.0[0].field, "snapshot.repository");
+        }
+        other => return Err(format!("not refused: {other:?}").into()),
+    }
+    // Nothing changed.
+    let stored = w
+        .app
+        .store
+        .get_deployment("acme", &view.id)
+        .await?
+        .ok_or("stored")?;
+    assert_eq!(stored.value.spec.repository(), None);
+
+    // A restore clone holds its own copy: `fb` may be its repository.
+    as_clone(RestoreMode::Restore).await?;
+    let updated = w
+        .app
+        .update_deployment(&who, &view.id, None, with_repository("fb")?)
+        .await?;
+    assert!(
+        updated.plans.pending.is_some(),
+        "an update plan registers it"
+    );
+    Ok(())
+}

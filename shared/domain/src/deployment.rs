@@ -760,6 +760,11 @@ pub struct Deployment {
     /// plan that applies it succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password_to_apply: Option<String>,
+    /// A clone's source: what it was made from and still depends on.
+    /// Absent for other deployments (and for clones recorded before Floe
+    /// kept it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_source: Option<crate::restore::CloneSource>,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
 }
@@ -803,6 +808,11 @@ pub struct DeploymentView {
     /// a password reset's), never in a read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials: Option<crate::access::ElasticCredentials>,
+    /// A clone's source, which it depends on: while `pinned`, the source's
+    /// snapshot cannot be deleted, and the clone never writes at the
+    /// source's path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clone_source: Option<crate::restore::CloneSource>,
     pub resource_version: u64,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
@@ -853,6 +863,7 @@ impl DeploymentView {
                 .filter(|a| !a.nodes.is_empty())
                 .map(|a| crate::access::ElasticsearchAccess::of(&d.id, a)),
             credentials: None,
+            clone_source: d.clone_source.clone(),
             resource_version: version,
             created: d.created,
             updated: d.updated,

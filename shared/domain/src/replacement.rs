@@ -26,6 +26,7 @@ pub const READ_ONLY_FIELDS: &[&str] = &[
     "updated",
     "elasticsearch",
     "credentials",
+    "clone_source",
 ];
 
 /// A node group view's figures derived from its instance type.
@@ -210,6 +211,7 @@ mod tests {
                 http_port: 9200,
             }),
             password_to_apply: None,
+            clone_source: None,
             created: at,
             updated: at,
         }

@@ -134,6 +134,74 @@ impl RestoreTarget {
     }
 }
 
+/// What a clone depends on, kept on its record for as long as it exists:
+/// the source deployment, the repository and path it reads, the name that
+/// path is registered under on the clone's cluster (read-only), and the
+/// snapshot. Later plans keep the source's client and registration on the
+/// nodes from it, and while `pinned` the source's snapshot cannot be
+/// deleted (by a client or by retention).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CloneSource {
+    pub source_deployment_id: String,
+    /// The source's repository (a Floe repository's name).
+    pub repository: String,
+    /// The name the source's path is registered under, read-only, on the
+    /// clone's cluster: `repository`, or `{repository}-source-…` when the
+    /// clone writes to the same repository at its own path.
+    pub registered_as: String,
+    pub snapshot: String,
+    /// Where the snapshot's record sorts (part of its key), so that the
+    /// pin can be counted on it without a read.
+    #[schema(read_only)]
+    pub snapshot_sort_millis: i64,
+    pub mode: RestoreMode,
+    /// Whether the snapshot is pinned: a mount clone's until it is deleted,
+    /// a restore clone's until its create plan has recovered the data.
+    pub pinned: bool,
+}
+
+impl CloneSource {
+    /// The source as the clone's create plan restores it.
+    pub fn of(target: &RestoreTarget, snapshot_sort_millis: i64) -> CloneSource {
+        CloneSource {
+            source_deployment_id: target.source_deployment_id.clone(),
+            repository: target.repository.clone(),
+            registered_as: target.cluster_repository().to_string(),
+            snapshot: target.snapshot.clone(),
+            snapshot_sort_millis,
+            mode: target.mode,
+            pinned: true,
+        }
+    }
+
+    /// The read-only registration of the source, as a restore plan reads
+    /// it (for the plans that register it again on new nodes).
+    pub fn target(&self) -> RestoreTarget {
+        RestoreTarget {
+            source_deployment_id: self.source_deployment_id.clone(),
+            repository: self.repository.clone(),
+            foreign_repository: true,
+            registered_as: (self.registered_as != self.repository)
+                .then(|| self.registered_as.clone()),
+            snapshot: self.snapshot.clone(),
+            requested: self.snapshot.clone(),
+            indices: Vec::new(),
+            rename_pattern: None,
+            rename_replacement: None,
+            include_global_state: false,
+            include_aliases: true,
+            partial: false,
+            mode: self.mode,
+        }
+    }
+
+    /// Whether the clone's cluster still reads the source's path: a mount
+    /// clone's indices live there; a restore clone's copied data does not.
+    pub fn reads_source(&self) -> bool {
+        self.mode == RestoreMode::Mount
+    }
+}
+
 /// The cluster-side name of a source read from another deployment's path
 /// of `repository`, which the cluster also has (writable, at its own path)
 /// under `repository` itself. Mounted indices keep naming it, so it is
@@ -392,6 +460,43 @@ mod tests {
                 "{patterns:?} {name}"
             );
         }
+    }
+
+    /// Records written before Floe kept a clone's source still load, and
+    /// one written with it reads back the same.
+    #[test]
+    fn records_without_a_clone_source_load() {
+        let body = serde_json::json!({
+            "id": "0193a0c4e1f07d2a8b9c0d1e2f3a4b5c", "org": "acme",
+            "spec": {"name": "logs", "version": "8.15.3", "node_groups": [
+                {"id": "hot", "roles": ["master", "data_hot"], "instance_type": "m6g.large",
+                 "count": 1, "storage": {"size_gb": 20}}]},
+            "status": "running", "pending_plan": null,
+            "created": "2026-11-01T00:00:00Z", "updated": "2026-11-01T00:00:00Z"
+        });
+        let old: crate::deployment::Deployment =
+            serde_json::from_value(body.clone()).expect("an old record loads");
+        assert_eq!(old.clone_source, None);
+        let mut new = old.clone();
+        new.clone_source = Some(CloneSource {
+            source_deployment_id: "0193a0c4e1f07d2a8b9c0d1e2f3a4b5d".into(),
+            repository: "main".into(),
+            registered_as: "main-source-2f3a4b5d".into(),
+            snapshot: "nightly-1".into(),
+            snapshot_sort_millis: 1_700_000_000_000,
+            mode: RestoreMode::Mount,
+            pinned: true,
+        });
+        let written = serde_json::to_value(&new).expect("serializes");
+        let back: crate::deployment::Deployment =
+            serde_json::from_value(written).expect("reads back");
+        assert_eq!(back, new);
+        let run: crate::snapshot::PolicyRun = serde_json::from_value(serde_json::json!({
+            "org": "acme", "deployment_id": "d", "policy_id": "p",
+            "last_run": "2026-11-01T00:00:00Z", "last_outcome": "snapshot"
+        }))
+        .expect("an old run state loads");
+        assert!(run.last_retention_skipped.is_empty());
     }
 
     #[test]

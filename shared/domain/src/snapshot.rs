@@ -103,9 +103,21 @@ pub struct SnapshotView {
     pub policy_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// Clones depend on it (they mount it, or have not finished restoring
+    /// it): it cannot be deleted, and retention keeps it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
 }
 
 impl SnapshotView {
+    /// The view of a record that `refs` clones pin.
+    pub fn pinned_by(r: &SnapshotRecord, refs: u64) -> SnapshotView {
+        SnapshotView {
+            pinned: refs > 0,
+            ..SnapshotView::new(r)
+        }
+    }
+
     pub fn new(r: &SnapshotRecord) -> SnapshotView {
         SnapshotView {
             snapshot: r.name.clone(),
@@ -120,6 +132,7 @@ impl SnapshotView {
             size_in_bytes: r.size_in_bytes,
             policy_id: r.policy_id.clone(),
             failure: r.failure.clone(),
+            pinned: false,
         }
     }
 }
@@ -161,6 +174,10 @@ pub struct PolicyRun {
     pub total_snapshots: u64,
     #[serde(default)]
     pub total_deleted: u64,
+    /// What the last run's retention kept because clones depend on it
+    /// (`{snapshot}: pinned by …`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_retention_skipped: Vec<String>,
 }
 
 impl PolicyRun {
@@ -179,6 +196,7 @@ impl PolicyRun {
             total_failures: 0,
             total_snapshots: 0,
             total_deleted: 0,
+            last_retention_skipped: Vec::new(),
         }
     }
 }

@@ -135,6 +135,7 @@ impl Steps for DeploymentSteps {
 
     fn settle(&self, plan: &Plan, next: &mut Deployment) {
         crate::steps::access::settle(plan, next);
+        crate::steps::restore::settle_source(plan, next);
     }
 
     async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {

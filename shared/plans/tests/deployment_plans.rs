@@ -88,6 +88,7 @@ async fn drive(
                 pending_plan: Some(plan.reference()),
                 access: None,
                 password_to_apply: None,
+                clone_source: None,
                 created: now,
                 updated: now,
             };
@@ -219,6 +220,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        clone_source: None,
         created: now,
         updated: now,
     };

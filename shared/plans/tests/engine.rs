@@ -165,6 +165,7 @@ async fn harness(
         pending_plan: Some(plan.reference()),
         access: None,
         password_to_apply: None,
+        clone_source: None,
         created: now,
         updated: now,
     };

@@ -108,6 +108,7 @@ impl World {
             pending_plan: Some(plan.reference()),
             access: None,
             password_to_apply: None,
+            clone_source: None,
             created: now,
             updated: now,
         };
@@ -897,6 +898,77 @@ async fn upgrades_replace_every_node_masters_last_and_keep_the_quorum() -> TestR
             versions,
             BTreeSet::from([to.to_string()]),
             "{case}: {nodes}"
+        );
+    }
+    Ok(())
+}
+
+/// Issue 12, defect 3 (b): a mount clone has no repository of its own,
+/// and its shards live in its source's. An update's new nodes get the
+/// source's S3 client (settings and the credentials step), as the create's
+/// did, so that mounted shards can move onto them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_gives_a_clones_new_nodes_its_sources_client() -> TestResult {
+    use floe_domain::repository::{Repository, RepositorySettings, S3Settings};
+    use floe_domain::restore::{CloneSource, RestoreMode};
+    let world = World::new()?;
+    let now = Utc::now();
+    world
+        .store
+        .create_repository(&Repository {
+            org: "acme".into(),
+            name: "main".into(),
+            settings: RepositorySettings::S3(S3Settings {
+                bucket: "snapshots".into(),
+                endpoint: Some("minio.internal:9000".into()),
+                ..S3Settings::default()
+            }),
+            created: now,
+            updated: now,
+        })
+        .await?;
+    let d = world.create(spec(2, "m6g.xlarge")?).await?;
+    // Recorded as a mount clone of another deployment's snapshot in `main`.
+    let previous = world
+        .store
+        .get_deployment("acme", &d.id)
+        .await?
+        .ok_or("deployment")?;
+    let mut clone = previous.value.clone();
+    clone.clone_source = Some(CloneSource {
+        source_deployment_id: floe_domain::names::new_resource_id(),
+        repository: "main".into(),
+        registered_as: "main".into(),
+        snapshot: "nightly-1".into(),
+        snapshot_sort_millis: 0,
+        mode: RestoreMode::Mount,
+        pinned: false,
+    });
+    world
+        .store
+        .replace_deployment(&clone, &previous, None)
+        .await?;
+    let (_, _, before) = world.running(&d.id).await?;
+
+    let (status, plan) = world
+        .update(&d.id, &spec(3, "m6g.xlarge")?, Arc::new(world.steps()))
+        .await?;
+    assert_eq!(status, PlanStatus::Succeeded, "{:?}", plan.error);
+    assert!(
+        plan.steps
+            .iter()
+            .any(|s| s.step_id == "repository-credentials"),
+        "{:?}",
+        plan.steps.iter().map(|s| &s.step_id).collect::<Vec<_>>()
+    );
+    let (_, _, after) = world.running(&d.id).await?;
+    let new: Vec<&String> = after.difference(&before).collect();
+    assert!(!new.is_empty(), "new nodes");
+    for id in new {
+        let user_data = world.compute.user_data(id).ok_or("user data")?;
+        assert!(
+            user_data.contains("minio.internal:9000"),
+            "node {id} has no client for the source's repository"
         );
     }
     Ok(())

@@ -22,6 +22,11 @@ pub enum SnapshotError {
     SnapshotNotFound(String),
     #[error("snapshot {0} already exists")]
     SnapshotExists(String),
+    /// Clones depend on the snapshot (they restore or mount it): it stays
+    /// until they no longer do. `by` names them (possibly not all, when a
+    /// pin is being written right now).
+    #[error("snapshot {snapshot} is pinned by {}", by.join(", "))]
+    Pinned { snapshot: String, by: Vec<String> },
     /// Elasticsearch's `concurrent_snapshot_execution_exception`, or a
     /// snapshot seen running in the repository before starting one.
     #[error("a snapshot is already running in repository {repository}")]

@@ -70,6 +70,19 @@ pub struct RunSummary {
     /// the next run).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub retention_errors: Vec<String>,
+    /// Snapshots retention would have deleted but kept, because clones
+    /// depend on them (`{snapshot}: pinned by {deployments}`). Nothing
+    /// else is deleted in their place.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retention_skipped: Vec<String>,
+}
+
+/// What one application of retention did.
+#[derive(Debug, Default)]
+struct RetentionDone {
+    deleted: Vec<String>,
+    errors: Vec<String>,
+    skipped: Vec<String>,
 }
 
 /// Random enough to keep a policy's names apart when its name pattern
@@ -619,11 +632,23 @@ impl Snapshotter {
             .get_snapshot(org, deployment_id, name)
             .await?
             .ok_or_else(|| SnapshotError::SnapshotNotFound(name.to_string()))?;
+        // Before anything is deleted on the cluster: clones that restore or
+        // mount it read it from there.
+        if stored.refs > 0 {
+            return Err(SnapshotError::Pinned {
+                snapshot: name.to_string(),
+                by: self.pinned_by(&stored.value).await,
+            });
+        }
         Self::require_running(&deployment)?;
         let client = self.clusters.client(&deployment, &[]).await?;
         self.delete_on_cluster(&client, org, &stored.value).await?;
         match self.store.delete_snapshot(&stored).await {
             Ok(()) | Err(StoreError::NotFound) => Ok(()),
+            Err(StoreError::InUse { .. }) => Err(SnapshotError::Pinned {
+                snapshot: name.to_string(),
+                by: self.pinned_by(&stored.value).await,
+            }),
             Err(e) => Err(e.into()),
         }
     }
@@ -677,6 +702,7 @@ impl Snapshotter {
             reason: None,
             deleted: Vec::new(),
             retention_errors: Vec::new(),
+            retention_skipped: Vec::new(),
         };
         let Some(deployment) = self
             .store
@@ -699,6 +725,21 @@ impl Snapshotter {
                 Some("the policy is not attached to the deployment".to_string())
             }
             Some(p) if !p.spec.enabled => Some("the policy is disabled".to_string()),
+            // Registered at the clone's own path, the policy's repository
+            // would replace the read-only registration its mounted
+            // indices read the source through (the API refuses attaching
+            // it; a policy moved to that repository later ends here).
+            Some(p)
+                if deployment
+                    .clone_source
+                    .as_ref()
+                    .is_some_and(|s| s.reads_source() && s.registered_as == p.spec.repository) =>
+            {
+                Some(format!(
+                    "repository {} is this clone's read-only registration of its source's path",
+                    p.spec.repository
+                ))
+            }
             Some(_) if deployment.status != DeploymentStatus::Running => Some(format!(
                 "the deployment is {}, not running",
                 deployment.status.as_str()
@@ -749,9 +790,10 @@ impl Snapshotter {
 
         if let Some(retention) = &policy.spec.retention {
             match self.apply_retention(&deployment, &policy, retention).await {
-                Ok((deleted, errors)) => {
-                    summary.deleted = deleted;
-                    summary.retention_errors = errors;
+                Ok(kept) => {
+                    summary.deleted = kept.deleted;
+                    summary.retention_errors = kept.errors;
+                    summary.retention_skipped = kept.skipped;
                 }
                 Err(e) => summary.retention_errors.push(e.to_string()),
             }
@@ -763,6 +805,7 @@ impl Snapshotter {
             outcome = ?summary.outcome,
             snapshot = summary.snapshot.as_deref().unwrap_or("-"),
             deleted = summary.deleted.len(),
+            pinned = ?summary.retention_skipped,
             "scheduled snapshot run"
         );
         Ok(summary)
@@ -804,21 +847,22 @@ impl Snapshotter {
 
     /// Deletes the policy's snapshots its retention no longer keeps: on the
     /// cluster first, then the record, so a failure half-way leaves a record
-    /// that the next run deletes again. Returns what was deleted and what
-    /// could not be.
+    /// that the next run deletes again. A snapshot a clone pins is kept and
+    /// reported; it still counts as kept for the rules, so nothing else is
+    /// deleted in its place.
     async fn apply_retention(
         &self,
         deployment: &Deployment,
         policy: &Policy,
         retention: &floe_domain::policy::Retention,
-    ) -> Result<(Vec<String>, Vec<String>), SnapshotError> {
+    ) -> Result<RetentionDone, SnapshotError> {
         let rules =
             RetentionRules::from_policy(retention).map_err(|message| SnapshotError::Invalid {
                 field: "retention.expire_after".into(),
                 message,
             })?;
         if rules.is_empty() {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(RetentionDone::default());
         }
         let client = self.clusters.client(deployment, &[]).await?;
         let mut all = Vec::new();
@@ -846,24 +890,46 @@ impl Snapshotter {
         }
         let records: Vec<SnapshotRecord> = all.iter().map(|v| v.value.clone()).collect();
         let doomed = expired(&records, &rules, Utc::now());
-        let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+        let mut done = RetentionDone::default();
         for name in doomed {
             let Some(stored) = all.iter().find(|v| v.value.name == name) else {
                 continue;
             };
+            if stored.refs > 0 {
+                let by = self.pinned_by(&stored.value).await;
+                tracing::info!(deployment = %deployment.id, policy = %policy.id, snapshot = %name, pinned_by = %by.join(","), "retention keeps a snapshot clones depend on");
+                done.skipped
+                    .push(format!("{name}: pinned by {}", by.join(", ")));
+                continue;
+            }
             if let Err(e) = self
                 .delete_on_cluster(&client, &deployment.org, &stored.value)
                 .await
             {
-                errors.push(format!("{name}: {e}"));
+                done.errors.push(format!("{name}: {e}"));
                 continue;
             }
             match self.store.delete_snapshot(stored).await {
-                Ok(()) | Err(StoreError::NotFound) => deleted.push(name),
-                Err(e) => errors.push(format!("{name}: {e}")),
+                Ok(()) | Err(StoreError::NotFound) => done.deleted.push(name),
+                Err(e) => done.errors.push(format!("{name}: {e}")),
             }
         }
-        Ok((deleted, errors))
+        Ok(done)
+    }
+
+    /// The clones that pin `s` (by id), or a count when none can be named.
+    async fn pinned_by(&self, s: &SnapshotRecord) -> Vec<String> {
+        match self
+            .store
+            .snapshot_pins(&s.org, &s.deployment_id, &s.name)
+            .await
+        {
+            Ok(pins) if !pins.is_empty() => pins
+                .into_iter()
+                .map(|p| format!("deployment {}", p.deployment_id))
+                .collect(),
+            _ => vec!["a clone".to_string()],
+        }
     }
 
     /// Writes the run into the attachment's run state, retrying a lost race
@@ -881,6 +947,9 @@ impl Snapshotter {
             run.last_run = now;
             run.last_outcome = s.outcome;
             run.total_deleted += s.deleted.len() as u64;
+            if s.outcome != RunOutcome::Skipped {
+                run.last_retention_skipped.clone_from(&s.retention_skipped);
+            }
             match s.outcome {
                 RunOutcome::Skipped => run.last_skip_reason = s.reason.clone(),
                 RunOutcome::Failed => {

@@ -144,6 +144,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        clone_source: None,
         created: now,
         updated: now,
     };
@@ -827,5 +828,169 @@ async fn a_reader_that_loses_the_write_answers_the_winners_record() -> TestResul
     let late = w.snapshotter.refresh(&d, taken).await;
     assert_eq!(late.value.state, SnapshotState::Success, "{:?}", late.value);
     assert_eq!(late.version, winner.version);
+    Ok(())
+}
+
+/// Issue 12, defect 3 (a): a snapshot a clone mounts is pinned. Retention
+/// keeps it, says so, and deletes nothing else in its place; a delete is
+/// refused naming the clone; once the clone is gone it goes as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_keeps_a_snapshot_a_clone_pins_and_says_so() -> TestResult {
+    use floe_domain::restore::{CloneSource, RestoreMode};
+    let w = world(SimFaults::default())?;
+    let repo = fs_repository("main");
+    let p = policy(
+        "main",
+        Some(Retention {
+            expire_after: None,
+            min_count: None,
+            max_count: Some(1),
+        }),
+    );
+    let d = deployment(&w, &repo, &p).await?;
+    let first = w.snapshotter.run_scheduled(ORG, &d.id, &p.id).await?;
+    let pinned = first.snapshot.clone().ok_or("first")?;
+    let record = w
+        .store
+        .get_snapshot(ORG, &d.id, &pinned)
+        .await?
+        .ok_or("record")?
+        .value;
+
+    // A mount clone of it, as the API records one.
+    let clone_id = new_resource_id();
+    let spec: DeploymentSpec = serde_json::from_value(json!({
+        "name": "mounted", "version": "8.15.3",
+        "node_groups": [{"id": "hot", "roles": ["master", "data_hot"], "instance_type": "m6g.large",
+                         "count": 1, "zone_count": 1, "storage": {"size_gb": 20}}]
+    }))?;
+    let now = Utc::now();
+    let clone = Deployment {
+        id: clone_id.clone(),
+        org: ORG.into(),
+        spec: spec.clone(),
+        status: DeploymentStatus::Running,
+        pending_plan: None,
+        access: None,
+        password_to_apply: None,
+        clone_source: Some(CloneSource {
+            source_deployment_id: d.id.clone(),
+            repository: "main".into(),
+            registered_as: "main".into(),
+            snapshot: pinned.clone(),
+            snapshot_sort_millis: record.sort_millis,
+            mode: RestoreMode::Mount,
+            pinned: true,
+        }),
+        created: now,
+        updated: now,
+    };
+    let plan = Plan::new(
+        ORG,
+        &clone_id,
+        PlanParams::Create(spec),
+        "test",
+        "tester",
+        now,
+    );
+    w.store.create_deployment(&clone, &plan, None).await?;
+
+    let second = w.snapshotter.run_scheduled(ORG, &d.id, &p.id).await?;
+    assert!(second.deleted.is_empty(), "{second:?}");
+    assert_eq!(second.retention_skipped.len(), 1, "{second:?}");
+    assert!(
+        second.retention_skipped[0].starts_with(&pinned)
+            && second.retention_skipped[0].contains(&clone_id),
+        "{second:?}"
+    );
+    let third = w.snapshotter.run_scheduled(ORG, &d.id, &p.id).await?;
+    assert_eq!(
+        third.deleted,
+        vec![second.snapshot.clone().ok_or("second")?],
+        "only what the rules drop: {third:?}"
+    );
+    assert_eq!(
+        stored_names(&w, &d).await?,
+        vec![third.snapshot.clone().ok_or("third")?, pinned.clone()]
+    );
+    assert!(
+        es(&w, &d)
+            .await?
+            .get_snapshot("main", &pinned)
+            .await
+            .is_ok(),
+        "still in the repository"
+    );
+    let run = w
+        .store
+        .get_policy_run(ORG, &d.id, &p.id)
+        .await?
+        .ok_or("run state")?
+        .value;
+    assert_eq!(run.last_retention_skipped.len(), 1, "{run:?}");
+
+    match w.snapshotter.delete(ORG, &d.id, &pinned).await {
+        Err(SnapshotError::Pinned { snapshot, by }) => {
+            assert_eq!(snapshot, pinned);
+            assert!(by.iter().any(|b| b.contains(&clone_id)), "{by:?}");
+        }
+        other => return Err(format!("not refused: {other:?}").into()),
+    }
+    assert!(
+        es(&w, &d)
+            .await?
+            .get_snapshot("main", &pinned)
+            .await
+            .is_ok()
+    );
+
+    // The clone gone, the snapshot is the policy's like any other.
+    let stored = w
+        .store
+        .get_deployment(ORG, &clone_id)
+        .await?
+        .ok_or("clone")?;
+    w.store.delete_deployment(&stored).await?;
+    let fourth = w.snapshotter.run_scheduled(ORG, &d.id, &p.id).await?;
+    assert!(fourth.retention_skipped.is_empty(), "{fourth:?}");
+    assert!(fourth.deleted.contains(&pinned), "{fourth:?}");
+    Ok(())
+}
+
+/// Issue 12, defect 3 (c): a policy whose repository is the name a mount
+/// clone reads its source's path under (read-only) never registers that
+/// name at the clone's own path: the run skips and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_on_a_mount_clones_source_registration_skips() -> TestResult {
+    use floe_domain::restore::{CloneSource, RestoreMode};
+    let w = world(SimFaults::default())?;
+    let repo = fs_repository("main");
+    let p = policy("main", None);
+    let d = deployment(&w, &repo, &p).await?;
+    let previous = w
+        .store
+        .get_deployment(ORG, &d.id)
+        .await?
+        .ok_or("deployment")?;
+    let mut clone = previous.value.clone();
+    clone.clone_source = Some(CloneSource {
+        source_deployment_id: new_resource_id(),
+        repository: "main".into(),
+        registered_as: "main".into(),
+        snapshot: "nightly-1".into(),
+        snapshot_sort_millis: 0,
+        mode: RestoreMode::Mount,
+        pinned: false,
+    });
+    w.store.replace_deployment(&clone, &previous, None).await?;
+    let run = w.snapshotter.run_scheduled(ORG, &d.id, &p.id).await?;
+    assert_eq!(run.outcome, RunOutcome::Skipped, "{run:?}");
+    assert!(
+        run.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("read-only registration")),
+        "{run:?}"
+    );
+    assert!(stored_names(&w, &d).await?.is_empty());
     Ok(())
 }

@@ -26,6 +26,10 @@ pub enum Kind {
     SnapshotName,
     /// The run state of one policy attachment: `{deployment}#{policy}`.
     PolicyRun,
+    /// A snapshot pinned by a clone that depends on it:
+    /// `{source deployment}#{snapshot}#{clone}`, so that the clones of one
+    /// snapshot are found with one query.
+    SnapshotPin,
 }
 
 impl Kind {
@@ -41,6 +45,7 @@ impl Kind {
             Kind::Snapshot => "SNAP",
             Kind::SnapshotName => "SNAPNAME",
             Kind::PolicyRun => "RUN",
+            Kind::SnapshotPin => "PIN",
         }
     }
 
@@ -55,6 +60,7 @@ impl Kind {
             Kind::Snapshot,
             Kind::SnapshotName,
             Kind::PolicyRun,
+            Kind::SnapshotPin,
         ]
         .into_iter()
         .find(|k| k.prefix() == p)

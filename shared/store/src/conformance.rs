@@ -130,6 +130,7 @@ fn deployment(
         pending_plan: Some(p.reference()),
         access: None,
         password_to_apply: None,
+        clone_source: None,
         created: now,
         updated: now,
     };
@@ -790,13 +791,147 @@ pub async fn active_plans_are_listed(store: Store) -> TestResult {
     Ok(())
 }
 
+/// A clone's dependency on its source: the source's repository counted,
+/// the snapshot pinned (its record's refs, and a pin record naming the
+/// clone) while `pinned`, released by an update or the clone's delete; a
+/// pinned snapshot cannot be deleted, and a clone of a snapshot that is gone
+/// writes nothing.
+pub async fn clone_pins_guard_snapshots(store: Store) -> TestResult {
+    use floe_domain::restore::{CloneSource, RestoreMode};
+    let org = org();
+    store.create_repository(&repo(&org, "main")).await?;
+    let (source, plan) = deployment(&org, "source", Some("main"), &[], &[]);
+    store.create_deployment(&source, &plan, None).await?;
+    let mut snap = snapshot(&org, &source.id, "nightly-1", 1_700_000_000, None);
+    snap.state = SnapshotState::Success;
+    store.create_snapshot(&snap).await?;
+
+    let pin_on = |name: &str, millis: i64| CloneSource {
+        source_deployment_id: source.id.clone(),
+        repository: "main".into(),
+        registered_as: "main".into(),
+        snapshot: name.into(),
+        snapshot_sort_millis: millis,
+        mode: RestoreMode::Mount,
+        pinned: true,
+    };
+    // A clone of a snapshot that does not exist writes nothing.
+    let (mut orphan, plan) = deployment(&org, "orphan", None, &[], &[]);
+    orphan.clone_source = Some(pin_on("gone", snap.sort_millis));
+    match store.create_deployment(&orphan, &plan, None).await {
+        Err(StoreError::MissingReference {
+            kind: Kind::Snapshot,
+            ..
+        }) => {}
+        other => return Err(format!("a clone of a missing snapshot: {other:?}").into()),
+    }
+    assert!(store.get_deployment(&org, &orphan.id).await?.is_none());
+
+    let (mut clone, plan) = deployment(&org, "clone", None, &[], &[]);
+    clone.clone_source = Some(pin_on(&snap.name, snap.sort_millis));
+    store.create_deployment(&clone, &plan, None).await?;
+    let refs = |name: &'static str| {
+        let (store, org) = (store.clone(), org.clone());
+        async move {
+            Ok::<u64, Box<dyn std::error::Error>>(
+                store
+                    .get_repository(&org, name)
+                    .await?
+                    .ok_or("repository")?
+                    .refs,
+            )
+        }
+    };
+    assert_eq!(refs("main").await?, 2, "the source and its clone");
+    let stored = store
+        .get_snapshot(&org, &source.id, &snap.name)
+        .await?
+        .ok_or("snapshot")?;
+    assert_eq!(stored.refs, 1, "pinned");
+    let pins = store.snapshot_pins(&org, &source.id, &snap.name).await?;
+    assert_eq!(
+        pins.iter()
+            .map(|p| p.deployment_id.as_str())
+            .collect::<Vec<_>>(),
+        [clone.id.as_str()]
+    );
+    assert!(matches!(
+        store.delete_snapshot(&stored).await,
+        Err(StoreError::InUse { refs: 1 })
+    ));
+    // The pinned record still moves on (its state is refreshed) and stays pinned.
+    let version = store.update_snapshot(&stored.value, stored.version).await?;
+    let stored = store
+        .get_snapshot(&org, &source.id, &snap.name)
+        .await?
+        .ok_or("snapshot")?;
+    assert_eq!((stored.version, stored.refs), (version, 1));
+
+    // Released (a restore clone's data recovered), then pinned again.
+    let current = store
+        .get_deployment(&org, &clone.id)
+        .await?
+        .ok_or("clone")?;
+    let mut released = current.value.clone();
+    if let Some(src) = released.clone_source.as_mut() {
+        src.pinned = false;
+    }
+    store.replace_deployment(&released, &current, None).await?;
+    let stored = store
+        .get_snapshot(&org, &source.id, &snap.name)
+        .await?
+        .ok_or("snapshot")?;
+    assert_eq!(stored.refs, 0);
+    assert!(
+        store
+            .snapshot_pins(&org, &source.id, &snap.name)
+            .await?
+            .is_empty()
+    );
+    assert_eq!(
+        refs("main").await?,
+        2,
+        "the clone still reads the repository"
+    );
+    let current = store
+        .get_deployment(&org, &clone.id)
+        .await?
+        .ok_or("clone")?;
+    store.replace_deployment(&clone, &current, None).await?;
+
+    // Deleting the clone releases everything it held.
+    let current = store
+        .get_deployment(&org, &clone.id)
+        .await?
+        .ok_or("clone")?;
+    assert_eq!(
+        current.value.clone_source, clone.clone_source,
+        "kept as written"
+    );
+    store.delete_deployment(&current).await?;
+    assert_eq!(refs("main").await?, 1);
+    assert!(
+        store
+            .snapshot_pins(&org, &source.id, &snap.name)
+            .await?
+            .is_empty()
+    );
+    let stored = store
+        .get_snapshot(&org, &source.id, &snap.name)
+        .await?
+        .ok_or("snapshot")?;
+    assert_eq!(stored.refs, 0);
+    store.delete_snapshot(&stored).await?;
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance scenario, each on the store that
 /// `$make` (an async fn returning `Result<(Store, keep), Box<dyn Error>>`)
 /// builds. The calling crate needs `tokio` with `macros` and `rt-multi-thread`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:path) => {
-        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed);
+        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots);
     };
     (@tests $make:path; $($test:ident),* $(,)?) => {
         $(

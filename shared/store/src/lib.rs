@@ -10,6 +10,6 @@ pub mod stores;
 
 pub use backend::{Backend, BackendError, Filter, Kind};
 pub use stores::{
-    ActivePlan, DeploymentOutcome, Idempotency, IdempotencyRecord, Page, PageRequest, Store,
-    StoreError, Versioned,
+    ActivePlan, DeploymentOutcome, Idempotency, IdempotencyRecord, Page, PageRequest, SnapshotPin,
+    Store, StoreError, Versioned,
 };

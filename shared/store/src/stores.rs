@@ -194,6 +194,38 @@ impl Batch {
         }
     }
 
+    /// Creates or removes the pin record as the deployment goes from
+    /// `before` to `after` (either absent for a create or a delete).
+    fn pin_changes(
+        &mut self,
+        before: Option<&Deployment>,
+        after: Option<&Deployment>,
+    ) -> Result<(), StoreError> {
+        let old = before.and_then(pin_of);
+        let new = after.and_then(pin_of);
+        if old.as_ref().map(|p| &p.0) == new.as_ref().map(|p| &p.0) {
+            return Ok(());
+        }
+        if let Some((key, _)) = old {
+            // Pin records are written once and never updated.
+            self.push(
+                Write::Delete {
+                    key,
+                    expected: 1,
+                    unreferenced: false,
+                },
+                Meaning::Own,
+            );
+        }
+        if let Some((key, pin)) = new {
+            self.push(
+                Write::Create(record(key, encode(&pin)?, 1, Attrs::default())),
+                Meaning::Own,
+            );
+        }
+        Ok(())
+    }
+
     async fn run(self, backend: &dyn Backend) -> Result<(), StoreError> {
         match backend.write(self.writes).await {
             Ok(()) => Ok(()),
@@ -252,7 +284,62 @@ fn deployment_refs(d: &Deployment) -> Vec<(Kind, String)> {
         .into_iter()
         .collect();
     refs.extend(d.spec.policies().iter().map(|p| (Kind::Policy, p.clone())));
+    // A clone reads its source's repository for as long as it exists, and
+    // holds the snapshot it depends on while pinned: counted on the
+    // snapshot's own record, so that a delete of it (by a client or by
+    // retention) is refused in the same write that would remove it.
+    if let Some(src) = &d.clone_source {
+        refs.push((Kind::Repository, src.repository.clone()));
+        if src.pinned {
+            refs.push((
+                Kind::Snapshot,
+                snapshot_key(
+                    &src.source_deployment_id,
+                    src.snapshot_sort_millis,
+                    &src.snapshot,
+                ),
+            ));
+        }
+    }
     refs
+}
+
+/// A clone's pin on its source's snapshot, listed by snapshot to name the
+/// deployments that hold it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotPin {
+    /// The clone that depends on the snapshot.
+    pub deployment_id: String,
+    pub source_deployment_id: String,
+    pub snapshot: String,
+    pub mode: floe_domain::restore::RestoreMode,
+}
+
+fn pin_prefix(source_deployment_id: &str, snapshot: &str) -> String {
+    format!("{source_deployment_id}#{snapshot}#")
+}
+
+/// The pin record `d` holds, while it pins its source's snapshot.
+fn pin_of(d: &Deployment) -> Option<(RecordKey, SnapshotPin)> {
+    let src = d.clone_source.as_ref().filter(|s| s.pinned)?;
+    let key = RecordKey::new(
+        &d.org,
+        Kind::SnapshotPin,
+        &format!(
+            "{}{}",
+            pin_prefix(&src.source_deployment_id, &src.snapshot),
+            d.id
+        ),
+    );
+    Some((
+        key,
+        SnapshotPin {
+            deployment_id: d.id.clone(),
+            source_deployment_id: src.source_deployment_id.clone(),
+            snapshot: src.snapshot.clone(),
+            mode: src.mode,
+        },
+    ))
 }
 
 fn plan_key(p: &Plan) -> RecordKey {
@@ -567,6 +654,7 @@ impl Store {
         );
         push_new_plan(&mut b, plan)?;
         b.reference_changes(org, &[], &deployment_refs(deployment));
+        b.pin_changes(None, Some(deployment))?;
         if let Some(idem) = idempotency {
             let body = encode(&IdempotencyRecord {
                 request_hash: idem.request_hash.clone(),
@@ -626,6 +714,7 @@ impl Store {
             &deployment_refs(&previous.value),
             &deployment_refs(deployment),
         );
+        b.pin_changes(Some(&previous.value), Some(deployment))?;
         b.run(self.backend.as_ref()).await?;
         Ok(version)
     }
@@ -665,6 +754,7 @@ impl Store {
             Meaning::Own,
         );
         b.reference_changes(&d.org, &deployment_refs(d), &[]);
+        b.pin_changes(Some(d), None)?;
         b.run(self.backend.as_ref()).await
     }
 
@@ -730,6 +820,7 @@ impl Store {
                     &deployment_refs(&previous.value),
                     &deployment_refs(deployment),
                 );
+                b.pin_changes(Some(&previous.value), Some(deployment))?;
             }
             DeploymentOutcome::Delete(previous) => {
                 let d = &previous.value;
@@ -742,6 +833,7 @@ impl Store {
                     Meaning::Own,
                 );
                 b.reference_changes(&d.org, &deployment_refs(d), &[]);
+                b.pin_changes(Some(d), None)?;
             }
         }
         b.run(self.backend.as_ref()).await?;
@@ -929,7 +1021,32 @@ impl Store {
         .await
     }
 
-    /// Removes the snapshot record and its pointer together.
+    /// The clones that pin the snapshot `name` of `deployment_id` (one
+    /// query: at most a page of them, enough to name them).
+    pub async fn snapshot_pins(
+        &self,
+        org: &str,
+        deployment_id: &str,
+        name: &str,
+    ) -> Result<Vec<SnapshotPin>, StoreError> {
+        let page = PageRequest {
+            size: Some(MAX_PAGE_SIZE),
+            cursor: None,
+        };
+        let listed = self
+            .list::<SnapshotPin>(
+                org,
+                Kind::SnapshotPin,
+                pin_prefix(deployment_id, name),
+                Filter::default(),
+                &page,
+            )
+            .await?;
+        Ok(listed.items.into_iter().map(|v| v.value).collect())
+    }
+
+    /// Removes the snapshot record and its pointer together; `InUse` while
+    /// a clone pins it (its record's `refs`).
     pub async fn delete_snapshot(
         &self,
         previous: &Versioned<SnapshotRecord>,
@@ -944,7 +1061,7 @@ impl Store {
                     &snapshot_key(&s.deployment_id, s.sort_millis, &s.name),
                 ),
                 expected: previous.version,
-                unreferenced: false,
+                unreferenced: true,
             },
             Meaning::Own,
         );

@@ -182,6 +182,12 @@ async fn get_deployment(
 ///
 /// Refusals:
 /// - 409: a plan is pending, or a concurrent change won.
+/// - 409 `restore.source_path_read_only`: on a mount clone, `snapshot.repository`
+///   or an attached policy's repository (`snapshot.policies[i]`) is the name its
+///   source's path is registered under read-only (`clone_source.registered_as`);
+///   registering it at the clone's own path would take the mounted data away.
+/// - 400 `restore.repository_unreachable`: a mount clone's new `snapshot.repository`
+///   cannot share the nodes' one S3 client with the source's repository.
 #[utoipa::path(
     put,
     path = "/api/v1/deployments/{id}",

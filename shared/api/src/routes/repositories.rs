@@ -152,7 +152,7 @@ async fn put_repository(
 /// Delete a snapshot repository that no deployment or policy uses.
 ///
 /// Refusals:
-/// - 409: a deployment or policy still uses it.
+/// - 409: a deployment or policy still uses it (a clone uses its source's repository for as long as it exists).
 #[utoipa::path(
     delete,
     path = "/api/v1/platform/configuration/snapshots/repositories/{name}",

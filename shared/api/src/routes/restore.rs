@@ -28,6 +28,9 @@ operations!([restore_deployment], [clone_deployment],);
 /// Refusals:
 /// - 400: invalid, an unknown snapshot or repository, or one the nodes cannot reach; the field is named.
 /// - 409: another plan is pending, the deployment is not running, no successful snapshot, or the snapshot failed.
+/// - 409 `restore.source_path_read_only` (field `repository`): a mount clone reads its
+///   source's path under that name; registering it at the clone's own path would take
+///   the mounted data away.
 #[utoipa::path(
     post,
     path = "/api/v1/deployments/{id}/_restore",
@@ -59,10 +62,13 @@ async fn restore_deployment(
 /// given) node groups, filled from the source's snapshot
 /// (`__latest_success__` by default). The source's repository is
 /// registered read-only on the clone; the clone has no repository of its
-/// own. `Idempotency-Key` works as on a create.
+/// own. `Idempotency-Key` works as on a create. The clone records what it
+/// depends on (`clone_source`) and pins the snapshot: a mount clone until
+/// it is deleted, a restore clone until its data is recovered.
 ///
 /// Refusals:
 /// - 409: the source has no successful snapshot, or the snapshot failed.
+/// - 400 `restore.snapshot_not_found`: the snapshot was deleted while the clone was created.
 #[utoipa::path(
     post,
     path = "/api/v1/deployments/{id}/_clone",

@@ -143,6 +143,9 @@ async fn get_snapshot(
 ///
 /// Refusals:
 /// - 409: the deployment is not running, so its cluster cannot delete it.
+/// - 409 `snapshots.snapshot_pinned` (field `name`): clones depend on the snapshot
+///   (a mount clone until it is deleted, a restore clone until its restore has
+///   completed); the message names them. Retention keeps such snapshots too.
 /// - 502: the cluster refused the delete.
 #[utoipa::path(
     delete,

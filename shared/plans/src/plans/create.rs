@@ -5,11 +5,11 @@
 use crate::step::{Saga, action};
 use crate::steps::client_repository_name;
 use floe_domain::deployment::{DeploymentSpec, NodeRole};
-use floe_domain::restore::{RestoreMode, RestoreTarget};
+use floe_domain::restore::{CloneSource, RestoreMode, RestoreTarget};
 
 /// The steps that create `spec`, then restore `restore` into it (a clone).
 pub fn saga(spec: &DeploymentSpec, restore: Option<&RestoreTarget>) -> Saga {
-    nodes_saga(spec, restore, Secrets::New)
+    nodes_saga(spec, restore, None, Secrets::New)
 }
 
 /// Whether the deployment's certificates, password and repository keys
@@ -22,10 +22,12 @@ pub(crate) enum Secrets {
 }
 
 /// A cluster from nothing: keys, nodes, repository, and the snapshot it
-/// starts from.
+/// starts from; a clone's `source`, which it still reads, is registered
+/// again (read-only).
 pub(crate) fn nodes_saga(
     spec: &DeploymentSpec,
     restore: Option<&RestoreTarget>,
+    source: Option<&CloneSource>,
     secrets: Secrets,
 ) -> Saga {
     let mut saga = Saga::default();
@@ -38,7 +40,7 @@ pub(crate) fn nodes_saga(
         Secrets::Kept => saga.step("node-security", action!(node_security), action!(nothing)),
     }
     // The step itself finds out, when it runs, whether the repository holds keys.
-    if client_repository_name(spec).is_some() {
+    if client_repository_name(spec, source).is_some() {
         match secrets {
             Secrets::New => saga.step(
                 "repository-credentials",
@@ -87,14 +89,15 @@ pub(crate) fn nodes_saga(
         );
     }
     // A clone's restore steps undo nothing: its cluster goes as a whole.
+    let foreign = restore.is_some_and(|t| t.foreign_repository);
+    if foreign || source.is_some_and(|s| s.reads_source()) {
+        saga.step(
+            "register-source",
+            action!(register_source),
+            action!(nothing),
+        );
+    }
     if let Some(t) = restore {
-        if t.foreign_repository {
-            saga.step(
-                "register-source",
-                action!(register_source),
-                action!(nothing),
-            );
-        }
         match t.mode {
             RestoreMode::Restore => saga.step("restore", action!(restore), action!(nothing)),
             RestoreMode::Mount => saga.step("mount", action!(mount), action!(nothing)),

@@ -20,11 +20,13 @@ use floe_domain::plan::{Plan, PlanParams};
 pub fn saga(plan: &Plan, deployment: &Deployment) -> Saga {
     match &plan.params {
         PlanParams::Create(spec) => create::saga(spec, plan.params.restore().as_ref()),
-        PlanParams::Update(target) => update::saga(&deployment.spec, target),
+        PlanParams::Update(target) => {
+            update::saga(&deployment.spec, target, deployment.clone_source.as_ref())
+        }
         PlanParams::Shutdown(params) => shutdown::saga(params, &deployment.spec),
         PlanParams::Delete => delete::saga(),
         PlanParams::Restore(target) => restore::saga(target),
-        PlanParams::Start(params) => start::saga(params),
+        PlanParams::Start(params) => start::saga(params, deployment.clone_source.as_ref()),
         PlanParams::ResetPassword => reset_password::saga(),
     }
 }

@@ -6,7 +6,10 @@
 use super::create::{Secrets, nodes_saga};
 use crate::step::Saga;
 use floe_domain::plan::StartParams;
+use floe_domain::restore::CloneSource;
 
-pub fn saga(params: &StartParams) -> Saga {
-    nodes_saga(&params.spec, params.restore.as_ref(), Secrets::Kept)
+/// A mount clone's nodes read its source again: its client, and the
+/// read-only registration its mounted indices name.
+pub fn saga(params: &StartParams, source: Option<&CloneSource>) -> Saga {
+    nodes_saga(&params.spec, params.restore.as_ref(), source, Secrets::Kept)
 }

@@ -21,10 +21,16 @@ use crate::steps::drain::update_shape;
 use crate::steps::voting::{is_master_group, retires_masters};
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::plan::StepStatus;
+use floe_domain::restore::CloneSource;
 use serde_json::Value;
 
-/// The steps that take a deployment running `current` to `target`.
-pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
+/// The steps that take a deployment running `current` to `target`; a
+/// clone's `source` gives new nodes the client its mounted shards need.
+pub fn saga(
+    current: &DeploymentSpec,
+    target: &DeploymentSpec,
+    source: Option<&CloneSource>,
+) -> Saga {
     let shape = update_shape(current, target);
     let mut saga = Saga::default();
     // Does nothing; its undo, the last of an unwinding, lifts the
@@ -46,7 +52,7 @@ pub fn saga(current: &DeploymentSpec, target: &DeploymentSpec) -> Saga {
     if grows {
         saga.step("node-security", action!(node_security), action!(nothing));
     }
-    if grows && client_repository_name(target).is_some() {
+    if grows && client_repository_name(target, source).is_some() {
         saga.step(
             "repository-credentials",
             action!(repository_credentials),
@@ -185,6 +191,49 @@ mod tests {
         serde_json::from_value(s)
     }
 
+    /// Issue 12, defect 3 (b): a mount clone has no repository of its own;
+    /// new nodes still need the client of the source its shards live in.
+    #[test]
+    fn new_nodes_of_a_clone_get_its_sources_client() -> Result<(), serde_json::Error> {
+        use floe_domain::restore::{CloneSource, RestoreMode};
+        let current = spec("8.15.3", false)?;
+        let mut grown = current.clone();
+        grown.node_groups[1].count = 3;
+        let source = CloneSource {
+            source_deployment_id: "0193a0c4e1f07d2a8b9c0d1e2f3a4b5c".into(),
+            repository: "main".into(),
+            registered_as: "main".into(),
+            snapshot: "nightly-1".into(),
+            snapshot_sort_millis: 0,
+            mode: RestoreMode::Mount,
+            pinned: true,
+        };
+        let ids = saga(&current, &grown, Some(&source)).ids();
+        assert!(ids.iter().any(|s| s == "repository-credentials"), "{ids:?}");
+        let plain = saga(&current, &grown, None).ids();
+        assert!(
+            !plain.iter().any(|s| s == "repository-credentials"),
+            "{plain:?}"
+        );
+
+        // A start registers the source again, before anything restores.
+        let params = floe_domain::plan::StartParams {
+            spec: current.clone(),
+            restore: None,
+        };
+        let ids = super::super::start::saga(&params, Some(&source)).ids();
+        let at = |id: &str| ids.iter().position(|s| s == id);
+        assert!(at("repository-credentials") < at("launch:hot"), "{ids:?}");
+        assert!(at("register-source") > at("wait-joined"), "{ids:?}");
+        let restored = CloneSource {
+            mode: RestoreMode::Restore,
+            ..source
+        };
+        let ids = super::super::start::saga(&params, Some(&restored)).ids();
+        assert!(!ids.iter().any(|s| s == "register-source"), "{ids:?}");
+        Ok(())
+    }
+
     #[test]
     fn a_version_change_snapshots_first_and_replaces_the_masters_last()
     -> Result<(), serde_json::Error> {
@@ -197,7 +246,7 @@ mod tests {
             ("8.15.3", "8.15.3", true, false),
         ];
         for (from, to, repository, snapshot) in cases {
-            let ids = saga(&spec(from, repository)?, &spec(to, repository)?).ids();
+            let ids = saga(&spec(from, repository)?, &spec(to, repository)?, None).ids();
             let case = format!("{from} -> {to}, repository {repository}");
             assert_eq!(
                 ids.get(1).map(String::as_str) == Some("upgrade-snapshot"),

@@ -29,18 +29,26 @@ use floe_compute::{
 };
 use floe_domain::deployment::{DeploymentSpec, NodeGroup};
 use floe_domain::plan::{Plan, StepError};
+use floe_domain::restore::CloneSource;
 use floe_elastic::ElasticError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The repository whose S3 client the nodes get: the deployment's own,
-/// else, for a clone, its source's.
-pub(crate) fn client_repository_name(spec: &DeploymentSpec) -> Option<&str> {
-    spec.repository().or_else(|| {
-        spec.restore_snapshot
-            .as_ref()
-            .and_then(|r| r.repository.as_deref())
-    })
+/// else, for a clone, its source's (from a create's spec, or from the
+/// clone's record for every later plan: mounted shards move between nodes
+/// only when the new ones can read the source).
+pub(crate) fn client_repository_name<'a>(
+    spec: &'a DeploymentSpec,
+    source: Option<&'a CloneSource>,
+) -> Option<&'a str> {
+    spec.repository()
+        .or_else(|| {
+            spec.restore_snapshot
+                .as_ref()
+                .and_then(|r| r.repository.as_deref())
+        })
+        .or_else(|| source.map(|s| s.repository.as_str()))
 }
 
 /// The spec a plan builds: its params for create and update.

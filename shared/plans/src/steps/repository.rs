@@ -32,7 +32,7 @@ impl DeploymentSteps {
         ctx: &StepContext<'_>,
         spec: &DeploymentSpec,
     ) -> Result<Option<Repository>, Outcome> {
-        match client_repository_name(spec) {
+        match client_repository_name(spec, ctx.deployment.clone_source.as_ref()) {
             Some(name) => self.repository_named(ctx, name).await,
             None => Ok(None),
         }

@@ -15,7 +15,8 @@ use super::{cluster_outcome, target};
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done, fail};
 use crate::outputs::{MountOutput, RestoreOutput, RestoredOutput, SourceOutput};
-use floe_domain::deployment::NodeRole;
+use floe_domain::deployment::{Deployment, NodeRole};
+use floe_domain::plan::{Plan, PlanKind};
 use floe_domain::restore::{RestoreTarget, selects};
 use floe_elastic::{ElasticError, MountRequest, MountStorage, RestoreRequest};
 use serde_json::Value;
@@ -42,10 +43,40 @@ fn the_target(ctx: &StepContext<'_>) -> Result<RestoreTarget, Outcome> {
         .ok_or_else(|| fail("invalid_plan", "this plan restores nothing"))
 }
 
+/// What register-source registers: the plan's restore from a path that is
+/// not the deployment's own, else the source a clone still reads (a start
+/// gives new nodes the registration its mounted indices name).
+fn source_target(ctx: &StepContext<'_>) -> Result<RestoreTarget, Outcome> {
+    match ctx.plan.params.restore() {
+        Some(t) if t.foreign_repository => Ok(t),
+        _ => ctx
+            .deployment
+            .clone_source
+            .as_ref()
+            .map(|s| s.target())
+            .ok_or_else(|| fail("invalid_plan", "this plan reads no other path")),
+    }
+}
+
+/// What a plan that ended well does to a clone's pin: a restore clone's
+/// create has copied the data, so the source's snapshot is free again (and
+/// a clone whose create failed, started since, will never read it); a
+/// mount clone keeps reading it.
+pub(crate) fn settle_source(plan: &Plan, next: &mut Deployment) {
+    if !matches!(plan.kind(), PlanKind::Create | PlanKind::Start) {
+        return;
+    }
+    if let Some(src) = next.clone_source.as_mut()
+        && !src.reads_source()
+    {
+        src.pinned = false;
+    }
+}
+
 impl DeploymentSteps {
     /// Registers the snapshot's repository read-only on this cluster.
     pub(crate) async fn register_source(&self, ctx: &StepContext<'_>) -> Outcome {
-        let t = match the_target(ctx) {
+        let t = match source_target(ctx) {
             Ok(t) => t,
             Err(stop) => return stop,
         };
