@@ -139,6 +139,7 @@ async fn create_plan(store: &Store) -> Result<PlanJob, Error> {
         pending_plan: Some(plan.reference()),
         access: None,
         password_to_apply: None,
+        health: None,
         created: now,
         updated: now,
     };

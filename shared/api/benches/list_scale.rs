@@ -80,6 +80,7 @@ fn deployment_record(template: &DeploymentSpec, n: usize) -> Fallible<Record> {
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        health: None,
         created: now,
         updated: now,
     };

@@ -126,6 +126,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        health: None,
         created: now,
         updated: now,
     };

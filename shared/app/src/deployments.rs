@@ -189,6 +189,7 @@ impl App {
             pending_plan: Some(plan.reference()),
             access: None,
             password_to_apply: Some(sealed),
+            health: None,
             created: now,
             updated: now,
         };

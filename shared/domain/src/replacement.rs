@@ -210,6 +210,7 @@ mod tests {
                 http_port: 9200,
             }),
             password_to_apply: None,
+            health: None,
             created: at,
             updated: at,
         }

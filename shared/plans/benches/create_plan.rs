@@ -127,6 +127,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             pending_plan: Some(plan.reference()),
             access: None,
             password_to_apply: None,
+            health: None,
             created: now,
             updated: now,
         };
@@ -197,6 +198,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         pending_plan: Some(plan.reference()),
         access: None,
         password_to_apply: None,
+        health: None,
         created: now,
         updated: now,
     };

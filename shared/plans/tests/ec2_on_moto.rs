@@ -431,6 +431,7 @@ async fn new_create(store: &Store, spec: DeploymentSpec) -> Result<Run, Box<dyn 
         pending_plan: Some(plan.reference()),
         access: None,
         password_to_apply: None,
+        health: None,
         created: now,
         updated: now,
     };
@@ -699,6 +700,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             pending_plan: None,
             access: None,
             password_to_apply: None,
+            health: None,
             created: now,
             updated: now,
         };

@@ -29,6 +29,7 @@ fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
             restore: None,
         }),
         PlanKind::ResetPassword => PlanParams::ResetPassword,
+        PlanKind::Heal => unreachable!("heal plans are made with their replacements"),
     }
 }
 
@@ -165,6 +166,7 @@ async fn harness(
         pending_plan: Some(plan.reference()),
         access: None,
         password_to_apply: None,
+        health: None,
         created: now,
         updated: now,
     };

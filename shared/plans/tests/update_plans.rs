@@ -108,6 +108,7 @@ impl World {
             pending_plan: Some(plan.reference()),
             access: None,
             password_to_apply: None,
+            health: None,
             created: now,
             updated: now,
         };

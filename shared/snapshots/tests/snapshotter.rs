@@ -144,6 +144,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        health: None,
         created: now,
         updated: now,
     };

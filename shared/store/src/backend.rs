@@ -26,6 +26,11 @@ pub enum Kind {
     SnapshotName,
     /// The run state of one policy attachment: `{deployment}#{policy}`.
     PolicyRun,
+    /// A copy of every deployment record (`{org}#{deployment}`, same body,
+    /// attributes and version), all in one partition, so that the health
+    /// check reads a page of running deployments of every organization
+    /// with one query.
+    Fleet,
 }
 
 impl Kind {
@@ -41,6 +46,7 @@ impl Kind {
             Kind::Snapshot => "SNAP",
             Kind::SnapshotName => "SNAPNAME",
             Kind::PolicyRun => "RUN",
+            Kind::Fleet => "FLEET",
         }
     }
 
@@ -55,6 +61,7 @@ impl Kind {
             Kind::Snapshot,
             Kind::SnapshotName,
             Kind::PolicyRun,
+            Kind::Fleet,
         ]
         .into_iter()
         .find(|k| k.prefix() == p)
