@@ -1,6 +1,7 @@
 //! What local mode runs in this process besides the API: the worker (an
 //! in-process queue and the plan engine over simulated compute and
-//! clusters), the one-minute sweep, and the scheduler that fires the
+//! clusters), the sweep (every minute unless `FLOE_SWEEP_INTERVAL_MS`
+//! says otherwise) with its health check, and the scheduler that fires the
 //! snapshotter as EventBridge Scheduler does in production.
 
 use floe_clusters::Clusters;
@@ -8,7 +9,8 @@ use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::Compute;
 use floe_compute_sim::{AddressPool, SimulatedCompute, SimulatedConfig};
 use floe_plans::{
-    DeploymentSteps, Engine, EngineConfig, LocalQueue, StepPorts, StepSettings, WorkQueue,
+    DeploymentSteps, Engine, EngineConfig, HealthCheck, HealthConfig, LocalQueue, StepPorts,
+    StepSettings, WorkQueue,
 };
 use floe_ports::ScheduleSync;
 use floe_schedules::{LocalScheduler, ReconcileNow, SystemClock};
@@ -35,8 +37,15 @@ impl LocalPlatform {
     ) -> Result<LocalPlatform, ConfigError> {
         // Every simulated instance gets an address of its own on this
         // machine, where its simulated node serves.
+        // A file named after an instance id in this folder loses that
+        // instance (README: self-healing).
+        let kill_dir = config.data_dir.join("sim").join("kill");
+        if let Err(e) = std::fs::create_dir_all(&kill_dir) {
+            tracing::warn!(error = %e, dir = %kill_dir.display(), "cannot make the folder that kills simulated instances");
+        }
         let simulated = Arc::new(SimulatedCompute::new(SimulatedConfig {
             addresses: AddressPool::Loopback,
+            kill_dir: Some(kill_dir),
             ..SimulatedConfig::parse(
                 config.sim.boot_delay,
                 config.sim.terminate_delay,
@@ -74,7 +83,7 @@ impl LocalPlatform {
             ..StepSettings::default()
         };
         let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
-        let steps = Arc::new(DeploymentSteps::new(
+        let steps: Arc<DeploymentSteps> = Arc::new(DeploymentSteps::new(
             StepPorts {
                 compute,
                 clusters: clusters.clone(),
@@ -88,6 +97,7 @@ impl LocalPlatform {
         let queue: Arc<dyn WorkQueue> = Arc::new(queue);
         let scheduler = Arc::new(LocalScheduler::new(Arc::new(SystemClock)));
         let reconcile = Arc::new(ReconcileNow::new(store.clone(), scheduler.clone()));
+        let health = HealthCheck::new(steps.clone(), HealthConfig::default());
         let engine = Arc::new(
             Engine::new(
                 store,
@@ -96,9 +106,11 @@ impl LocalPlatform {
                 "local-worker",
                 EngineConfig::default(),
             )
-            .with_listener(reconcile.clone()),
+            .with_listener(reconcile.clone())
+            .with_health(health),
         );
         let worker = engine.clone();
+        let sweep_interval = config.sweep_interval;
         tokio::spawn(async move {
             while let Some(job) = jobs.recv().await {
                 let engine = worker.clone();
@@ -111,7 +123,7 @@ impl LocalPlatform {
         });
         tokio::spawn(async move {
             // The first sweep also resumes plans a previous run left unfinished.
-            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            let mut tick = tokio::time::interval(sweep_interval);
             loop {
                 tick.tick().await;
                 if let Err(e) = engine.sweep().await {

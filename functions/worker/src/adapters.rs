@@ -25,6 +25,9 @@ pub struct Adapters {
     /// Keeps snapshot schedules in step as plans end and when the api asks;
     /// `None` when the function has no schedule settings.
     pub schedules: Option<Arc<ReconcileNow>>,
+    /// The health check each sweep runs (its place in the fleet is kept
+    /// while the function stays warm).
+    pub health: floe_plans::HealthCheck,
 }
 
 /// How long the final snapshot step waits for its snapshot in one go.
@@ -50,7 +53,7 @@ impl Adapters {
             http_port: config.node_http.port,
             ..StepSettings::default()
         };
-        let steps = DeploymentSteps::new(
+        let steps = Arc::new(DeploymentSteps::new(
             StepPorts {
                 compute,
                 clusters,
@@ -59,7 +62,9 @@ impl Adapters {
                 snapshots: snapshotter,
             },
             settings,
-        );
+        ));
+        let health =
+            floe_plans::HealthCheck::new(steps.clone(), floe_plans::HealthConfig::default());
         let schedules = match &config.scheduler {
             Some(s) => {
                 let scheduler = AwsScheduler::new(
@@ -81,9 +86,10 @@ impl Adapters {
         Ok(Adapters {
             store,
             queue,
-            steps: Arc::new(steps),
+            steps,
             engine: EngineConfig::default(),
             schedules,
+            health,
         })
     }
 
@@ -102,7 +108,8 @@ impl Adapters {
             self.steps.clone(),
             format!("worker/{request_id}"),
             config,
-        );
+        )
+        .with_health(self.health.clone());
         match &self.schedules {
             Some(schedules) => engine.with_listener(schedules.clone()),
             None => engine,

@@ -63,6 +63,7 @@ impl Backend for Unreachable {
 struct World {
     store: Store,
     compute: Arc<SimulatedCompute>,
+    steps: Arc<DeploymentSteps>,
     engine: Engine,
     jobs: UnboundedReceiver<PlanJob>,
 }
@@ -91,7 +92,7 @@ fn world(backend: Arc<dyn Backend>) -> World {
     let engine = Engine::new(
         store.clone(),
         Arc::new(queue),
-        steps,
+        steps.clone(),
         "worker-test",
         EngineConfig {
             backoff: Duration::from_millis(1),
@@ -101,6 +102,7 @@ fn world(backend: Arc<dyn Backend>) -> World {
     World {
         store,
         compute,
+        steps,
         engine,
         jobs,
     }
@@ -140,6 +142,7 @@ async fn create_plan(store: &Store) -> Result<PlanJob, Error> {
         access: None,
         password_to_apply: None,
         clone_source: None,
+        health: None,
         created: now,
         updated: now,
     };
@@ -353,6 +356,86 @@ async fn a_sweep_requeues_idle_unfinished_plans_only() -> TestResult {
         w.jobs.try_recv().is_err(),
         "only the lost plan is re-queued"
     );
+    Ok(())
+}
+
+/// SQLite, except that the fleet (the health check's listing) cannot be
+/// read.
+struct NoFleet(Arc<SqliteBackend>);
+
+#[async_trait]
+impl Backend for NoFleet {
+    async fn get(&self, key: &RecordKey) -> Result<Option<Record>, BackendError> {
+        self.0.get(key).await
+    }
+    async fn list(&self, query: &ListQuery) -> Result<RecordPage, BackendError> {
+        if query.kind == floe_store::Kind::Fleet {
+            return Err(BackendError::Unavailable("injected: no fleet".into()));
+        }
+        self.0.list(query).await
+    }
+    async fn write(&self, writes: Vec<Write>) -> Result<(), BackendError> {
+        self.0.write(writes).await
+    }
+}
+
+/// The sweep's engine with the health check over `w`'s steps, and where
+/// its jobs go.
+fn with_health(w: &World) -> (Engine, UnboundedReceiver<PlanJob>) {
+    let (queue, jobs) = LocalQueue::new();
+    let engine = Engine::new(
+        w.store.clone(),
+        Arc::new(queue),
+        w.steps.clone(),
+        "worker-test",
+        EngineConfig::default(),
+    )
+    .with_health(floe_plans::HealthCheck::new(
+        w.steps.clone(),
+        floe_plans::HealthConfig::default(),
+    ));
+    (engine, jobs)
+}
+
+#[tokio::test]
+async fn a_sweep_checks_health_and_starts_a_heal_for_a_lost_node() -> TestResult {
+    let mut w = world(Arc::new(sqlite()?));
+    let created = create_plan(&w.store).await?;
+    handle(&w.engine, batch(vec![job_record("m-create", &created)?])).await?;
+    assert_eq!(run_to_end(&mut w, &created).await?, PlanStatus::Succeeded);
+    let instances = w.compute.instances(&created.deployment_id).await?;
+    let hot = instances
+        .iter()
+        .find(|i| i.tags.get("floe:node-group").map(String::as_str) == Some("hot"))
+        .ok_or("no hot node")?;
+    assert!(w.compute.kill(&hot.id));
+
+    let (engine, mut jobs) = with_health(&w);
+    let response = handle(&engine, json!({"sweep": true})).await?;
+    assert_eq!(response, json!({"requeued": 0}));
+    let heal = jobs.try_recv()?;
+    let plan = plan(&w.store, &heal).await?;
+    assert_eq!(plan.kind(), floe_domain::plan::PlanKind::Heal);
+    assert_eq!(plan.source.user, "floe-health-check");
+    let d = w
+        .store
+        .get_deployment("acme", &created.deployment_id)
+        .await?
+        .ok_or("deployment")?
+        .value;
+    assert_eq!(d.status, DeploymentStatus::Reconfiguring);
+    assert_eq!(d.health.map(|h| h.healthy), Some(false));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_health_check_that_cannot_read_the_fleet_fails_no_sweep() -> TestResult {
+    let w = world(Arc::new(NoFleet(Arc::new(sqlite()?))));
+    let lost = create_plan(&w.store).await?;
+    let (engine, mut jobs) = with_health(&w);
+    let response = handle(&engine, json!({"sweep": true})).await?;
+    assert_eq!(response, json!({"requeued": 1}));
+    assert_eq!(jobs.try_recv()?, lost);
     Ok(())
 }
 

@@ -127,6 +127,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
         access: None,
         password_to_apply: None,
         clone_source: None,
+        health: None,
         created: now,
         updated: now,
     };

@@ -257,6 +257,7 @@ impl App {
             access: None,
             password_to_apply: None,
             clone_source,
+            health: None,
             created: now,
             updated: now,
         };

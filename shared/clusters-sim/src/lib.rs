@@ -365,7 +365,7 @@ impl SimulatedClusters {
                     .user_data
                     .as_ref()
                     .and_then(|source| source(&n.node_name));
-                let from_user_data = user_data.as_deref().and_then(master_eligible_in);
+                let roles = user_data.as_deref().and_then(roles_in);
                 let version = user_data.as_deref().and_then(version_in);
                 let from_group = || {
                     let group = groups.get(&n.node_name)?;
@@ -374,12 +374,17 @@ impl SimulatedClusters {
                         .node_groups
                         .iter()
                         .find(|g| &g.id == group)?;
-                    Some(g.roles.contains(&NodeRole::Master))
+                    Some((
+                        g.roles.contains(&NodeRole::Master),
+                        g.roles.iter().any(NodeRole::is_data),
+                    ))
                 };
+                let (master_eligible, data) = roles.or_else(from_group).unwrap_or((true, true));
                 SimNode {
                     name: n.node_name.clone(),
-                    master_eligible: from_user_data.or_else(from_group).unwrap_or(true),
+                    master_eligible,
                     version,
+                    data,
                 }
             })
             .collect())
@@ -432,13 +437,18 @@ impl SimulatedClusters {
 }
 
 /// Whether the `node.roles` line of a rendered `elasticsearch.yml` names
-/// `master`; `None` without such a line.
-fn master_eligible_in(user_data: &str) -> Option<bool> {
+/// `master`, and whether it names a data role (`data`, `data_hot`, …);
+/// `None` without such a line.
+fn roles_in(user_data: &str) -> Option<(bool, bool)> {
     let line = user_data
         .lines()
         .find_map(|l| l.trim().strip_prefix("node.roles:"))?;
     let roles = line.trim().trim_start_matches('[').trim_end_matches(']');
-    Some(roles.split(',').any(|r| r.trim() == "master"))
+    let roles: Vec<&str> = roles.split(',').map(str::trim).collect();
+    Some((
+        roles.contains(&"master"),
+        roles.iter().any(|r| r.starts_with("data")),
+    ))
 }
 
 /// The Elasticsearch version a boot script installs (its `ES_VERSION=`
@@ -582,7 +592,7 @@ impl Clusters for SimulatedClusters {
 
 #[cfg(test)]
 mod tests {
-    use super::{NodeS3Settings, master_eligible_in, version_in};
+    use super::{NodeS3Settings, roles_in, version_in};
 
     #[test]
     fn the_version_is_read_from_the_boot_script() {
@@ -598,17 +608,18 @@ mod tests {
     }
 
     #[test]
-    fn master_eligibility_is_read_from_node_roles() {
+    fn master_eligibility_and_data_roles_are_read_from_node_roles() {
         assert_eq!(
-            master_eligible_in("x\nnode.roles: [master, data_hot]\n"),
-            Some(true)
+            roles_in("x\nnode.roles: [master, data_hot]\n"),
+            Some((true, true))
         );
         assert_eq!(
-            master_eligible_in("node.roles: [data_hot, ingest]"),
-            Some(false)
+            roles_in("node.roles: [data_hot, ingest]"),
+            Some((false, true))
         );
-        assert_eq!(master_eligible_in("node.roles: []"), Some(false));
-        assert_eq!(master_eligible_in("cluster.name: x"), None);
+        assert_eq!(roles_in("node.roles: [master]"), Some((true, false)));
+        assert_eq!(roles_in("node.roles: []"), Some((false, false)));
+        assert_eq!(roles_in("cluster.name: x"), None);
     }
 
     #[test]

@@ -206,6 +206,7 @@ fn deployment(id: &str) -> Result<Deployment, serde_json::Error> {
         access: None,
         password_to_apply: None,
         clone_source: None,
+        health: None,
         created: chrono::Utc::now(),
         updated: chrono::Utc::now(),
     })

@@ -59,6 +59,11 @@ pub struct SimulatedConfig {
     pub faults: Vec<Fault>,
     /// Which addresses instances get.
     pub addresses: AddressPool,
+    /// Local mode's way to lose an instance, as EC2 may (a host failure, a
+    /// retirement): an empty file named after an instance id in this
+    /// folder terminates that instance when instances are next listed,
+    /// and is removed. `None`: no such folder.
+    pub kill_dir: Option<std::path::PathBuf>,
 }
 
 /// Where simulated instances' private addresses come from.
@@ -130,6 +135,7 @@ impl SimulatedConfig {
             terminate_delay,
             faults,
             addresses: AddressPool::Private,
+            kill_dir: None,
         })
     }
 }
@@ -198,6 +204,7 @@ pub struct SimulatedCompute {
     terminate_delay: Duration,
     faults: Vec<Fault>,
     addresses: AddressPool,
+    kill_dir: Option<std::path::PathBuf>,
     state: Mutex<State>,
 }
 
@@ -265,6 +272,7 @@ impl SimulatedCompute {
             terminate_delay: config.terminate_delay,
             faults: config.faults,
             addresses: config.addresses,
+            kill_dir: config.kill_dir,
             state: Mutex::new(State::default()),
         }
     }
@@ -286,6 +294,47 @@ impl SimulatedCompute {
     /// included; 0 for a name that is not an operation.
     pub fn calls(&self, operation: &str) -> u32 {
         self.lock().calls.get(operation).copied().unwrap_or(0)
+    }
+
+    /// Terminates instance `id` as EC2 might without being asked (a host
+    /// failure): the deployment loses the node. `false` for an unknown or
+    /// already terminated id.
+    pub fn kill(&self, id: &str) -> bool {
+        let mut state = self.lock();
+        match state
+            .instances
+            .iter_mut()
+            .find(|i| i.id == id && i.terminated_at.is_none())
+        {
+            Some(instance) => {
+                instance.terminated_at = Some(Instant::now());
+                tracing::warn!(instance = id, "simulated compute: instance lost");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Kills the instances named by the files in the kill folder, and
+    /// removes those files.
+    fn kill_requested(&self) {
+        let Some(dir) = &self.kill_dir else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') {
+                continue;
+            }
+            if !self.kill(&name) {
+                tracing::warn!(
+                    instance = %name,
+                    "simulated compute: no such running instance to kill"
+                );
+            }
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 
     /// Names of the launch templates that exist now, sorted.
@@ -481,6 +530,7 @@ impl Compute for SimulatedCompute {
     }
 
     async fn instances(&self, deployment_id: &str) -> Result<Vec<Instance>, ComputeError> {
+        self.kill_requested();
         let mut state = self.lock();
         self.enter(&mut state, OP_INSTANCES)?;
         let now = Instant::now();

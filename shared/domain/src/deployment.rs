@@ -40,6 +40,20 @@ pub enum NodeRole {
     Transform,
 }
 
+impl NodeRole {
+    /// A data tier role: its nodes hold shards.
+    pub fn is_data(&self) -> bool {
+        matches!(
+            self,
+            NodeRole::DataHot
+                | NodeRole::DataWarm
+                | NodeRole::DataCold
+                | NodeRole::DataFrozen
+                | NodeRole::DataContent
+        )
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum VolumeType {
@@ -765,6 +779,10 @@ pub struct Deployment {
     /// kept it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clone_source: Option<crate::restore::CloneSource>,
+    /// What the worker's last health check saw (absent until the first
+    /// check of the running deployment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::health::Health>,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
 }
@@ -813,6 +831,18 @@ pub struct DeploymentView {
     /// source's path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clone_source: Option<crate::restore::CloneSource>,
+    /// What the worker's last health check (once a minute) found: every
+    /// node of the spec running and in the cluster, and the cluster not
+    /// red. Absent until the first check of the running deployment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
+    /// Why the deployment is not healthy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "node group hot has 1 of 2 nodes running")]
+    pub health_reason: Option<String>,
+    /// Each live node, as the last health check saw it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<crate::health::NodeStatus>,
     pub resource_version: u64,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
@@ -864,6 +894,13 @@ impl DeploymentView {
                 .map(|a| crate::access::ElasticsearchAccess::of(&d.id, a)),
             credentials: None,
             clone_source: d.clone_source.clone(),
+            healthy: d.health.as_ref().map(|h| h.healthy),
+            health_reason: d.health.as_ref().and_then(|h| h.reason.clone()),
+            nodes: d
+                .health
+                .as_ref()
+                .map(|h| h.nodes.clone())
+                .unwrap_or_default(),
             resource_version: version,
             created: d.created,
             updated: d.updated,

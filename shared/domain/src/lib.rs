@@ -6,6 +6,7 @@ pub mod access;
 pub mod bytesize;
 pub mod catalog;
 pub mod deployment;
+pub mod health;
 pub mod names;
 pub mod plan;
 pub mod policy;

@@ -20,6 +20,8 @@ pub enum PlanKind {
     Start,
     /// A new `elastic` password applied to the running cluster.
     ResetPassword,
+    /// Nodes the health check found lost replaced, in their group and zone.
+    Heal,
 }
 
 impl PlanKind {
@@ -32,6 +34,7 @@ impl PlanKind {
             PlanKind::Restore => "restore",
             PlanKind::Start => "start",
             PlanKind::ResetPassword => "reset_password",
+            PlanKind::Heal => "heal",
         }
     }
 }
@@ -173,6 +176,32 @@ pub enum PlanParams {
     /// The password the deployment's record holds sealed
     /// (`password_to_apply`) applied to its cluster.
     ResetPassword,
+    /// Lost nodes replaced (the health check starts it).
+    Heal(HealParams),
+}
+
+/// What a heal replaces: the spec the deployment runs (its nodes' launch
+/// templates are made from it) and how many nodes of which group go to
+/// which zone. Decided by the health check when it starts the plan, so the
+/// plan's layout follows from these alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealParams {
+    pub spec: DeploymentSpec,
+    pub replacements: Vec<Replacement>,
+}
+
+/// Nodes of one group to start again in one of its zones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replacement {
+    pub group: String,
+    /// The zone's index among the group's zones (as a launch counts them).
+    pub zone: u32,
+    pub count: u32,
+    /// The instances found lost there (for the plan's log).
+    #[serde(default)]
+    pub lost: Vec<String>,
 }
 
 /// What starting a stopped deployment again runs: its spec, and the
@@ -202,6 +231,7 @@ impl PlanParams {
             PlanParams::Restore(_) => PlanKind::Restore,
             PlanParams::Start(_) => PlanKind::Start,
             PlanParams::ResetPassword => PlanKind::ResetPassword,
+            PlanParams::Heal(_) => PlanKind::Heal,
         }
     }
 
@@ -210,6 +240,7 @@ impl PlanParams {
         match self {
             PlanParams::Create(s) | PlanParams::Update(s) => Some(s),
             PlanParams::Start(p) => Some(&p.spec),
+            PlanParams::Heal(p) => Some(&p.spec),
             _ => None,
         }
     }
@@ -244,6 +275,7 @@ impl PlanParams {
             PlanParams::Delete | PlanParams::ResetPassword => Ok(serde_json::Value::Null),
             PlanParams::Restore(t) => serde_json::to_value(t),
             PlanParams::Start(p) => serde_json::to_value(p),
+            PlanParams::Heal(p) => serde_json::to_value(p),
         };
         // These types serialize to JSON without fail (no maps with
         // non-string keys, no custom serializers that can refuse).
@@ -268,6 +300,7 @@ impl PlanParams {
             PlanKind::Restore => PlanParams::Restore(serde_json::from_value(value).map_err(e)?),
             PlanKind::Start => PlanParams::Start(serde_json::from_value(value).map_err(e)?),
             PlanKind::ResetPassword => PlanParams::ResetPassword,
+            PlanKind::Heal => PlanParams::Heal(serde_json::from_value(value).map_err(e)?),
         })
     }
 }
@@ -483,6 +516,9 @@ pub mod lifecycle {
             // The cluster keeps serving while a snapshot is restored into
             // it, but a plan runs: clients wait for `running` again.
             PlanKind::Restore | PlanKind::ResetPassword => DeploymentStatus::Reconfiguring,
+            // Its cluster keeps serving on the nodes it has left while the
+            // lost ones are replaced; clients wait for `running` again.
+            PlanKind::Heal => DeploymentStatus::Reconfiguring,
         }
     }
 
@@ -527,6 +563,10 @@ pub mod lifecycle {
             (PlanKind::Restore, _) => DeploymentStatus::Running,
             // The cluster kept serving, with the old password or the new.
             (PlanKind::ResetPassword, _) => DeploymentStatus::Running,
+            // A heal that did not finish left the cluster as it found it
+            // (its undos terminate only the replacements): still running,
+            // still unhealthy, for the next check to try again.
+            (PlanKind::Heal, _) => DeploymentStatus::Running,
         }
     }
 }
@@ -664,10 +704,16 @@ mod tests {
             PlanKind::Shutdown,
             PlanKind::Delete,
             PlanKind::Restore,
+            PlanKind::Heal,
         ] {
             assert_eq!(lifecycle::after(kind, PlanEnd::UndoFailed), S::Failed);
             assert_eq!(lifecycle::after(kind, PlanEnd::ForceEnded), S::Failed);
         }
+        assert_eq!(lifecycle::while_running(PlanKind::Heal), S::Reconfiguring);
+        assert_eq!(
+            lifecycle::after(PlanKind::Heal, PlanEnd::RolledBack),
+            S::Running
+        );
         assert_eq!(lifecycle::while_running(PlanKind::Create), S::Initializing);
         assert_eq!(
             lifecycle::while_running(PlanKind::Restore),

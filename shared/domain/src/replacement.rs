@@ -212,6 +212,7 @@ mod tests {
             }),
             password_to_apply: None,
             clone_source: None,
+            health: None,
             created: at,
             updated: at,
         }

@@ -110,8 +110,9 @@ fn snapshot_health(sim: &Sim, expressions: &[String]) -> Result<(u8, serde_json:
         "cluster_name": sim.cluster_name,
         "status": word(total.level),
         "timed_out": false,
-        "number_of_nodes": nodes,
-        "number_of_data_nodes": nodes,
+        // Every node that is in the cluster: one lost is one fewer.
+        "number_of_nodes": sim.member_count(),
+        "number_of_data_nodes": sim.data_node_count(),
         "active_primary_shards": total.active_primary,
         "active_shards": total.active,
         "relocating_shards": 0,

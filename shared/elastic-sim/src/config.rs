@@ -48,6 +48,9 @@ pub struct SimNode {
     pub master_eligible: bool,
     /// `None`: the cluster's version.
     pub version: Option<String>,
+    /// Whether it has a data role (it has when `node.roles` is unset):
+    /// `_cluster/health` counts such nodes as `number_of_data_nodes`.
+    pub data: bool,
 }
 
 impl SimNode {
@@ -56,6 +59,7 @@ impl SimNode {
             name: name.into(),
             master_eligible: true,
             version: None,
+            data: true,
         }
     }
 }

@@ -458,6 +458,7 @@ mod tests {
             name: id.into(),
             master_eligible: master,
             version: "8.15.0".into(),
+            data: true,
         }
     }
 

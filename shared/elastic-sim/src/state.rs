@@ -46,6 +46,8 @@ pub struct Node {
     pub master_eligible: bool,
     /// The Elasticsearch version the node runs.
     pub version: String,
+    /// It has a data role.
+    pub data: bool,
 }
 
 impl Node {
@@ -54,6 +56,7 @@ impl Node {
             id: new_uuid(),
             name: member.name.clone(),
             master_eligible: member.master_eligible,
+            data: member.data,
             version: member
                 .version
                 .clone()
@@ -63,19 +66,24 @@ impl Node {
 
     /// Its roles, as `_nodes` and the cluster state list them.
     pub fn roles(&self) -> Vec<&'static str> {
-        if self.master_eligible {
-            vec!["data", "ingest", "master"]
-        } else {
-            vec!["data", "ingest"]
+        let mut roles = Vec::new();
+        if self.data {
+            roles.extend(["data", "ingest"]);
         }
+        if self.master_eligible {
+            roles.push("master");
+        }
+        roles
     }
 
-    /// Its roles as `_cat/nodes` abbreviates them.
+    /// Its roles as `_cat/nodes` abbreviates them (`-`: none, a
+    /// coordinating-only node).
     pub fn role_letters(&self) -> &'static str {
-        if self.master_eligible {
-            "cdfhilmrstw"
-        } else {
-            "cdfhilrstw"
+        match (self.master_eligible, self.data) {
+            (true, true) => "cdfhilmrstw",
+            (false, true) => "cdfhilrstw",
+            (true, false) => "m",
+            (false, false) => "-",
         }
     }
 }
@@ -244,6 +252,17 @@ impl Sim {
     }
 
     /// The nodes replicas can be spread over.
+    /// Every node in the cluster, as `_cluster/health` counts
+    /// `number_of_nodes` (nodes excluded from allocation included).
+    pub fn member_count(&self) -> u32 {
+        u32::try_from(self.nodes().len()).unwrap_or(u32::MAX)
+    }
+
+    /// The nodes with a data role (`number_of_data_nodes`).
+    pub fn data_node_count(&self) -> u32 {
+        u32::try_from(self.nodes().iter().filter(|n| n.data).count()).unwrap_or(u32::MAX)
+    }
+
     pub fn node_count(&self) -> u32 {
         u32::try_from(self.eligible_nodes().len()).unwrap_or(u32::MAX)
     }
@@ -261,6 +280,7 @@ impl Sim {
                 name: String::new(),
                 master_eligible: false,
                 version: self.version.clone(),
+                data: false,
             })
     }
 

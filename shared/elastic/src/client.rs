@@ -492,12 +492,12 @@ impl ElasticClient {
     /// `GET {indices}/_recovery` (every index when `indices` is empty):
     /// every shard recovery the cluster still reports, finished ones
     /// included, so the totals say how far a restore has got.
-    /// `GET _cat/nodes`: the nodes in the cluster, by id and name.
+    /// `GET _cat/nodes`: the nodes in the cluster, by id, name and version.
     pub async fn nodes(&self) -> Result<Vec<NodeRow>, ElasticError> {
         let query = [
             ("format", "json".to_string()),
             ("full_id", "true".to_string()),
-            ("h", "id,name".to_string()),
+            ("h", "id,name,version".to_string()),
         ];
         let (status, body) = self
             .execute(Method::GET, "_cat/nodes", &query, None, Duration::ZERO)

@@ -434,6 +434,9 @@ pub struct MountRequest {
 pub struct NodeRow {
     pub id: String,
     pub name: String,
+    /// The Elasticsearch version the node runs.
+    #[serde(default)]
+    pub version: String,
 }
 
 /// `metadata.cluster_coordination` of `GET _cluster/state/metadata`: who

@@ -16,6 +16,8 @@
 //! delete:   terminate, wait-terminated, forget-parameters (then the record goes)
 //! update:   grow and shrink: begin, new nodes first, then the old ones go
 //!           (master-eligible ones out of the voting configuration first)
+//! heal:     template:{group} and replace:{group} for each group with lost
+//!           nodes, wait-running, wait-joined, record-access
 
 use crate::engine::{Outcome, StepContext, Steps, fail};
 use async_trait::async_trait;

@@ -215,12 +215,14 @@ pub enum EngineError {
 }
 
 pub struct Engine {
-    store: Store,
-    queue: Arc<dyn WorkQueue>,
+    pub(crate) store: Store,
+    pub(crate) queue: Arc<dyn WorkQueue>,
     steps: Arc<dyn Steps>,
     owner: String,
     config: EngineConfig,
     listener: Option<Arc<dyn PlanListener>>,
+    /// Run after each sweep; `None` checks nothing.
+    pub(crate) health: Option<crate::health::HealthCheck>,
 }
 
 fn lease_duration(d: Duration) -> chrono::Duration {
@@ -242,7 +244,14 @@ impl Engine {
             owner: owner.into(),
             config,
             listener: None,
+            health: None,
         }
+    }
+
+    /// Checks the running deployments' health after each sweep.
+    pub fn with_health(mut self, health: crate::health::HealthCheck) -> Engine {
+        self.health = Some(health);
+        self
     }
 
     pub fn with_listener(mut self, listener: Arc<dyn PlanListener>) -> Engine {
@@ -656,7 +665,24 @@ impl Engine {
 
     /// Re-queues every unfinished plan whose lease has expired or that no
     /// worker holds: plans whose worker died, or whose message was lost.
+    /// Then, with a health check, checks the next page of running
+    /// deployments: after the plans, whatever became of them, and never
+    /// failing the sweep.
     pub async fn sweep(&self) -> Result<usize, EngineError> {
+        let requeued = self.sweep_plans().await;
+        if self.health.is_some() {
+            let summary = self.check_health().await;
+            tracing::info!(
+                checked = summary.checked,
+                unhealthy = summary.unhealthy,
+                heals_started = summary.heals_started,
+                "health check done"
+            );
+        }
+        requeued
+    }
+
+    async fn sweep_plans(&self) -> Result<usize, EngineError> {
         let mut requeued = 0;
         let mut page = PageRequest {
             size: Some(100),

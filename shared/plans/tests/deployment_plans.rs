@@ -35,6 +35,7 @@ fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
             restore: None,
         }),
         PlanKind::ResetPassword => PlanParams::ResetPassword,
+        PlanKind::Heal => unreachable!("heal plans are made with their replacements"),
     }
 }
 
@@ -89,6 +90,7 @@ async fn drive(
                 access: None,
                 password_to_apply: None,
                 clone_source: None,
+                health: None,
                 created: now,
                 updated: now,
             };
@@ -221,6 +223,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         access: None,
         password_to_apply: None,
         clone_source: None,
+        health: None,
         created: now,
         updated: now,
     };
@@ -528,4 +531,223 @@ fn sim_clusters(
         compute.clone(),
         floe_clusters_sim::SimulatedClustersConfig::default(),
     ))
+}
+
+/// A running deployment of `spec()` on `compute`, made by a create plan.
+async fn running(
+    compute: &Arc<SimulatedCompute>,
+    parameters: Arc<SimulatedParameters>,
+    store: &Store,
+) -> Result<Deployment, Box<dyn std::error::Error>> {
+    let steps = Arc::new(steps_over(compute, parameters, store));
+    let (run, status) = drive(steps, PlanKind::Create, store, None).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    Ok(store
+        .get_deployment("acme", &run.job.deployment_id)
+        .await?
+        .ok_or("deployment")?
+        .value)
+}
+
+/// Loses one node of each of `groups`; returns their ids and zones.
+async fn lose(
+    compute: &SimulatedCompute,
+    deployment_id: &str,
+    groups: &[&str],
+) -> Result<Vec<(String, String)>, Box<dyn std::error::Error>> {
+    let instances = compute.instances(deployment_id).await?;
+    let mut lost = Vec::new();
+    for group in groups {
+        let victim = instances
+            .iter()
+            .find(|i| i.tags.get("floe:node-group").map(String::as_str) == Some(group))
+            .ok_or("no node in the group")?;
+        assert!(compute.kill(&victim.id));
+        lost.push((victim.id.clone(), victim.zone.clone()));
+    }
+    Ok(lost)
+}
+
+/// An engine whose sweep checks health with `probe`; the health check's
+/// job for a heal goes to the returned queue.
+fn health_engine(
+    store: &Store,
+    probe: Arc<DeploymentSteps>,
+) -> (
+    floe_plans::Engine,
+    tokio::sync::mpsc::UnboundedReceiver<PlanJob>,
+) {
+    let (queue, rx) = floe_plans::LocalQueue::new();
+    let engine = floe_plans::Engine::new(
+        store.clone(),
+        Arc::new(queue),
+        probe.clone(),
+        "test",
+        floe_plans::EngineConfig::default(),
+    )
+    .with_health(floe_plans::HealthCheck::new(
+        probe,
+        floe_plans::HealthConfig::default(),
+    ));
+    (engine, rx)
+}
+
+#[tokio::test]
+async fn a_heal_runs_every_step_twice_and_replaces_each_lost_node_once() -> TestResult {
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        boot_delay: Duration::from_millis(20),
+        ..SimulatedConfig::default()
+    }));
+    let parameters = no_parameters();
+    let store = new_store()?;
+    let d = running(&compute, parameters.clone(), &store).await?;
+    let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
+    let (engine, mut jobs) = health_engine(&store, probe);
+
+    // Healthy: recorded, with every node; no plan.
+    let summary = engine.check_health().await;
+    assert_eq!((summary.checked, summary.unhealthy), (1, 0), "{summary:?}");
+    let checked = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
+    let health = checked.value.health.clone().ok_or("health")?;
+    assert!(health.healthy, "{health:?}");
+    assert_eq!(health.nodes.len(), 7);
+    // Nothing changed: nothing written.
+    engine.check_health().await;
+    let again = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
+    assert_eq!(again.version, checked.version);
+
+    let lost = lose(&compute, &d.id, &["hot", "masters"]).await?;
+    let summary = engine.check_health().await;
+    assert_eq!(
+        (summary.unhealthy, summary.heals_started),
+        (1, 1),
+        "{summary:?}"
+    );
+    let healing = store.get_deployment("acme", &d.id).await?.ok_or("d")?.value;
+    assert_eq!(healing.status, DeploymentStatus::Reconfiguring);
+    let health = healing.health.clone().ok_or("health")?;
+    assert!(!health.healthy);
+    let reason = health.reason.unwrap_or_default();
+    assert!(reason.contains("node group hot has 3 of 4"), "{reason}");
+    assert!(reason.contains("node group masters has 2 of 3"), "{reason}");
+    let job = jobs.try_recv()?;
+    assert_eq!(
+        Some(job.plan_id.clone()),
+        healing.pending_plan.map(|p| p.plan_id)
+    );
+
+    let steps = Arc::new(Twice(steps_over(&compute, parameters, &store)));
+    let status = support::run_to_end(&store, steps, &job).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let instances = compute.instances(&d.id).await?;
+    let running: Vec<_> = instances
+        .iter()
+        .filter(|i| i.state == InstanceState::Running)
+        .collect();
+    assert_eq!(running.len(), 7, "each lost node replaced once");
+    for (id, zone) in &lost {
+        let group = instances
+            .iter()
+            .find(|i| &i.id == id)
+            .and_then(|i| i.tags.get("floe:node-group"))
+            .ok_or("group")?;
+        // The replacement runs in the lost node's zone.
+        let in_zone = running
+            .iter()
+            .filter(|i| i.tags.get("floe:node-group") == Some(group) && &i.zone == zone)
+            .count();
+        assert!(in_zone >= 1, "no {group} node in {zone}");
+    }
+    let plan = store
+        .get_plan("acme", &d.id, &job.plan_id)
+        .await?
+        .ok_or("plan")?
+        .value;
+    assert_eq!(
+        plan.steps
+            .iter()
+            .map(|s| s.step_id.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "template:hot",
+            "replace:hot",
+            "template:masters",
+            "replace:masters",
+            "wait-running",
+            "wait-joined",
+            "record-access"
+        ]
+    );
+    let healed = store.get_deployment("acme", &d.id).await?.ok_or("d")?.value;
+    assert_eq!(healed.status, DeploymentStatus::Running);
+    assert_eq!(healed.pending_plan, None);
+    assert_eq!(healed.access.map(|a| a.nodes.len()), Some(7));
+    assert_eq!(healed.health.as_ref().and_then(|h| h.heal_started), None);
+    let summary = engine.check_health().await;
+    assert_eq!((summary.unhealthy, summary.heals_started), (0, 0));
+    let health = store
+        .get_deployment("acme", &d.id)
+        .await?
+        .ok_or("d")?
+        .value
+        .health
+        .ok_or("health")?;
+    assert!(health.healthy, "{health:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failure_after_any_heal_step_leaves_nothing_behind() -> TestResult {
+    let mut layout: Option<Vec<String>> = None;
+    let mut index = 0;
+    loop {
+        let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+        let parameters = no_parameters();
+        let store = new_store()?;
+        let d = running(&compute, parameters.clone(), &store).await?;
+        let templates = compute.templates();
+        lose(&compute, &d.id, &["hot", "masters"]).await?;
+        let survivors = live(&compute, &d.id).await?;
+        let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
+        let (engine, mut jobs) = health_engine(&store, probe.clone());
+        engine.check_health().await;
+        let job = jobs.try_recv()?;
+        let plan = store
+            .get_plan("acme", &d.id, &job.plan_id)
+            .await?
+            .ok_or("plan")?
+            .value;
+        let ids = layout
+            .get_or_insert_with(|| probe.layout(&plan, &d).unwrap_or_default())
+            .clone();
+        let Some(at) = ids.get(index).cloned() else {
+            break;
+        };
+        index += 1;
+        let steps = Arc::new(FailAfter {
+            inner: steps_over(&compute, parameters, &store),
+            at: at.clone(),
+        });
+        let status = support::run_to_end(&store, steps, &job).await?;
+        assert_eq!(status, PlanStatus::Failed, "failure after {at}");
+        // Only the nodes that survived the loss run; the heal's template
+        // is gone.
+        assert_eq!(
+            live(&compute, &d.id).await?,
+            survivors,
+            "failure after {at} left replacements running"
+        );
+        assert_eq!(compute.templates(), templates, "failure after {at}");
+        let after = store.get_deployment("acme", &d.id).await?.ok_or("d")?.value;
+        assert_eq!(
+            (after.status, after.pending_plan),
+            (DeploymentStatus::Running, None),
+            "failure after {at}"
+        );
+        // A failed heal is not started again at once.
+        let summary = engine.check_health().await;
+        assert_eq!(summary.heals_started, 0, "after {at}");
+    }
+    assert_eq!(index, 7, "{layout:?}");
+    Ok(())
 }

@@ -432,6 +432,7 @@ async fn new_create(store: &Store, spec: DeploymentSpec) -> Result<Run, Box<dyn 
         access: None,
         password_to_apply: None,
         clone_source: None,
+        health: None,
         created: now,
         updated: now,
     };
@@ -701,6 +702,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             access: None,
             password_to_apply: None,
             clone_source: None,
+            health: None,
             created: now,
             updated: now,
         };

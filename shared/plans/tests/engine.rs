@@ -29,6 +29,7 @@ fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
             restore: None,
         }),
         PlanKind::ResetPassword => PlanParams::ResetPassword,
+        PlanKind::Heal => unreachable!("heal plans are made with their replacements"),
     }
 }
 
@@ -166,6 +167,7 @@ async fn harness(
         access: None,
         password_to_apply: None,
         clone_source: None,
+        health: None,
         created: now,
         updated: now,
     };

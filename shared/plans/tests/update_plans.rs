@@ -109,6 +109,7 @@ impl World {
             access: None,
             password_to_apply: None,
             clone_source: None,
+            health: None,
             created: now,
             updated: now,
         };

@@ -145,6 +145,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
         access: None,
         password_to_apply: None,
         clone_source: None,
+        health: None,
         created: now,
         updated: now,
     };
@@ -882,6 +883,7 @@ async fn retention_keeps_a_snapshot_a_clone_pins_and_says_so() -> TestResult {
             mode: RestoreMode::Mount,
             pinned: true,
         }),
+        health: None,
         created: now,
         updated: now,
     };

@@ -30,6 +30,11 @@ pub enum Kind {
     /// `{source deployment}#{snapshot}#{clone}`, so that the clones of one
     /// snapshot are found with one query.
     SnapshotPin,
+    /// A copy of every deployment record (`{org}#{deployment}`, same body,
+    /// attributes and version), all in one partition, so that the health
+    /// check reads a page of running deployments of every organization
+    /// with one query.
+    Fleet,
 }
 
 impl Kind {
@@ -46,6 +51,7 @@ impl Kind {
             Kind::SnapshotName => "SNAPNAME",
             Kind::PolicyRun => "RUN",
             Kind::SnapshotPin => "PIN",
+            Kind::Fleet => "FLEET",
         }
     }
 
@@ -61,6 +67,7 @@ impl Kind {
             Kind::SnapshotName,
             Kind::PolicyRun,
             Kind::SnapshotPin,
+            Kind::Fleet,
         ]
         .into_iter()
         .find(|k| k.prefix() == p)

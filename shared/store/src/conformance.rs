@@ -131,6 +131,7 @@ fn deployment(
         access: None,
         password_to_apply: None,
         clone_source: None,
+        health: None,
         created: now,
         updated: now,
     };
@@ -925,13 +926,63 @@ pub async fn clone_pins_guard_snapshots(store: Store) -> TestResult {
     Ok(())
 }
 
+/// The fleet copies follow the deployment records, in every organization:
+/// a running deployment is listed with its record's version, and goes with
+/// its record.
+pub async fn the_fleet_lists_running_deployments(store: Store) -> TestResult {
+    let (a, b) = (org(), org());
+    let (da, pa) = deployment(&a, "fleet-a", None, &[], &[]);
+    let (db, pb) = deployment(&b, "fleet-b", None, &[], &[]);
+    store.create_deployment(&da, &pa, None).await?;
+    store.create_deployment(&db, &pb, None).await?;
+    let listed = |page: &crate::Page<crate::Versioned<Deployment>>, id: &str| {
+        page.items
+            .iter()
+            .find(|d| d.value.id == id)
+            .map(|d| d.version)
+    };
+    let all = |store: Store| async move {
+        let mut items = Vec::new();
+        let mut page = PageRequest {
+            size: Some(100),
+            cursor: None,
+        };
+        loop {
+            let got = store.list_running_fleet(&page).await?;
+            items.extend(got.items);
+            match got.next_cursor {
+                Some(c) => page.cursor = Some(c),
+                None => {
+                    return Ok::<_, StoreError>(crate::Page {
+                        items,
+                        next_cursor: None,
+                    });
+                }
+            }
+        }
+    };
+    // Initializing: not listed.
+    assert_eq!(listed(&all(store.clone()).await?, &da.id), None);
+    let previous = store.get_deployment(&a, &da.id).await?.ok_or("a")?;
+    let mut running = previous.value.clone();
+    running.status = DeploymentStatus::Running;
+    let version = store.replace_deployment(&running, &previous, None).await?;
+    let page = all(store.clone()).await?;
+    assert_eq!(listed(&page, &da.id), Some(version));
+    assert_eq!(listed(&page, &db.id), None);
+    let stored = store.get_deployment(&a, &da.id).await?.ok_or("a")?;
+    store.delete_deployment(&stored).await?;
+    assert_eq!(listed(&all(store.clone()).await?, &da.id), None);
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance scenario, each on the store that
 /// `$make` (an async fn returning `Result<(Store, keep), Box<dyn Error>>`)
 /// builds. The calling crate needs `tokio` with `macros` and `rt-multi-thread`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:path) => {
-        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots);
+        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, the_fleet_lists_running_deployments);
     };
     (@tests $make:path; $($test:ident),* $(,)?) => {
         $(

@@ -159,6 +159,10 @@ enum Meaning {
     Reference(Kind, String),
     /// The idempotency record: `Exists` means the key was used before.
     IdempotencyKey,
+    /// A deployment's fleet copy. A deployment stored before the fleet
+    /// index existed has none: an update of it (`Missing`) creates it
+    /// instead, and a delete drops it from the batch.
+    Fleet(Option<Write>),
 }
 
 impl Batch {
@@ -226,8 +230,34 @@ impl Batch {
         Ok(())
     }
 
-    async fn run(self, backend: &dyn Backend) -> Result<(), StoreError> {
-        match backend.write(self.writes).await {
+    async fn run(mut self, backend: &dyn Backend) -> Result<(), StoreError> {
+        let first = backend.write(self.writes.clone()).await;
+        // Once only: the batch again, with a missing fleet copy created
+        // (or, for a delete, left alone).
+        if let Err(BackendError::Failed {
+            index,
+            failure: WriteFailure::Missing,
+        }) = &first
+            && let Some(Meaning::Fleet(instead)) = self.meanings.get(*index).cloned()
+        {
+            match instead {
+                Some(w) => {
+                    self.writes[*index] = w;
+                    self.meanings[*index] = Meaning::Own;
+                }
+                None => {
+                    self.writes.remove(*index);
+                    self.meanings.remove(*index);
+                }
+            }
+            let again = backend.write(self.writes.clone()).await;
+            return self.finish(again);
+        }
+        self.finish(first)
+    }
+
+    fn finish(self, result: Result<(), BackendError>) -> Result<(), StoreError> {
+        match result {
             Ok(()) => Ok(()),
             Err(BackendError::Failed { index, failure }) => Err(
                 match (
@@ -257,6 +287,83 @@ fn record(key: RecordKey, body: String, version: u64, attrs: Attrs) -> Record {
         attrs,
         expires_at: None,
     }
+}
+
+fn fleet_key(org: &str, deployment_id: &str) -> RecordKey {
+    RecordKey::new(SYSTEM_ORG, Kind::Fleet, &format!("{org}#{deployment_id}"))
+}
+
+/// A new deployment record and its fleet copy.
+fn push_new_deployment(b: &mut Batch, d: &Deployment) -> Result<(), StoreError> {
+    let body = encode(d)?;
+    let attrs = deployment_attrs(d);
+    b.push(
+        Write::Create(record(
+            RecordKey::new(&d.org, Kind::Deployment, &d.id),
+            body.clone(),
+            1,
+            attrs.clone(),
+        )),
+        Meaning::Own,
+    );
+    b.push(
+        Write::Create(record(fleet_key(&d.org, &d.id), body, 1, attrs)),
+        Meaning::Fleet(None),
+    );
+    Ok(())
+}
+
+/// `d` replacing the record at `previous_version`, and its fleet copy
+/// (kept at the same version).
+fn push_deployment_update(
+    b: &mut Batch,
+    d: &Deployment,
+    previous_version: u64,
+) -> Result<(), StoreError> {
+    let body = encode(d)?;
+    let attrs = deployment_attrs(d);
+    let version = previous_version + 1;
+    b.push(
+        Write::Update {
+            record: record(
+                RecordKey::new(&d.org, Kind::Deployment, &d.id),
+                body.clone(),
+                version,
+                attrs.clone(),
+            ),
+            expected: previous_version,
+        },
+        Meaning::Own,
+    );
+    let copy = record(fleet_key(&d.org, &d.id), body, version, attrs);
+    b.push(
+        Write::Update {
+            record: copy.clone(),
+            expected: previous_version,
+        },
+        Meaning::Fleet(Some(Write::Create(copy))),
+    );
+    Ok(())
+}
+
+/// The deployment record at `version` goes, and its fleet copy.
+fn push_deployment_delete(b: &mut Batch, d: &Deployment, version: u64) {
+    b.push(
+        Write::Delete {
+            key: RecordKey::new(&d.org, Kind::Deployment, &d.id),
+            expected: version,
+            unreferenced: false,
+        },
+        Meaning::Own,
+    );
+    b.push(
+        Write::Delete {
+            key: fleet_key(&d.org, &d.id),
+            expected: version,
+            unreferenced: false,
+        },
+        Meaning::Fleet(None),
+    );
 }
 
 /// What a deployment is listed and filtered by (name, status, tags): the
@@ -643,15 +750,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let org = &deployment.org;
         let mut b = Batch::default();
-        b.push(
-            Write::Create(record(
-                RecordKey::new(org, Kind::Deployment, &deployment.id),
-                encode(deployment)?,
-                1,
-                deployment_attrs(deployment),
-            )),
-            Meaning::Own,
-        );
+        push_new_deployment(&mut b, deployment)?;
         push_new_plan(&mut b, plan)?;
         b.reference_changes(org, &[], &deployment_refs(deployment));
         b.pin_changes(None, Some(deployment))?;
@@ -694,18 +793,7 @@ impl Store {
         let org = &deployment.org;
         let version = previous.version + 1;
         let mut b = Batch::default();
-        b.push(
-            Write::Update {
-                record: record(
-                    RecordKey::new(org, Kind::Deployment, &deployment.id),
-                    encode(deployment)?,
-                    version,
-                    deployment_attrs(deployment),
-                ),
-                expected: previous.version,
-            },
-            Meaning::Own,
-        );
+        push_deployment_update(&mut b, deployment, previous.version)?;
         if let Some(plan) = plan {
             push_new_plan(&mut b, plan)?;
         }
@@ -745,17 +833,29 @@ impl Store {
     ) -> Result<(), StoreError> {
         let d = &previous.value;
         let mut b = Batch::default();
-        b.push(
-            Write::Delete {
-                key: RecordKey::new(&d.org, Kind::Deployment, &d.id),
-                expected: previous.version,
-                unreferenced: false,
-            },
-            Meaning::Own,
-        );
+        push_deployment_delete(&mut b, d, previous.version);
         b.reference_changes(&d.org, &deployment_refs(d), &[]);
         b.pin_changes(Some(d), None)?;
         b.run(self.backend.as_ref()).await
+    }
+
+    /// One page of the running deployments of every organization, from
+    /// their fleet copies: one query per page, for the health check. The
+    /// versions are the deployment records' own.
+    pub async fn list_running_fleet(
+        &self,
+        page: &PageRequest,
+    ) -> Result<Page<Versioned<Deployment>>, StoreError> {
+        let filter = Filter {
+            status: Some(
+                floe_domain::deployment::DeploymentStatus::Running
+                    .as_str()
+                    .to_string(),
+            ),
+            ..Filter::default()
+        };
+        self.list(SYSTEM_ORG, Kind::Fleet, String::new(), filter, page)
+            .await
     }
 
     pub async fn get_plan(
@@ -803,18 +903,7 @@ impl Store {
                 deployment,
                 previous,
             } => {
-                b.push(
-                    Write::Update {
-                        record: record(
-                            RecordKey::new(&deployment.org, Kind::Deployment, &deployment.id),
-                            encode(deployment)?,
-                            previous.version + 1,
-                            deployment_attrs(deployment),
-                        ),
-                        expected: previous.version,
-                    },
-                    Meaning::Own,
-                );
+                push_deployment_update(&mut b, deployment, previous.version)?;
                 b.reference_changes(
                     &deployment.org,
                     &deployment_refs(&previous.value),
@@ -824,14 +913,7 @@ impl Store {
             }
             DeploymentOutcome::Delete(previous) => {
                 let d = &previous.value;
-                b.push(
-                    Write::Delete {
-                        key: RecordKey::new(&d.org, Kind::Deployment, &d.id),
-                        expected: previous.version,
-                        unreferenced: false,
-                    },
-                    Meaning::Own,
-                );
+                push_deployment_delete(&mut b, d, previous.version);
                 b.reference_changes(&d.org, &deployment_refs(d), &[]);
                 b.pin_changes(Some(d), None)?;
             }

@@ -603,6 +603,10 @@ pub struct LocalConfig {
     pub allow_private_endpoints: bool,
     /// `FLOE_PLAN_POLL_MS`: how often a waiting plan step looks again.
     pub plan_poll: Duration,
+    /// `FLOE_SWEEP_INTERVAL_MS` (60000, as the worker's schedule): how
+    /// often the in-process sweep re-queues stalled plans and checks the
+    /// running deployments' health.
+    pub sweep_interval: Duration,
     pub parameter_prefix: String,
     pub sim: SimSettings,
     /// `FLOE_ES_PORT` (9200): the port each simulated node serves HTTPS on,
@@ -634,6 +638,21 @@ fn local_s3(env: &Env) -> Result<Option<std::net::SocketAddr>, ConfigError> {
     }
 }
 
+fn sweep_interval(env: &Env) -> Result<Duration, ConfigError> {
+    let ms: u64 = env.whole(
+        "FLOE_SWEEP_INTERVAL_MS",
+        60_000,
+        "whole milliseconds, at least 10",
+    )?;
+    if ms < 10 {
+        return Err(invalid(
+            "FLOE_SWEEP_INTERVAL_MS",
+            "must be whole milliseconds, at least 10",
+        ));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
 impl LocalConfig {
     pub fn read(env: &Env) -> Result<LocalConfig, ConfigError> {
         Ok(LocalConfig {
@@ -650,6 +669,7 @@ impl LocalConfig {
                 1000u64,
                 "whole milliseconds",
             )?),
+            sweep_interval: sweep_interval(env)?,
             parameter_prefix: parameter_prefix(env)?,
             sim: SimSettings::read(env)?,
             s3: local_s3(env)?,
@@ -967,6 +987,7 @@ mod tests {
         assert_eq!(c.secrets.key_file, PathBuf::from("/tmp/f/secrets.key"));
         assert_eq!(c.listen, DEFAULT_LISTEN);
         assert_eq!(c.plan_poll, Duration::from_secs(1));
+        assert_eq!(c.sweep_interval, Duration::from_secs(60));
         let cases: &[(&[(&'static str, &'static str)], &str)] = &[
             (&[("FLOE_STORE", "postgres://x")], "FLOE_STORE"),
             (&[("FLOE_STORE", "sqlite://")], "FLOE_STORE"),
@@ -977,6 +998,11 @@ mod tests {
                 "FLOE_ALLOW_PRIVATE_ENDPOINTS",
             ),
             (&[("FLOE_PLAN_POLL_MS", "1s")], "FLOE_PLAN_POLL_MS"),
+            (&[("FLOE_SWEEP_INTERVAL_MS", "5")], "FLOE_SWEEP_INTERVAL_MS"),
+            (
+                &[("FLOE_SWEEP_INTERVAL_MS", "1m")],
+                "FLOE_SWEEP_INTERVAL_MS",
+            ),
             (
                 &[
                     ("FLOE_CREATE_TABLE", "maybe"),

@@ -13,6 +13,7 @@ fn node(name: &str, master: bool) -> SimNode {
         name: name.into(),
         master_eligible: master,
         version: None,
+        data: !master,
     }
 }
 
@@ -177,6 +178,7 @@ fn versioned(name: &str, version: &str) -> SimNode {
         name: name.into(),
         master_eligible: true,
         version: Some(version.into()),
+        data: true,
     }
 }
 
@@ -214,5 +216,76 @@ async fn a_node_older_than_the_newest_may_not_join() -> TestResult {
     .await?;
     assert_eq!(status, 200);
     assert_eq!(nodes.as_array().map(Vec::len), Some(4), "{nodes}");
+    Ok(())
+}
+
+/// `_cluster/health` counts every node of the cluster and, apart, those
+/// with a data role; `_cat/nodes` lists each with its roles and version.
+/// A node lost is one fewer in both, while the masters keep a majority.
+#[tokio::test]
+async fn health_and_cat_nodes_count_the_nodes_and_a_lost_one() -> TestResult {
+    let members = vec![
+        node("m1", true),
+        node("m2", true),
+        node("m3", true),
+        node("d1", false),
+        node("d2", false),
+    ];
+    let cluster = SimulatedCluster::start(SimConfig::new("counts").with_members(members)).await?;
+    let (status, health) = call(&cluster, Method::GET, "/_cluster/health", None).await?;
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(
+        (&health["number_of_nodes"], &health["number_of_data_nodes"]),
+        (&json!(5), &json!(2)),
+        "{health}"
+    );
+    let (status, nodes) = call(
+        &cluster,
+        Method::GET,
+        "/_cat/nodes?format=json&h=name,node.role,version",
+        None,
+    )
+    .await?;
+    assert_eq!(status, 200, "{nodes}");
+    let role_of = |nodes: &serde_json::Value, name: &str| {
+        nodes
+            .as_array()
+            .and_then(|n| n.iter().find(|n| n["name"] == json!(name)))
+            .map(|n| (n["node.role"].clone(), n["version"].clone()))
+    };
+    assert_eq!(role_of(&nodes, "m1").map(|r| r.0), Some(json!("m")));
+    assert_eq!(
+        role_of(&nodes, "d1").map(|r| r.0),
+        Some(json!("cdfhilrstw"))
+    );
+    assert!(role_of(&nodes, "d1").is_some_and(|r| r.1.is_string()));
+
+    // d2 is lost (its instance went): the cluster has four nodes.
+    cluster.set_members(&[
+        node("m1", true),
+        node("m2", true),
+        node("m3", true),
+        node("d1", false),
+    ]);
+    let (status, health) = call(&cluster, Method::GET, "/_cluster/health", None).await?;
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(
+        (&health["number_of_nodes"], &health["number_of_data_nodes"]),
+        (&json!(4), &json!(1)),
+        "{health}"
+    );
+    let (_, nodes) = call(
+        &cluster,
+        Method::GET,
+        "/_cat/nodes?format=json&h=name",
+        None,
+    )
+    .await?;
+    assert_eq!(nodes.as_array().map(Vec::len), Some(4), "{nodes}");
+    // A master lost too: two of three voters remain, the cluster answers.
+    cluster.set_members(&[node("m1", true), node("m2", true), node("d1", false)]);
+    let (status, health) = call(&cluster, Method::GET, "/_cluster/health", None).await?;
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(health["number_of_nodes"], json!(3), "{health}");
     Ok(())
 }

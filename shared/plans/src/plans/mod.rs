@@ -6,6 +6,7 @@
 
 pub mod create;
 pub mod delete;
+pub mod heal;
 pub mod reset_password;
 pub mod restore;
 pub mod shutdown;
@@ -28,5 +29,6 @@ pub fn saga(plan: &Plan, deployment: &Deployment) -> Saga {
         PlanParams::Restore(target) => restore::saga(target),
         PlanParams::Start(params) => start::saga(params, deployment.clone_source.as_ref()),
         PlanParams::ResetPassword => reset_password::saga(),
+        PlanParams::Heal(params) => heal::saga(params),
     }
 }

@@ -80,7 +80,11 @@ impl DeploymentSteps {
 /// leaves no node to reach.
 pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
     match plan.kind() {
-        PlanKind::Create | PlanKind::Update | PlanKind::Start | PlanKind::ResetPassword => {
+        PlanKind::Create
+        | PlanKind::Update
+        | PlanKind::Start
+        | PlanKind::ResetPassword
+        | PlanKind::Heal => {
             let recorded = plan
                 .steps
                 .iter()
@@ -93,6 +97,13 @@ pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
                 // The cluster has the password now; the record keeps it
                 // sealed in `access` alone.
                 next.password_to_apply = None;
+            }
+            // A heal that succeeded may be started again at once, should
+            // another node be lost.
+            if plan.kind() == PlanKind::Heal
+                && let Some(health) = &mut next.health
+            {
+                health.heal_started = None;
             }
         }
         PlanKind::Shutdown => {

@@ -11,11 +11,13 @@
 //!   clear-exclusion, forget-templates
 //! - [`voting`], an update's exclude-masters, wait-masters-excluded, retire
 //! - [`restore`], register-source, restore, mount, wait-restored
+//! - [`heal`], a heal's replace:{group}
 
 pub mod access;
 pub mod bootstrap;
 pub mod credentials;
 pub mod drain;
+pub mod heal;
 pub mod nodes;
 pub mod repository;
 pub mod restore;

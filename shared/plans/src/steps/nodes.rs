@@ -209,19 +209,23 @@ impl DeploymentSteps {
             Ok(s) => s,
             Err(e) => return Outcome::Fail(e),
         };
-        // Only the groups this plan launches (an update leaves the others be).
+        // Only the groups this plan launches (an update leaves the others
+        // be), or the nodes a heal replaces.
         let launched: Vec<&str> = ctx
             .plan
             .steps
             .iter()
             .filter_map(|s| s.step_id.strip_prefix("launch:"))
             .collect();
-        let expected: u32 = spec
-            .node_groups
-            .iter()
-            .filter(|g| launched.contains(&g.id.as_str()))
-            .map(|g| g.count)
-            .sum();
+        let expected: u32 = match &ctx.plan.params {
+            floe_domain::plan::PlanParams::Heal(p) => p.replacements.iter().map(|r| r.count).sum(),
+            _ => spec
+                .node_groups
+                .iter()
+                .filter(|g| launched.contains(&g.id.as_str()))
+                .map(|g| g.count)
+                .sum(),
+        };
         let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
             Ok(i) => i,
             Err(e) => return outcome_of(e),

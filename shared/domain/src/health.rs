@@ -1,0 +1,65 @@
+//! What the worker's health check last saw of a running deployment: its
+//! instances against its spec, and its cluster's health. The check runs
+//! in the worker (it needs EC2 and the cluster); it writes what it saw onto
+//! the deployment record, so the api, which reaches nothing but the store,
+//! shows it in the deployment's view.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The last health check's findings, kept on the deployment record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub healthy: bool,
+    /// Why it is not healthy; absent when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The deployment's live instances, and whether each joined the cluster.
+    #[serde(default)]
+    pub nodes: Vec<NodeStatus>,
+    /// When the check first saw it so (the record is written only when
+    /// what the check sees changes).
+    pub since: chrono::DateTime<chrono::Utc>,
+    /// When the check last started a heal plan; cleared when a heal
+    /// succeeds. A heal that failed is tried again only after a while, so
+    /// a cluster that cannot heal (a lost quorum) does not loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal_started: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Health {
+    /// Whether `other` says the same about the deployment (the times aside).
+    pub fn same_findings(&self, other: &Health) -> bool {
+        self.healthy == other.healthy && self.reason == other.reason && self.nodes == other.nodes
+    }
+}
+
+/// One node of the deployment as the view shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct NodeStatus {
+    /// The EC2 instance id, also the Elasticsearch node name.
+    #[schema(example = "i-0a1b2c3d4e5f67890")]
+    pub instance_id: String,
+    /// Its node group.
+    #[schema(example = "hot")]
+    pub group: String,
+    /// Its availability zone.
+    #[schema(example = "eu-west-1a")]
+    pub zone: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "10.0.1.7")]
+    pub private_address: Option<String>,
+    /// The instance's state: `pending`, `running`, `stopping`, `stopped`,
+    /// `shutting_down` or `terminated`.
+    #[schema(example = "running")]
+    pub state: String,
+    /// The Elasticsearch version the node reports (the spec's while it has
+    /// not joined).
+    #[schema(example = "8.15.3")]
+    pub version: String,
+    /// Its Elasticsearch roles, as its node group declares them.
+    #[schema(example = json!(["data_hot", "data_content"]))]
+    pub roles: Vec<String>,
+    /// It is a member of the cluster (listed by `_cat/nodes`).
+    pub joined: bool,
+}

@@ -1,0 +1,123 @@
+//! A heal's `replace:{group}`: the group's lost nodes started again in the
+//! zones they were lost from, and what the health check reads of a zone.
+
+use super::{is_gone, outcome_of, tags, template_name};
+use crate::deployment_steps::DeploymentSteps;
+use crate::engine::{Outcome, StepContext, done, fail};
+use crate::outputs::LaunchOutput;
+use floe_compute::{ComputeError, Instance, LaunchRequest, TAG_LAUNCH};
+use floe_domain::plan::PlanParams;
+
+/// The zone index a node was launched for: the last part of its launch
+/// tag (`{plan}-{group index}-{zone}`, as `launch:{group}` and
+/// `replace:{group}` write it); `None` for a node without one.
+pub fn launch_zone(instance: &Instance) -> Option<u32> {
+    instance
+        .tags
+        .get(TAG_LAUNCH)?
+        .rsplit('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+impl DeploymentSteps {
+    /// `replace:{group}`: the group's replacements, each zone's with a
+    /// launch tag and client token of its own, so that a second run starts
+    /// nothing more.
+    pub(crate) async fn replace(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
+        let PlanParams::Heal(params) = &ctx.plan.params else {
+            return fail("invalid_plan", "replace is a step of heal plans");
+        };
+        let index = params
+            .spec
+            .node_groups
+            .iter()
+            .position(|g| g.id == group_id)
+            .unwrap_or(0);
+        let earlier = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(all) => all,
+            Err(e) => return outcome_of(e),
+        };
+        let mut ids = Vec::new();
+        for r in params.replacements.iter().filter(|r| r.group == group_id) {
+            let token = format!(
+                "{}-{index}-{}",
+                ctx.plan.id.get(..24).unwrap_or(&ctx.plan.id),
+                r.zone
+            );
+            let started: Vec<String> = earlier
+                .iter()
+                .filter(|i| i.tags.get(TAG_LAUNCH) == Some(&token) && !is_gone(i.state))
+                .map(|i| i.id.clone())
+                .collect();
+            if !started.is_empty() {
+                ctx.log(format!(
+                    "{} replacements of {group_id} in zone {} already started",
+                    started.len(),
+                    r.zone
+                ));
+                ids.extend(started);
+                continue;
+            }
+            let mut launch_tags = tags(ctx.plan, Some(group_id));
+            launch_tags.insert(TAG_LAUNCH.to_string(), token.clone());
+            let request = LaunchRequest {
+                template_name: template_name(ctx.plan, group_id),
+                count: r.count,
+                zone: r.zone as usize,
+                client_token: token,
+                tags: launch_tags,
+            };
+            match self.compute.launch(&request).await {
+                Ok(got) => {
+                    ctx.log(format!(
+                        "{} of {group_id} in zone {} replacing {}",
+                        got.join(", "),
+                        r.zone,
+                        if r.lost.is_empty() {
+                            "lost nodes".to_string()
+                        } else {
+                            r.lost.join(", ")
+                        }
+                    ));
+                    ids.extend(got);
+                }
+                // The zone the node was lost from has none of its type
+                // now: the next check tries again (a heal keeps its zone).
+                Err(ComputeError::InsufficientCapacity { zone, message }) => {
+                    return Outcome::Retry(format!("no capacity in zone {zone}: {message}"));
+                }
+                Err(e) => return outcome_of(e),
+            }
+        }
+        done(&LaunchOutput { instance_ids: ids })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::launch_zone;
+    use floe_compute::{Instance, InstanceState, TAG_LAUNCH};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn the_zone_is_read_from_the_launch_tag() {
+        let with = |tag: Option<&str>| Instance {
+            id: "i-1".into(),
+            state: InstanceState::Running,
+            instance_type: "m6g.large".into(),
+            zone: "eu-west-1b".into(),
+            private_ip: None,
+            tags: tag
+                .map(|t| BTreeMap::from([(TAG_LAUNCH.to_string(), t.to_string())]))
+                .unwrap_or_default(),
+        };
+        assert_eq!(
+            launch_zone(&with(Some("0193a0c4d2b87c3e9a4b5c6d-1-2"))),
+            Some(2)
+        );
+        assert_eq!(launch_zone(&with(None)), None);
+        assert_eq!(launch_zone(&with(Some("x-y"))), None);
+    }
+}
