@@ -653,13 +653,15 @@ impl App {
         Ok(answer)
     }
 
-    /// Delete a stopped deployment's record.
+    /// Delete a stopped deployment: a delete plan removes what it left in
+    /// the account (its parameters, keys and certificates, its launch
+    /// templates, any node still there), then its record.
     pub async fn delete_deployment(
         &self,
         who: &Manager,
         id: &str,
         expected: Option<u64>,
-    ) -> Result<(), AppError> {
+    ) -> Result<DeploymentView, AppError> {
         let current = self.load_deployment(&who.org, id).await?;
         check_version(expected, current.version)?;
         if current.value.status != DeploymentStatus::Stopped {
@@ -671,14 +673,22 @@ impl App {
                 ),
             ));
         }
-        self.store
-            .delete_deployment(&current)
-            .await
-            .map_err(|e| AppError::from_write(e, expected, Resource::Deployment, id))?;
-        tracing::info!(deployment = %id, "deployment deleted");
+        if let Some(pending) = &current.value.pending_plan {
+            return Err(plan_in_progress(&pending.plan_id, pending.kind));
+        }
+        let plan = Plan::new(
+            &who.org,
+            id,
+            PlanParams::Delete,
+            "deployments.delete",
+            &who.subject,
+            chrono::Utc::now(),
+        );
+        let answer = self.start_plan(&current, &plan).await?;
+        tracing::info!(deployment = %id, plan = %plan.id, "delete plan pending");
         self.sync_schedules(ReconcileJob::deployment(&who.org, id))
             .await;
-        Ok(())
+        Ok(answer)
     }
 }
 

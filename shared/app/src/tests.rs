@@ -251,6 +251,18 @@ async fn settle(app: &App, id: &str, status: DeploymentStatus) -> TestResult {
     Ok(())
 }
 
+/// What the engine does when a deployment's delete plan succeeds: the
+/// record goes.
+async fn deleted_by_its_plan(app: &App, id: &str) -> TestResult {
+    let current = app
+        .store
+        .get_deployment("acme", id)
+        .await?
+        .ok_or("stored")?;
+    app.store.delete_deployment(&current).await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn plans_take_the_status_of_their_kind_and_schedules_follow() -> TestResult {
     let mut w = world()?;
@@ -311,8 +323,36 @@ async fn plans_take_the_status_of_their_kind_and_schedules_follow() -> TestResul
         Some(AppError::not_found(Resource::PendingPlan, &id))
     );
 
-    w.app.delete_deployment(&who, &id, None).await?;
+    // A delete is a plan: it removes what the deployment left in the
+    // account, then its record (issue 12, defect 7).
+    let deleting = w.app.delete_deployment(&who, &id, None).await?;
+    assert_eq!(deleting.status, DeploymentStatus::Stopping);
     assert_eq!(w.synced.take(), vec![ReconcileJob::deployment("acme", &id)]);
+    let mut last = None;
+    while let Ok(job) = w.jobs.try_recv() {
+        last = Some(job);
+    }
+    let job = last.ok_or("no worker was woken")?;
+    let plan = w
+        .app
+        .store
+        .get_plan("acme", &id, &job.plan_id)
+        .await?
+        .ok_or("plan")?;
+    assert_eq!(plan.value.kind(), floe_domain::plan::PlanKind::Delete);
+    // While it runs the deployment is stopping: a second delete waits.
+    let again = w.app.delete_deployment(&who, &id, None).await;
+    assert!(
+        matches!(
+            again,
+            Err(AppError::Conflict {
+                code: "deployments.deployment_not_stopped",
+                ..
+            })
+        ),
+        "{again:?}"
+    );
+    deleted_by_its_plan(&w.app, &id).await?;
     let gone = w
         .app
         .get_deployment(&caller(&[Role::DeploymentViewer]).reader()?, &id)
@@ -599,6 +639,7 @@ async fn an_idempotency_key_of_a_deleted_deployment_is_spent() -> TestResult {
         .replace_deployment(&stopped, &stored, None)
         .await?;
     w.app.delete_deployment(&who, &first.id, None).await?;
+    deleted_by_its_plan(&w.app, &first.id).await?;
     match w.app.create_deployment(&who, spec(1)?, Some("once")).await {
         Err(AppError::Conflict { code, message, .. }) => {
             assert_eq!(code, "request.idempotency_key_spent");
@@ -680,6 +721,7 @@ async fn a_repository_in_use_keeps_its_place() -> TestResult {
     w.app.shutdown_deployment(&manager, &id, true).await?;
     settle(&w.app, &id, DeploymentStatus::Stopped).await?;
     w.app.delete_deployment(&manager, &id, None).await?;
+    deleted_by_its_plan(&w.app, &id).await?;
     w.app
         .put_repository(&admin, "main", None, request(json!({"bucket": "other"}))?)
         .await?;

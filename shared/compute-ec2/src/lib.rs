@@ -85,6 +85,9 @@ const MAX_FILTER_VALUES: usize = 200;
 /// The largest page DescribeInstances serves.
 const DESCRIBE_PAGE_SIZE: i32 = 1000;
 
+/// The largest page DescribeLaunchTemplates serves.
+const TEMPLATE_PAGE_SIZE: i32 = 200;
+
 const TEMPLATE_EXISTS: &str = "InvalidLaunchTemplateName.AlreadyExistsException";
 
 /// Where and how the node groups' instances run; read from the deployment's
@@ -465,6 +468,32 @@ impl Compute for Ec2Compute {
                 }
             }
         }
+    }
+
+    async fn launch_templates(&self, deployment_id: &str) -> Result<Vec<String>, ComputeError> {
+        // Filtered on the server by the deployment's tag, every page: an
+        // unfiltered listing of a busy account is long (and moto cuts it).
+        let mut pages = self
+            .client
+            .describe_launch_templates()
+            .filters(tag_filter(TAG_DEPLOYMENT, deployment_id))
+            .max_results(TEMPLATE_PAGE_SIZE)
+            .into_paginator()
+            .send();
+        let mut names = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|err| {
+                Ec2Failure::from_sdk("DescribeLaunchTemplates", &err).into_compute_error(None)
+            })?;
+            names.extend(
+                page.launch_templates()
+                    .iter()
+                    .filter_map(|t| t.launch_template_name().map(str::to_owned)),
+            );
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<String>, ComputeError> {

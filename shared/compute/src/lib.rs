@@ -108,6 +108,10 @@ pub trait Compute: Send + Sync + 'static {
     ) -> Result<String, ComputeError>;
     /// Deletes the template; succeeds if it is already gone.
     async fn delete_launch_template(&self, name: &str) -> Result<(), ComputeError>;
+    /// The names of the deployment's launch templates (by `floe:deployment`
+    /// tag), sorted: every plan that launched left one per group, and a
+    /// delete finds them all here rather than by guessing their names.
+    async fn launch_templates(&self, deployment_id: &str) -> Result<Vec<String>, ComputeError>;
     /// Starts `count` instances from the template in one zone; idempotent on
     /// `client_token`. Returns their ids.
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<String>, ComputeError>;

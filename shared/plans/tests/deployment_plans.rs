@@ -191,8 +191,14 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
     assert_eq!(d.status, DeploymentStatus::Running);
 
     // Shutdown terminates every node and keeps the record.
-    let compute_steps = Arc::new(Twice(steps_over(&compute, parameters, &run.store)));
-    let (_, status) = drive(compute_steps, PlanKind::Shutdown, &run.store, Some(&d)).await?;
+    let compute_steps = Arc::new(Twice(steps_over(&compute, parameters.clone(), &run.store)));
+    let (_, status) = drive(
+        compute_steps.clone(),
+        PlanKind::Shutdown,
+        &run.store,
+        Some(&d),
+    )
+    .await?;
     assert_eq!(status, PlanStatus::Succeeded);
     assert_eq!(live(&compute, &d.id).await?, 0);
     let d = run
@@ -202,6 +208,22 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
         .ok_or("deployment")?
         .value;
     assert_eq!(d.status, DeploymentStatus::Stopped);
+    // The record and the secrets a start would reuse stay.
+    let own = format!("/floe/{}/", d.id);
+    assert!(parameters.written().keys().any(|k| k.starts_with(&own)));
+    assert_eq!(compute.launch_templates(&d.id).await?.len(), 2);
+
+    // Delete leaves nothing of the deployment (issue 12, defect 7).
+    let (_, status) = drive(compute_steps, PlanKind::Delete, &run.store, Some(&d)).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    assert!(run.store.get_deployment("acme", &d.id).await?.is_none());
+    let left: Vec<String> = parameters
+        .written()
+        .into_keys()
+        .filter(|k| k.starts_with(&own))
+        .collect();
+    assert!(left.is_empty(), "a delete left parameters {left:?}");
+    assert!(compute.templates().is_empty(), "{:?}", compute.templates());
     Ok(())
 }
 
@@ -346,6 +368,9 @@ impl Compute for LostAnswer {
     }
     async fn delete_launch_template(&self, name: &str) -> Result<(), ComputeError> {
         self.inner.delete_launch_template(name).await
+    }
+    async fn launch_templates(&self, deployment_id: &str) -> Result<Vec<String>, ComputeError> {
+        self.inner.launch_templates(deployment_id).await
     }
     async fn launch(
         &self,

@@ -5,7 +5,7 @@ use crate::extract::{
     Caller, DeploymentReplacement, JsonSpec, PathParam, expected_version, idempotency_key,
     only_params, page_request,
 };
-use crate::respond::{CreatedOr, NoContent, Plain, Planned, Versioned, deployment_created};
+use crate::respond::{CreatedOr, Plain, Planned, Versioned, deployment_created};
 use crate::responses::{BodyErrors, Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
 use axum::extract::{Query, State};
@@ -198,10 +198,14 @@ async fn put_deployment(
     Ok(Versioned(updated))
 }
 
-/// Delete a stopped deployment's record.
+/// Delete a stopped deployment: a delete plan removes everything it left in
+/// the account (its parameters: repository keys, `elastic` password, node
+/// certificates and key; its launch templates; any node still there), then
+/// its record. Until then the deployment reads `stopping`, with the plan
+/// pending; a failed delete leaves it `stopped`, to delete again.
 ///
 /// Refusals:
-/// - 409: the deployment is not stopped (shut it down first).
+/// - 409: the deployment is not stopped (shut it down first), or a plan is pending.
 #[utoipa::path(
     delete,
     path = "/api/v1/deployments/{id}",
@@ -213,7 +217,7 @@ async fn put_deployment(
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(NoContent, ManageErrors, NotFound, Conflict, Stale),
+    responses(Planned<DeploymentView>, ManageErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]
 async fn delete_deployment(
@@ -222,10 +226,10 @@ async fn delete_deployment(
     PathParam(id): PathParam,
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
-) -> Result<NoContent, ApiError> {
+) -> Result<Planned<DeploymentView>, ApiError> {
     let who = caller.manager()?;
     only_params(&query, &["version"])?;
     let expected = expected_version(&headers, &query)?;
-    state.app.delete_deployment(&who, &id, expected).await?;
-    Ok(NoContent)
+    let deleting = state.app.delete_deployment(&who, &id, expected).await?;
+    Ok(Planned(deleting))
 }

@@ -11,6 +11,7 @@
 //!   clear-exclusion, forget-templates
 //! - [`voting`], an update's exclude-masters, wait-masters-excluded, retire
 //! - [`restore`], register-source, restore, mount, wait-restored
+//! - [`templates`], a delete's forget-templates
 
 pub mod access;
 pub mod bootstrap;
@@ -20,6 +21,7 @@ pub mod nodes;
 pub mod repository;
 pub mod restore;
 pub mod security;
+pub mod templates;
 pub mod voting;
 
 use crate::engine::{Outcome, fail};
