@@ -9,8 +9,10 @@
 //! terminated instances stay listed. Failures are injected by configuration
 //! ([`Fault`]) so that undo paths and retries can be exercised.
 
+pub mod identity;
 pub mod parameters;
 
+pub use identity::SimulatedIdentity;
 pub use parameters::SimulatedParameters;
 
 use async_trait::async_trait;

@@ -7,10 +7,12 @@
 //! Every operation is idempotent, because a plan step may run again after a
 //! crash: launches carry a client token, deletes of what is gone succeed.
 
+pub mod identity;
 pub mod parameters;
 #[cfg(feature = "conformance")]
 pub mod parameters_conformance;
 
+pub use identity::{NodeIdentity, node_identity_name};
 pub use parameters::{NodeParameters, SecretOrPlain};
 
 use async_trait::async_trait;
