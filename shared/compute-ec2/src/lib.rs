@@ -241,7 +241,13 @@ impl Ec2Compute {
                     .then(|| self.config.security_groups.clone()),
             )
             .set_key_name(self.config.key_name.clone());
-        if let Some(profile) = &self.config.instance_profile {
+        // The deployment's own identity when the plan made one, else the
+        // configured profile.
+        let profile = spec
+            .instance_profile
+            .as_ref()
+            .or(self.config.instance_profile.as_ref());
+        if let Some(profile) = profile {
             let profile_spec = LaunchTemplateIamInstanceProfileSpecificationRequest::builder();
             let profile_spec = if profile.starts_with("arn:") {
                 profile_spec.arn(profile)
@@ -560,9 +566,11 @@ impl Compute for Ec2Compute {
             .await
             .map_err(|err| {
                 let failure = Ec2Failure::from_sdk("RunInstances", &err);
-                if template_not_found(failure.code()) {
+                if template_not_found(failure.code()) || failure.is_profile_not_ready() {
                     // The template step ran before this one; EC2 may just
-                    // not show it everywhere yet.
+                    // not show it everywhere yet. Likewise a deployment's
+                    // instance profile: IAM is eventually consistent, and
+                    // EC2 refuses one made seconds ago for a while.
                     failure.into_transient()
                 } else {
                     failure.into_compute_error(Some(request.zone))

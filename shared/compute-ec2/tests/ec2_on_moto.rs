@@ -215,6 +215,7 @@ impl Fixture {
                 throughput: Some(250),
             },
             tags: self.tags(),
+            instance_profile: None,
         }
     }
 

@@ -620,6 +620,7 @@ mod tests {
                 (TAG_DEPLOYMENT.to_string(), "dep-1".to_string()),
                 (TAG_NODE_GROUP.to_string(), "template-group".to_string()),
             ]),
+            instance_profile: None,
         }
     }
 

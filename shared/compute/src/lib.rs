@@ -51,6 +51,9 @@ pub struct LaunchTemplateSpec {
     pub user_data: String,
     pub volume: Volume,
     pub tags: BTreeMap<String, String>,
+    /// The deployment's own node identity (an instance profile ARN from
+    /// [`NodeIdentity::ensure`]); `None` keeps the adapter's configured one.
+    pub instance_profile: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,8 +5,8 @@
 
 use chrono::Utc;
 use floe_compute::{Compute, ComputeError, InstanceState};
-use floe_compute_sim::SimulatedParameters;
 use floe_compute_sim::{Fault, SimulatedCompute, SimulatedConfig};
+use floe_compute_sim::{SimulatedIdentity, SimulatedParameters};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanKind, PlanParams, PlanStatus, StepStatus};
 use floe_plans::engine::Steps;
@@ -142,7 +142,10 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
     }));
     let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
     let store = new_store()?;
-    let steps = Arc::new(Twice(steps_over(&compute, parameters.clone(), &store)));
+    let identity = Arc::new(SimulatedIdentity::new());
+    let steps = Arc::new(Twice(
+        steps_over(&compute, parameters.clone(), &store).with_identity(identity.clone()),
+    ));
     let (run, status) = drive(steps, PlanKind::Create, &store, None).await?;
     assert_eq!(status, PlanStatus::Succeeded);
     let instances = compute.instances(&run.job.deployment_id).await?;
@@ -190,8 +193,15 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
         .value;
     assert_eq!(d.status, DeploymentStatus::Running);
 
+    // The deployment's nodes have an identity of their own.
+    assert_eq!(
+        identity.existing(),
+        std::slice::from_ref(&run.job.deployment_id)
+    );
     // Shutdown terminates every node and keeps the record.
-    let compute_steps = Arc::new(Twice(steps_over(&compute, parameters.clone(), &run.store)));
+    let compute_steps = Arc::new(Twice(
+        steps_over(&compute, parameters.clone(), &run.store).with_identity(identity.clone()),
+    ));
     let (_, status) = drive(
         compute_steps.clone(),
         PlanKind::Shutdown,
@@ -224,6 +234,10 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
         .collect();
     assert!(left.is_empty(), "a delete left parameters {left:?}");
     assert!(compute.templates().is_empty(), "{:?}", compute.templates());
+    assert!(
+        identity.existing().is_empty(),
+        "a delete left the node identity"
+    );
     Ok(())
 }
 
@@ -249,6 +263,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         layout,
         [
             "node-security",
+            "node-identity",
             "template:masters",
             "launch:masters",
             "template:hot",
@@ -264,12 +279,17 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
         let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
         let store = new_store()?;
+        let identity = Arc::new(SimulatedIdentity::new());
         let steps = Arc::new(FailAfter {
-            inner: steps_over(&compute, parameters.clone(), &store),
+            inner: steps_over(&compute, parameters.clone(), &store).with_identity(identity.clone()),
             at: at.clone(),
         });
         let (run, status) = drive(steps, PlanKind::Create, &store, None).await?;
         assert_eq!(status, PlanStatus::Failed, "failure after {at}");
+        assert!(
+            identity.existing().is_empty(),
+            "failure after {at} left the node identity"
+        );
         assert_eq!(
             live(&compute, &run.job.deployment_id).await?,
             0,

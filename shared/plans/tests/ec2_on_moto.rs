@@ -731,6 +731,7 @@ async fn a_delete_leaves_no_parameter_and_no_template_on_aws() -> TestResult {
             throughput: None,
         },
         tags: Default::default(),
+        instance_profile: None,
     };
     older.tags.insert(TAG_DEPLOYMENT.into(), id.clone());
     fx.compute().ensure_launch_template(&older).await?;
@@ -803,6 +804,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
         [
             "node-security",
             "repository-credentials",
+            "node-identity",
             "template:hot",
             "launch:hot",
             "bootstrap-masters",
@@ -1164,6 +1166,7 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone_on_ec2() -> Tes
     let layout = [
         "node-security",
         "repository-credentials",
+        "node-identity",
         "template:hot",
         "launch:hot",
         "bootstrap-masters",

@@ -161,6 +161,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
                 throughput: None,
             },
             tags: BTreeMap::new(),
+            instance_profile: None,
         })
         .await?;
     w.compute

@@ -23,5 +23,10 @@ pub fn saga() -> Saga {
         action!(forget_all_templates),
         action!(nothing),
     );
+    saga.step(
+        "forget-identity",
+        action!(forget_identity),
+        action!(nothing),
+    );
     saga
 }

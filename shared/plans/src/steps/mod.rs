@@ -12,11 +12,13 @@
 //! - [`voting`], an update's exclude-masters, wait-masters-excluded, retire
 //! - [`restore`], register-source, restore, mount, wait-restored
 //! - [`templates`], a delete's forget-templates
+//! - [`identity`], node-identity, forget-identity
 
 pub mod access;
 pub mod bootstrap;
 pub mod credentials;
 pub mod drain;
+pub mod identity;
 pub mod nodes;
 pub mod repository;
 pub mod restore;
