@@ -83,16 +83,21 @@ impl LocalPlatform {
             ..StepSettings::default()
         };
         let snapshotter = floe_snapshots::Snapshotter::new(store.clone(), clusters.clone());
-        let steps: Arc<DeploymentSteps> = Arc::new(DeploymentSteps::new(
-            StepPorts {
-                compute,
-                clusters: clusters.clone(),
-                parameters,
-                cipher,
-                snapshots: snapshotter.clone(),
-            },
-            settings,
-        ));
+        let steps = Arc::new(
+            DeploymentSteps::new(
+                StepPorts {
+                    compute,
+                    clusters: clusters.clone(),
+                    parameters,
+                    cipher,
+                    snapshots: snapshotter.clone(),
+                },
+                settings,
+            )
+            // Each deployment's nodes get an identity of their own, as on AWS
+            // (simulated: local nodes read their parameters without one).
+            .with_identity(Arc::new(floe_compute_sim::SimulatedIdentity::new())),
+        );
         let (queue, mut jobs) = LocalQueue::new();
         let queue: Arc<dyn WorkQueue> = Arc::new(queue);
         let scheduler = Arc::new(LocalScheduler::new(Arc::new(SystemClock)));

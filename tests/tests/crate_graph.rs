@@ -69,6 +69,9 @@ const LAYERS: &[(&str, Layer)] = &[
     ("floe-compute-ec2", Layer::Adapters),
     ("floe-compute-sim", Layer::Adapters),
     ("floe-parameters-ssm", Layer::Adapters),
+    // The nodes' per-deployment IAM role and instance profile: the only
+    // crate linking aws-sdk-iam (the worker's, never the api's).
+    ("floe-identity-iam", Layer::Adapters),
     ("floe-clusters-sim", Layer::Adapters),
     ("floe-elastic-sim", Layer::Adapters),
     // Local mode's S3-compatible store: what the simulated nodes' S3

@@ -147,6 +147,15 @@ fn ssm_parameters_registry_matches_its_calls() {
 }
 
 #[test]
+fn iam_node_identity_registry_matches_its_calls() {
+    check(
+        "shared/identity-iam/src/lib.rs",
+        called_operations(&source("shared/identity-iam/src/lib.rs")),
+        registered("iam", floe_identity_iam::OPERATIONS),
+    );
+}
+
+#[test]
 fn the_scanner_finds_calls_split_over_lines() {
     let src = "let x = self\n    .client\n    .transact_write_items()\n    .send();\nlet y = client.clone();\n#[cfg(test)]\nmod tests { fn f() { client.delete_table(); } }";
     assert_eq!(

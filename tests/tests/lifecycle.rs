@@ -139,6 +139,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
         [
             "node-security",
             "repository-credentials",
+            "node-identity",
             "template:hot",
             "launch:hot",
             "bootstrap-masters",

@@ -565,6 +565,7 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone() -> TestResult
     let layout = [
         "node-security",
         "repository-credentials",
+        "node-identity",
         "template:hot",
         "launch:hot",
         "bootstrap-masters",

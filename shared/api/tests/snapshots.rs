@@ -153,6 +153,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
                 throughput: None,
             },
             tags: BTreeMap::new(),
+            instance_profile: None,
         })
         .await?;
     compute

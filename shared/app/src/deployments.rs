@@ -873,6 +873,9 @@ impl App {
                 ),
             ));
         }
+        if let Some(pending) = &current.value.pending_plan {
+            return Err(plan_in_progress(&pending.plan_id, pending.kind));
+        }
         let plan = Plan::new(
             &who.org,
             id,
@@ -883,6 +886,8 @@ impl App {
         );
         let answer = self.start_plan(&current, &plan).await?;
         tracing::info!(deployment = %id, plan = %plan.id, "delete plan pending");
+        self.sync_schedules(ReconcileJob::deployment(&who.org, id))
+            .await;
         Ok(answer)
     }
 }

@@ -66,6 +66,7 @@ async fn launch(
                 throughput: None,
             },
             tags: BTreeMap::from([(TAG_DEPLOYMENT.to_string(), ID.to_string())]),
+            instance_profile: None,
         })
         .await?;
     Ok(compute

@@ -167,6 +167,9 @@ impl Compute for OneNode {
     async fn delete_launch_template(&self, _: &str) -> Result<(), ComputeError> {
         Err(unused())
     }
+    async fn launch_templates(&self, _: &str) -> Result<Vec<String>, ComputeError> {
+        Err(unused())
+    }
     async fn launch(&self, _: &LaunchRequest) -> Result<Vec<String>, ComputeError> {
         Err(unused())
     }

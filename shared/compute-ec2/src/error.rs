@@ -60,6 +60,20 @@ impl Ec2Failure {
         self.code.as_deref()
     }
 
+    /// EC2 does not know the instance profile yet: right after IAM made
+    /// it, RunInstances refuses it (`InvalidParameterValue` naming
+    /// `iamInstanceProfile`, or an `InvalidIamInstanceProfile` code) until
+    /// it has propagated.
+    pub(crate) fn is_profile_not_ready(&self) -> bool {
+        let code = self.code.as_deref().unwrap_or("");
+        code.starts_with("InvalidIamInstanceProfile")
+            || (code == "InvalidParameterValue"
+                && self
+                    .message
+                    .to_ascii_lowercase()
+                    .contains("iaminstanceprofile"))
+    }
+
     /// For a code that is usually fatal but known to pass in this context
     /// (EC2's eventual consistency right after a create).
     pub(crate) fn into_transient(self) -> ComputeError {
@@ -242,6 +256,16 @@ mod tests {
             ComputeError::Transient { .. } => "<transient>".to_owned(),
             ComputeError::InsufficientCapacity { zone, .. } => format!("<capacity {zone}>"),
         }
+    }
+
+    #[test]
+    fn a_profile_iam_has_not_propagated_yet_is_recognised() {
+        let mut not_ready = service("InvalidParameterValue", 400);
+        not_ready.message = "EC2 RunInstances: InvalidParameterValue: Value (arn:aws:iam::1:instance-profile/floe-nodes/floe-node-d) for parameter iamInstanceProfile.arn is invalid. Invalid IAM Instance Profile ARN".into();
+        assert!(not_ready.is_profile_not_ready());
+        assert!(service("InvalidIamInstanceProfile.NotFound", 400).is_profile_not_ready());
+        assert!(!service("InvalidParameterValue", 400).is_profile_not_ready());
+        assert!(!service("InvalidSubnetID.NotFound", 400).is_profile_not_ready());
     }
 
     #[test]

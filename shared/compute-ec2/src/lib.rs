@@ -85,6 +85,9 @@ const MAX_FILTER_VALUES: usize = 200;
 /// The largest page DescribeInstances serves.
 const DESCRIBE_PAGE_SIZE: i32 = 1000;
 
+/// The largest page DescribeLaunchTemplates serves.
+const TEMPLATE_PAGE_SIZE: i32 = 200;
+
 const TEMPLATE_EXISTS: &str = "InvalidLaunchTemplateName.AlreadyExistsException";
 
 /// Where and how the node groups' instances run; read from the deployment's
@@ -238,7 +241,13 @@ impl Ec2Compute {
                     .then(|| self.config.security_groups.clone()),
             )
             .set_key_name(self.config.key_name.clone());
-        if let Some(profile) = &self.config.instance_profile {
+        // The deployment's own identity when the plan made one, else the
+        // configured profile.
+        let profile = spec
+            .instance_profile
+            .as_ref()
+            .or(self.config.instance_profile.as_ref());
+        if let Some(profile) = profile {
             let profile_spec = LaunchTemplateIamInstanceProfileSpecificationRequest::builder();
             let profile_spec = if profile.starts_with("arn:") {
                 profile_spec.arn(profile)
@@ -467,6 +476,32 @@ impl Compute for Ec2Compute {
         }
     }
 
+    async fn launch_templates(&self, deployment_id: &str) -> Result<Vec<String>, ComputeError> {
+        // Filtered on the server by the deployment's tag, every page: an
+        // unfiltered listing of a busy account is long (and moto cuts it).
+        let mut pages = self
+            .client
+            .describe_launch_templates()
+            .filters(tag_filter(TAG_DEPLOYMENT, deployment_id))
+            .max_results(TEMPLATE_PAGE_SIZE)
+            .into_paginator()
+            .send();
+        let mut names = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|err| {
+                Ec2Failure::from_sdk("DescribeLaunchTemplates", &err).into_compute_error(None)
+            })?;
+            names.extend(
+                page.launch_templates()
+                    .iter()
+                    .filter_map(|t| t.launch_template_name().map(str::to_owned)),
+            );
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<String>, ComputeError> {
         if request.count == 0 {
             return Ok(Vec::new());
@@ -531,9 +566,11 @@ impl Compute for Ec2Compute {
             .await
             .map_err(|err| {
                 let failure = Ec2Failure::from_sdk("RunInstances", &err);
-                if template_not_found(failure.code()) {
+                if template_not_found(failure.code()) || failure.is_profile_not_ready() {
                     // The template step ran before this one; EC2 may just
-                    // not show it everywhere yet.
+                    // not show it everywhere yet. Likewise a deployment's
+                    // instance profile: IAM is eventually consistent, and
+                    // EC2 refuses one made seconds ago for a while.
                     failure.into_transient()
                 } else {
                     failure.into_compute_error(Some(request.zone))

@@ -215,6 +215,7 @@ impl Fixture {
                 throughput: Some(250),
             },
             tags: self.tags(),
+            instance_profile: None,
         }
     }
 
@@ -682,6 +683,18 @@ async fn deleting_a_template_twice_succeeds() -> TestResult {
     let compute = fx.compute(&recorder);
     let spec = fx.spec("delete", "r6g.large", Arch::Arm64);
     let id = compute.ensure_launch_template(&spec).await?;
+    // Another deployment's template is not listed with this one's.
+    let mut other = fx.spec("other", "r6g.large", Arch::Arm64);
+    other.tags.insert(
+        TAG_DEPLOYMENT.to_owned(),
+        format!("{}-other", fx.deployment()),
+    );
+    compute.ensure_launch_template(&other).await?;
+    assert_eq!(
+        compute.launch_templates(&fx.deployment()).await?,
+        std::slice::from_ref(&spec.name),
+        "found by the deployment's tag"
+    );
 
     compute.delete_launch_template(&spec.name).await?;
     compute.delete_launch_template(&spec.name).await?;
@@ -695,6 +708,9 @@ async fn deleting_a_template_twice_succeeds() -> TestResult {
             .all(|t| t.launch_template_id() != Some(id.as_str())),
         "template {id} still exists"
     );
+
+    assert!(compute.launch_templates(&fx.deployment()).await?.is_empty());
+    compute.delete_launch_template(&other.name).await?;
 
     // A new template of the same name is a new template.
     let recreated = compute.ensure_launch_template(&spec).await?;
@@ -796,6 +812,10 @@ async fn a_lifecycle_calls_exactly_the_declared_operations() -> TestResult {
     let mut gone = ids.clone();
     gone.push("i-0123456789abcdef0".to_owned());
     compute.terminate(&gone).await?;
+    assert_eq!(
+        compute.launch_templates(&fx.deployment()).await?,
+        std::slice::from_ref(&spec.name)
+    );
     compute.delete_launch_template(&spec.name).await?;
 
     let called: BTreeSet<String> = recorder.actions().into_iter().collect();

@@ -9,8 +9,10 @@
 //! terminated instances stay listed. Failures are injected by configuration
 //! ([`Fault`]) so that undo paths and retries can be exercised.
 
+pub mod identity;
 pub mod parameters;
 
+pub use identity::SimulatedIdentity;
 pub use parameters::SimulatedParameters;
 
 use async_trait::async_trait;
@@ -26,15 +28,17 @@ use tokio::time::Instant;
 
 /// The operations of [`Compute`], as [`Fault::FailCall`] and
 /// [`SimulatedCompute::calls`] name them.
-pub const OPERATIONS: [&str; 5] = [
+pub const OPERATIONS: [&str; 6] = [
     OP_ENSURE_TEMPLATE,
     OP_DELETE_TEMPLATE,
+    OP_TEMPLATES,
     OP_LAUNCH,
     OP_INSTANCES,
     OP_TERMINATE,
 ];
 const OP_ENSURE_TEMPLATE: &str = "ensure_launch_template";
 const OP_DELETE_TEMPLATE: &str = "delete_launch_template";
+const OP_TEMPLATES: &str = "launch_templates";
 const OP_LAUNCH: &str = "launch";
 const OP_INSTANCES: &str = "instances";
 const OP_TERMINATE: &str = "terminate";
@@ -435,6 +439,20 @@ impl Compute for SimulatedCompute {
         Ok(())
     }
 
+    async fn launch_templates(&self, deployment_id: &str) -> Result<Vec<String>, ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_TEMPLATES)?;
+        // The map is sorted by name, as the port promises.
+        Ok(state
+            .templates
+            .iter()
+            .filter(|(_, t)| {
+                t.spec.tags.get(TAG_DEPLOYMENT).map(String::as_str) == Some(deployment_id)
+            })
+            .map(|(name, _)| name.clone())
+            .collect())
+    }
+
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<String>, ComputeError> {
         let mut state = self.lock();
         self.enter(&mut state, OP_LAUNCH)?;
@@ -652,6 +670,7 @@ mod tests {
                 (TAG_DEPLOYMENT.to_string(), "dep-1".to_string()),
                 (TAG_NODE_GROUP.to_string(), "template-group".to_string()),
             ]),
+            instance_profile: None,
         }
     }
 
@@ -723,13 +742,22 @@ mod tests {
             .await?;
         assert_eq!(other, "lt-sim000000000002");
         assert_eq!(sim.templates(), ["lt-hot", "lt-warm"]);
+        // Found by the deployment's tag, not by name.
+        let mut elsewhere = spec("lt-other", "m5.xlarge", Arch::X86_64);
+        elsewhere
+            .tags
+            .insert(TAG_DEPLOYMENT.to_string(), "dep-2".to_string());
+        sim.ensure_launch_template(&elsewhere).await?;
+        assert_eq!(sim.launch_templates("dep-1").await?, ["lt-hot", "lt-warm"]);
+        assert_eq!(sim.launch_templates("dep-2").await?, ["lt-other"]);
+        sim.delete_launch_template("lt-other").await?;
 
         sim.delete_launch_template("lt-hot").await?;
         sim.delete_launch_template("lt-hot").await?;
         sim.delete_launch_template("never-existed").await?;
         assert_eq!(sim.templates(), ["lt-warm"]);
-        assert_eq!(sim.calls("ensure_launch_template"), 3);
-        assert_eq!(sim.calls("delete_launch_template"), 3);
+        assert_eq!(sim.calls("ensure_launch_template"), 4);
+        assert_eq!(sim.calls("delete_launch_template"), 4);
         Ok(())
     }
 
@@ -1110,6 +1138,7 @@ mod tests {
         assert_eq!(sim.ensure_launch_template(&lt).await, Err(transient()));
         assert!(sim.templates().is_empty());
         assert_eq!(sim.delete_launch_template("x").await, Err(transient()));
+        assert_eq!(sim.launch_templates("dep-1").await, Err(transient()));
         let req = request("lt-hot", 1, 0, "t1", "dep-1");
         assert_eq!(sim.launch(&req).await, Err(transient()));
         assert_eq!(sim.instances("dep-1").await, Err(transient()));
@@ -1121,6 +1150,7 @@ mod tests {
 
         sim.ensure_launch_template(&lt).await?;
         sim.delete_launch_template("x").await?;
+        sim.launch_templates("dep-1").await?;
         sim.launch(&req).await?;
         sim.instances("dep-1").await?;
         sim.terminate(&[]).await?;

@@ -7,10 +7,12 @@
 //! Every operation is idempotent, because a plan step may run again after a
 //! crash: launches carry a client token, deletes of what is gone succeed.
 
+pub mod identity;
 pub mod parameters;
 #[cfg(feature = "conformance")]
 pub mod parameters_conformance;
 
+pub use identity::{NodeIdentity, node_identity_name};
 pub use parameters::{NodeParameters, SecretOrPlain};
 
 use async_trait::async_trait;
@@ -49,6 +51,9 @@ pub struct LaunchTemplateSpec {
     pub user_data: String,
     pub volume: Volume,
     pub tags: BTreeMap<String, String>,
+    /// The deployment's own node identity (an instance profile ARN from
+    /// [`NodeIdentity::ensure`]); `None` keeps the adapter's configured one.
+    pub instance_profile: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +113,10 @@ pub trait Compute: Send + Sync + 'static {
     ) -> Result<String, ComputeError>;
     /// Deletes the template; succeeds if it is already gone.
     async fn delete_launch_template(&self, name: &str) -> Result<(), ComputeError>;
+    /// The names of the deployment's launch templates (by `floe:deployment`
+    /// tag), sorted: every plan that launched left one per group, and a
+    /// delete finds them all here rather than by guessing their names.
+    async fn launch_templates(&self, deployment_id: &str) -> Result<Vec<String>, ComputeError>;
     /// Starts `count` instances from the template in one zone; idempotent on
     /// `client_token`. Returns their ids.
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<String>, ComputeError>;

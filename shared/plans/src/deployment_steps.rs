@@ -83,6 +83,9 @@ pub struct DeploymentSteps {
     pub(crate) cipher: Arc<dyn Cipher>,
     pub(crate) snapshots: floe_snapshots::Snapshotter,
     pub(crate) settings: StepSettings,
+    /// Each deployment's own node identity; `None` launches every node with
+    /// the compute adapter's configured profile.
+    pub(crate) identity: Option<Arc<dyn floe_compute::NodeIdentity>>,
 }
 
 impl DeploymentSteps {
@@ -101,7 +104,15 @@ impl DeploymentSteps {
             cipher,
             snapshots,
             settings,
+            identity: None,
         }
+    }
+
+    /// Gives each deployment's nodes an identity of their own, made by
+    /// `identity` (an IAM role and instance profile in production).
+    pub fn with_identity(mut self, identity: Arc<dyn floe_compute::NodeIdentity>) -> Self {
+        self.identity = Some(identity);
+        self
     }
 
     pub(crate) fn parameter_path(&self, deployment_id: &str) -> String {

@@ -100,6 +100,12 @@ pub struct DrainedOutput {
     pub shards: usize,
 }
 
+/// `node-identity`: the deployment's own instance profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentityOutput {
+    pub instance_profile: String,
+}
+
 /// `forget-templates`: the old nodes' launch templates deleted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForgottenTemplatesOutput {

@@ -5,8 +5,8 @@
 
 use chrono::Utc;
 use floe_compute::{Compute, ComputeError, InstanceState};
-use floe_compute_sim::SimulatedParameters;
 use floe_compute_sim::{Fault, SimulatedCompute, SimulatedConfig};
+use floe_compute_sim::{SimulatedIdentity, SimulatedParameters};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanKind, PlanParams, PlanStatus, StepStatus};
 use floe_plans::engine::Steps;
@@ -145,7 +145,10 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
     }));
     let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
     let store = new_store()?;
-    let steps = Arc::new(Twice(steps_over(&compute, parameters.clone(), &store)));
+    let identity = Arc::new(SimulatedIdentity::new());
+    let steps = Arc::new(Twice(
+        steps_over(&compute, parameters.clone(), &store).with_identity(identity.clone()),
+    ));
     let (run, status) = drive(steps, PlanKind::Create, &store, None).await?;
     assert_eq!(status, PlanStatus::Succeeded);
     let instances = compute.instances(&run.job.deployment_id).await?;
@@ -193,9 +196,22 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
         .value;
     assert_eq!(d.status, DeploymentStatus::Running);
 
+    // The deployment's nodes have an identity of their own.
+    assert_eq!(
+        identity.existing(),
+        std::slice::from_ref(&run.job.deployment_id)
+    );
     // Shutdown terminates every node and keeps the record.
-    let compute_steps = Arc::new(Twice(steps_over(&compute, parameters, &run.store)));
-    let (_, status) = drive(compute_steps, PlanKind::Shutdown, &run.store, Some(&d)).await?;
+    let compute_steps = Arc::new(Twice(
+        steps_over(&compute, parameters.clone(), &run.store).with_identity(identity.clone()),
+    ));
+    let (_, status) = drive(
+        compute_steps.clone(),
+        PlanKind::Shutdown,
+        &run.store,
+        Some(&d),
+    )
+    .await?;
     assert_eq!(status, PlanStatus::Succeeded);
     assert_eq!(live(&compute, &d.id).await?, 0);
     let d = run
@@ -205,6 +221,26 @@ async fn create_runs_every_step_twice_and_starts_each_node_once() -> TestResult 
         .ok_or("deployment")?
         .value;
     assert_eq!(d.status, DeploymentStatus::Stopped);
+    // The record and the secrets a start would reuse stay.
+    let own = format!("/floe/{}/", d.id);
+    assert!(parameters.written().keys().any(|k| k.starts_with(&own)));
+    assert_eq!(compute.launch_templates(&d.id).await?.len(), 2);
+
+    // Delete leaves nothing of the deployment (issue 12, defect 7).
+    let (_, status) = drive(compute_steps, PlanKind::Delete, &run.store, Some(&d)).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    assert!(run.store.get_deployment("acme", &d.id).await?.is_none());
+    let left: Vec<String> = parameters
+        .written()
+        .into_keys()
+        .filter(|k| k.starts_with(&own))
+        .collect();
+    assert!(left.is_empty(), "a delete left parameters {left:?}");
+    assert!(compute.templates().is_empty(), "{:?}", compute.templates());
+    assert!(
+        identity.existing().is_empty(),
+        "a delete left the node identity"
+    );
     Ok(())
 }
 
@@ -232,6 +268,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         layout,
         [
             "node-security",
+            "node-identity",
             "template:masters",
             "launch:masters",
             "template:hot",
@@ -247,12 +284,17 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
         let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
         let store = new_store()?;
+        let identity = Arc::new(SimulatedIdentity::new());
         let steps = Arc::new(FailAfter {
-            inner: steps_over(&compute, parameters.clone(), &store),
+            inner: steps_over(&compute, parameters.clone(), &store).with_identity(identity.clone()),
             at: at.clone(),
         });
         let (run, status) = drive(steps, PlanKind::Create, &store, None).await?;
         assert_eq!(status, PlanStatus::Failed, "failure after {at}");
+        assert!(
+            identity.existing().is_empty(),
+            "failure after {at} left the node identity"
+        );
         assert_eq!(
             live(&compute, &run.job.deployment_id).await?,
             0,
@@ -351,6 +393,9 @@ impl Compute for LostAnswer {
     }
     async fn delete_launch_template(&self, name: &str) -> Result<(), ComputeError> {
         self.inner.delete_launch_template(name).await
+    }
+    async fn launch_templates(&self, deployment_id: &str) -> Result<Vec<String>, ComputeError> {
+        self.inner.launch_templates(deployment_id).await
     }
     async fn launch(
         &self,

@@ -349,6 +349,28 @@ impl Fixture {
         Ok(names)
     }
 
+    /// Every parameter SSM holds under the deployment's path, at any depth,
+    /// listed through SSM itself rather than by the names Floe writes.
+    async fn parameters_left(&self, deployment_id: &str) -> Result<Vec<String>, Box<dyn Error>> {
+        let ssm = aws_sdk_ssm::Client::new(&self.sdk);
+        let mut pages = ssm
+            .get_parameters_by_path()
+            .path(format!("/floe/{deployment_id}"))
+            .recursive(true)
+            .into_paginator()
+            .send();
+        let mut names = Vec::new();
+        while let Some(page) = pages.next().await {
+            names.extend(
+                page?
+                    .parameters()
+                    .iter()
+                    .filter_map(|p| p.name().map(str::to_owned)),
+            );
+        }
+        Ok(names)
+    }
+
     /// The decoded user data of the template's latest version.
     async fn user_data(&self, template: &str) -> Result<String, Box<dyn Error>> {
         let versions = self
@@ -680,6 +702,79 @@ async fn x86_create_runs_every_step_twice_on_ec2() -> TestResult {
     create_and_check("m5.xlarge", |c| &c.image_x86_64).await
 }
 
+/// A delete leaves nothing of the deployment in the account (issue 12,
+/// defect 7): no instance, no parameter under its path (repository keys,
+/// `elastic` password, node certificates and key, bootstrap), and no launch
+/// template, whichever plan made it. Every step runs twice.
+#[tokio::test]
+async fn a_delete_leaves_no_parameter_and_no_template_on_aws() -> TestResult {
+    let fx = Fixture::new().await?;
+    let steps = Arc::new(Twice(fx.steps()));
+    let (run, status) = drive_create(&fx.store, steps.clone(), spec("m6g.xlarge")?).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let id = run.job.deployment_id.clone();
+    let before = fx.parameters_left(&id).await?;
+    assert!(
+        before.len() >= 8,
+        "the create wrote its keys and bootstrap: {before:?}"
+    );
+    assert_eq!(fx.templates(&id).await?.len(), 1);
+    // A template of an earlier plan that the record no longer names (a
+    // start after a shutdown launches from a new one): found by its tag.
+    let mut older = floe_compute::LaunchTemplateSpec {
+        name: format!("floe-{id}-hot-0123456789ab"),
+        instance_type: "m6g.xlarge".into(),
+        arch: floe_domain::catalog::Arch::Arm64,
+        user_data: "#!/bin/bash\n".into(),
+        volume: floe_compute::Volume {
+            size_gb: 100,
+            volume_type: floe_domain::deployment::VolumeType::Gp3,
+            iops: None,
+            throughput: None,
+        },
+        tags: Default::default(),
+        instance_profile: None,
+    };
+    older.tags.insert(TAG_DEPLOYMENT.into(), id.clone());
+    fx.compute().ensure_launch_template(&older).await?;
+    assert_eq!(fx.templates(&id).await?.len(), 2);
+
+    // What DELETE does to a stopped deployment: a pending delete plan.
+    let current = run
+        .store
+        .get_deployment(ORG, &id)
+        .await?
+        .ok_or("deployment")?;
+    let plan = Plan::new(ORG, &id, PlanParams::Delete, "test", "tester", Utc::now());
+    let mut next = current.value.clone();
+    next.status = DeploymentStatus::Stopping;
+    next.pending_plan = Some(plan.reference());
+    run.store
+        .replace_deployment(&next, &current, Some(&plan))
+        .await?;
+    let job = PlanJob {
+        org: ORG.into(),
+        deployment_id: id.clone(),
+        plan_id: plan.id.clone(),
+    };
+    let status = support::run_to_end(&run.store, steps, &job).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    assert!(run.store.get_deployment(ORG, &id).await?.is_none());
+    let instances = fx.tagged(&id).await?;
+    assert!(
+        instances.iter().all(is_gone),
+        "a delete left instances running"
+    );
+    let left = fx.parameters_left(&id).await?;
+    assert!(left.is_empty(), "a delete left parameters {left:?}");
+    let templates = fx.templates(&id).await?;
+    assert!(
+        templates.is_empty(),
+        "a delete left templates {templates:?}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
     let fx = Fixture::new().await?;
@@ -713,6 +808,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
         [
             "node-security",
             "repository-credentials",
+            "node-identity",
             "template:hot",
             "launch:hot",
             "bootstrap-masters",
@@ -756,6 +852,11 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
         assert!(
             masters.is_none(),
             "failure after {at} left the masters parameter"
+        );
+        let left = fx.parameters_left(id).await?;
+        assert!(
+            left.is_empty(),
+            "failure after {at} left parameters {left:?}"
         );
         for key in ["access_key", "secret_key", "session_token"] {
             let left = fx
@@ -1069,6 +1170,7 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone_on_ec2() -> Tes
     let layout = [
         "node-security",
         "repository-credentials",
+        "node-identity",
         "template:hot",
         "launch:hot",
         "bootstrap-masters",

@@ -102,6 +102,7 @@ async fn resumed() -> Result<Resumed, Box<dyn std::error::Error>> {
                 throughput: None,
             },
             tags: tags.clone(),
+            instance_profile: None,
         })
         .await?;
     assert_eq!(id, template.id);

@@ -163,6 +163,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
                 throughput: None,
             },
             tags: BTreeMap::new(),
+            instance_profile: None,
         })
         .await?;
     w.compute

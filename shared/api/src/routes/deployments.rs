@@ -233,7 +233,7 @@ async fn put_deployment(
 /// plan runs answers the same plan.
 ///
 /// Refusals:
-/// - 409: the deployment is not stopped (shut it down first).
+/// - 409: the deployment is not stopped (shut it down first), or a plan is pending.
 #[utoipa::path(
     delete,
     path = "/api/v1/deployments/{id}",

@@ -54,6 +54,15 @@ pub(crate) fn nodes_saga(
             ),
         }
     }
+    // The nodes' own identity, which the templates name.
+    match secrets {
+        Secrets::New => saga.step(
+            "node-identity",
+            action!(ensure_identity),
+            action!(forget_identity),
+        ),
+        Secrets::Kept => saga.step("node-identity", action!(ensure_identity), action!(nothing)),
+    }
     for g in &spec.node_groups {
         saga.group_step(
             "template",

@@ -1,5 +1,6 @@
-//! Delete: every node goes, then the deployment's parameters; the engine
-//! then removes the record.
+//! Delete: every node goes, then the deployment's parameters (keys,
+//! certificates, password, bootstrap) and its launch templates; the engine
+//! then removes the record. Nothing of the deployment stays in the account.
 
 use crate::step::{Saga, action};
 
@@ -15,6 +16,16 @@ pub fn saga() -> Saga {
     saga.step(
         "forget-parameters",
         action!(forget_parameters),
+        action!(nothing),
+    );
+    saga.step(
+        "forget-templates",
+        action!(forget_all_templates),
+        action!(nothing),
+    );
+    saga.step(
+        "forget-identity",
+        action!(forget_identity),
         action!(nothing),
     );
     saga

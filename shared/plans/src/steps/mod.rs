@@ -12,16 +12,20 @@
 //! - [`voting`], an update's exclude-masters, wait-masters-excluded, retire
 //! - [`restore`], register-source, restore, mount, wait-restored
 //! - [`heal`], a heal's replace:{group}
+//! - [`templates`], a delete's forget-templates
+//! - [`identity`], node-identity, forget-identity
 
 pub mod access;
 pub mod bootstrap;
 pub mod credentials;
 pub mod drain;
 pub mod heal;
+pub mod identity;
 pub mod nodes;
 pub mod repository;
 pub mod restore;
 pub mod security;
+pub mod templates;
 pub mod voting;
 
 use crate::engine::{Outcome, fail};

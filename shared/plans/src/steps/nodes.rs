@@ -50,6 +50,10 @@ impl DeploymentSteps {
                 .and_then(crate::repository_access::client_settings),
             parameter_prefix: &prefix,
         };
+        let instance_profile = match self.instance_profile(ctx).await {
+            Ok(p) => p,
+            Err(stop) => return stop,
+        };
         let name = template_name(ctx.plan, group_id);
         let template = LaunchTemplateSpec {
             name: name.clone(),
@@ -63,6 +67,7 @@ impl DeploymentSteps {
                 throughput: g.storage.throughput,
             },
             tags: tags(ctx.plan, Some(group_id)),
+            instance_profile,
         };
         match self.compute.ensure_launch_template(&template).await {
             Ok(id) => {
