@@ -68,8 +68,8 @@ async fn reset_password(
     operation_id = "create-deployment",
     tag = TAG,
     params(
-        ("Idempotency-Key" = Option<String>, Header, description = "Retry key: the same key and body return the first result."),
-        ("request_id" = Option<String>, Query, description = "Same as Idempotency-Key (ECE)."),
+        ("Idempotency-Key" = Option<String>, Header, pattern = r"^[!-~]{1,128}$", description = "Retry key: the same key and body return the first result."),
+        ("request_id" = Option<String>, Query, pattern = r"^[!-~]{1,128}$", description = "Same as Idempotency-Key (ECE)."),
     ),
     request_body(content = DeploymentSpec, example = json!(crate::examples::deployment_request())),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
@@ -100,11 +100,11 @@ async fn create_deployment(
     operation_id = "list-deployments",
     tag = TAG,
     params(
-        ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
+        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
         ("name" = Option<String>, Query, description = "Only names starting with this."),
-        ("status" = Option<String>, Query, description = "Only this status (initializing, running, …)."),
-        ("tag" = Option<String>, Query, description = "Only deployments with this tag, as `key:value`."),
+        ("status" = Option<floe_domain::deployment::DeploymentStatus>, Query, description = "Only this status."),
+        ("tag" = Option<String>, Query, pattern = ":", description = "Only deployments with this tag, as `key:value`."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<DeploymentList>, Invalid, ReadErrors),
@@ -172,7 +172,7 @@ async fn get_deployment(
     tag = TAG,
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("If-Match" = Option<String>, Header, description = "Update only if the deployment is at this ETag."),
+        ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Update only if the deployment is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     request_body(content = DeploymentSpec, description = "A spec, or the GET body with fields changed.", example = json!(crate::examples::deployment_request())),
@@ -209,11 +209,11 @@ async fn put_deployment(
     tag = TAG,
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("If-Match" = Option<String>, Header, description = "Delete only if the deployment is at this ETag."),
+        ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the deployment is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(NoContent, ManageErrors, NotFound, Conflict, Stale),
+    responses(NoContent, Invalid, ManageErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]
 async fn delete_deployment(
