@@ -200,6 +200,8 @@ async fn a_generated_typescript_client_drives_the_workflow() -> TestResult {
         );
         // The workflow is type-checked against the generated types: a
         // document change that breaks the client's calls fails here.
+        std::fs::create_dir_all(dir.join("generated"))
+            .unwrap_or_else(|e| panic!("cannot make generated/: {e}"));
         std::fs::copy(&types, dir.join("generated/floe.d.ts"))
             .unwrap_or_else(|e| panic!("cannot place the generated types: {e}"));
         run(

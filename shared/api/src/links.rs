@@ -41,15 +41,18 @@ const ON_DEPLOYMENT: &[Target] = &[
         "reset-elasticsearch-password",
         &[("id", DEPLOYMENT_ID), ("ref_id", ELASTICSEARCH_REF_ID)],
     ),
-    (
-        "proxy-elasticsearch-get",
-        &[("id", DEPLOYMENT_ID), ("ref_id", ELASTICSEARCH_REF_ID)],
-    ),
-    (
-        "proxy-elasticsearch-post",
-        &[("id", DEPLOYMENT_ID), ("ref_id", ELASTICSEARCH_REF_ID)],
-    ),
+    ("proxy-elasticsearch-get", PROXY),
+    ("proxy-elasticsearch-head", PROXY),
+    ("proxy-elasticsearch-post", PROXY),
+    ("proxy-elasticsearch-put", PROXY),
+    ("proxy-elasticsearch-delete", PROXY),
+    ("proxy-elasticsearch-patch", PROXY),
+    ("proxy-elasticsearch-options", PROXY),
 ];
+
+/// The proxy's path below the cluster is the caller's; the link gives the
+/// deployment and its Elasticsearch resource.
+const PROXY: &[(&str, &str)] = &[("id", DEPLOYMENT_ID), ("ref_id", ELASTICSEARCH_REF_ID)];
 
 const ON_REPOSITORY: &[Target] = &[
     ("get-snapshot-repository", &[("name", REPOSITORY_NAME)]),
