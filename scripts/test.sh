@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of Floe on a fresh machine: installs what the tests need
-# (a Python venv with moto), starts moto on 127.0.0.1, then runs formatting,
-# lints and the whole workspace's tests (unit, handler, conformance on
-# SQLite and DynamoDB, black-box, OpenAPI drift).
+# (a Python venv with moto, schemathesis and openapi-python-client; the
+# TypeScript client's npm packages), starts moto on 127.0.0.1, then runs
+# formatting, lints and the whole workspace's tests (unit, handler,
+# conformance on SQLite and DynamoDB, black-box, OpenAPI drift, contract).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -47,6 +48,20 @@ if [ ! -x "$venv/bin/moto_server" ] || ! cmp -s "$req" "$venv/.requirements"; th
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
   cp "$req" "$venv/.requirements"
 fi
+
+# The TypeScript client's generator and compiler (tests/contract/typescript),
+# installed as its lock file pins them; again only when the lock changed.
+ts=tests/contract/typescript
+if [ ! -d "$ts/node_modules" ] || ! cmp -s "$ts/package-lock.json" "$ts/node_modules/.package-lock.json.installed"; then
+  echo "== installing the TypeScript client's tools (npm ci)"
+  (cd "$ts" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$ts/package-lock.json" "$ts/node_modules/.package-lock.json.installed"
+fi
+# Where tests/tests/contract.rs finds the contract tools: it fails, not
+# skips, without them.
+export FLOE_TEST_SCHEMATHESIS="$venv/bin/st"
+export FLOE_TEST_OPENAPI_PYTHON_CLIENT="$venv/bin/openapi-python-client"
+export FLOE_TEST_TYPESCRIPT_CLIENT="$root/$ts"
 
 mkdir -p target
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')

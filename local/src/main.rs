@@ -97,7 +97,11 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
         queue: platform.queue,
         schedules: platform.schedules,
         clusters: platform.clusters,
-        resolver: Arc::new(floe_ports::SystemResolver),
+        resolver: if config.offline {
+            Arc::new(floe_ports::OfflineResolver)
+        } else {
+            Arc::new(floe_ports::SystemResolver)
+        },
     };
     let app = floe_api::app(floe_api::ApiState::new(app, Arc::new(verifier)));
     let listener = tokio::net::TcpListener::bind(&config.listen)

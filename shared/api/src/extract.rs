@@ -91,8 +91,60 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 
 /// Deserialises `value`, naming fields relative to `prefix` (a request body
 /// parsed in parts keeps exact field paths whatever its key order).
-pub fn parse_value_at<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(value).map_err(|e| json_error(&e, prefix))
+///
+/// JSON has one kind of number: `2344.0` is the integer 2344 to JSON Schema
+/// (and so to the document's `integer` fields and the clients generated from
+/// it). Where the type wants an integer and finds a whole float, that field
+/// alone becomes the integer and parsing goes on; free-form maps
+/// (`user_settings`) keep their floats.
+pub fn parse_value_at<T: DeserializeOwned>(mut value: Value, prefix: &str) -> Result<T, ApiError> {
+    // A bound on the fields mended, so that no body loops.
+    for _ in 0..64 {
+        let e = match serde_path_to_error::deserialize(&value) {
+            Ok(parsed) => return Ok(parsed),
+            Err(e) => e,
+        };
+        if !e
+            .inner()
+            .to_string()
+            .starts_with("invalid type: floating point")
+            || !whole_float_to_integer(&mut value, e.path())
+        {
+            return Err(json_error(&e, prefix));
+        }
+    }
+    serde_path_to_error::deserialize(&value).map_err(|e| json_error(&e, prefix))
+}
+
+/// Turns the whole float at `path` into the same integer; false when there
+/// is none there.
+fn whole_float_to_integer(value: &mut Value, path: &serde_path_to_error::Path) -> bool {
+    use serde_path_to_error::Segment;
+    let mut at = value;
+    for segment in path.iter() {
+        let next = match segment {
+            Segment::Seq { index } => at.get_mut(*index),
+            Segment::Map { key } => at.get_mut(key.as_str()),
+            Segment::Enum { .. } | Segment::Unknown => return false,
+        };
+        match next {
+            Some(v) => at = v,
+            None => return false,
+        }
+    }
+    let Some(f) = at.as_f64().filter(|f| f.fract() == 0.0 && f.is_finite()) else {
+        return false;
+    };
+    // Within i64/u64 the float converts exactly (it is whole); beyond, it
+    // stays a float and the type's own error names the field.
+    *at = if f < 0.0 && f >= i64::MIN as f64 {
+        Value::from(f as i64)
+    } else if f >= 0.0 && f < u64::MAX as f64 {
+        Value::from(f as u64)
+    } else {
+        return false;
+    };
+    true
 }
 
 /// A body whose type can be serialised again: besides `parse_json`, every
@@ -352,6 +404,23 @@ pub fn expected_version(
             ApiError::invalid_field("validation.version", "version", "must be a whole number")
         })?),
     };
+    // Versions are documented as int64, as the clients generated from the
+    // document hold them; a larger number is no version this API gave.
+    let too_large = |v: &Option<u64>| v.is_some_and(|v| v > i64::MAX as u64);
+    if too_large(&from_header) {
+        return Err(ApiError::invalid_field(
+            "validation.if_match",
+            "If-Match",
+            "must be an ETag this API returned, e.g. \"3\"",
+        ));
+    }
+    if too_large(&from_query) {
+        return Err(ApiError::invalid_field(
+            "validation.version",
+            "version",
+            format!("must be a whole number from 0 to {}", i64::MAX),
+        ));
+    }
     match (from_header, from_query) {
         (Some(h), Some(q)) if h != q => Err(ApiError::invalid_field(
             "validation.version",
@@ -444,5 +513,55 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
                     "no such resource: the path is not valid UTF-8",
                 )
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Storage {
+        size_gb: u32,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Group {
+        storage: Storage,
+        count: u32,
+        settings: BTreeMap<String, Value>,
+    }
+
+    /// Schemathesis found `2344.0` refused where the document says integer.
+    #[test]
+    fn a_whole_float_is_the_integer_it_equals() {
+        let body = br#"{"storage":{"size_gb":1470.0},"count":3.0,"settings":{"ratio":1.0}}"#;
+        let group: Group = parse_json(body).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(group.storage.size_gb, 1470);
+        assert_eq!(group.count, 3);
+        // A free-form map keeps its float.
+        assert_eq!(group.settings["ratio"], serde_json::json!(1.0));
+    }
+
+    /// Schemathesis sent `?version=9223372036854775808` (past int64) and
+    /// got 412 for a request the document says is malformed.
+    #[test]
+    fn a_version_past_int64_is_malformed() {
+        let query = BTreeMap::from([("version".to_string(), "9223372036854775808".to_string())]);
+        assert!(expected_version(&HeaderMap::new(), &query).is_err());
+        let query = BTreeMap::from([("version".to_string(), i64::MAX.to_string())]);
+        assert_eq!(
+            expected_version(&HeaderMap::new(), &query).ok().flatten(),
+            Some(i64::MAX as u64)
+        );
+    }
+
+    #[test]
+    fn a_fraction_is_still_refused_naming_its_field() {
+        let body = br#"{"storage":{"size_gb":1.5},"count":3,"settings":{}}"#;
+        let err = parse_json::<Group>(body).err().map(|e| format!("{e:?}"));
+        let err = err.unwrap_or_default();
+        assert!(err.contains("storage.size_gb"), "{err}");
     }
 }

@@ -4,6 +4,7 @@
 pub mod error;
 mod examples;
 pub mod extract;
+mod links;
 mod respond;
 mod responses;
 pub mod routes;
@@ -78,13 +79,93 @@ fn collected() -> utoipa::openapi::OpenApi {
     // The proxy's catch-all route is served as axum has it; the document
     // spells it as one path parameter.
     doc.merge(routes::proxy::ProxyDoc::openapi());
+    links::add(&mut doc);
+    headers_are_never_null(&mut doc);
     // The answers document themselves by reference to their bodies'
     // schemas; the components hold each one.
     let components = doc.components.get_or_insert_with(Default::default);
     for (name, schema) in respond::answer_schemas() {
         components.schemas.entry(name).or_insert(schema);
     }
+    all_of_parts_are_open(&mut doc);
     doc
+}
+
+/// An optional header is absent or text: utoipa documents an `Option`
+/// header as `string | null`, and a client (or schemathesis) would then
+/// send the text `null`.
+fn headers_are_never_null(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::schema::{Schema, SchemaType, Type};
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ];
+        for op in operations.into_iter().flatten() {
+            for p in op.parameters.iter_mut().flatten() {
+                if !matches!(p.parameter_in, ParameterIn::Header) {
+                    continue;
+                }
+                if let Some(RefOr::T(Schema::Object(o))) = p.schema.as_mut()
+                    && let SchemaType::Array(types) = &o.schema_type
+                {
+                    let types: Vec<Type> = types
+                        .iter()
+                        .filter(|t| **t != Type::Null)
+                        .cloned()
+                        .collect();
+                    if let [only] = types.as_slice() {
+                        o.schema_type = SchemaType::Type(only.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A view is its spec and more (`allOf` of the spec's schema and the
+/// view's own fields). A spec refuses unknown fields (`additionalProperties:
+/// false`), and in JSON Schema each part of an `allOf` judges the whole
+/// object, so the view's own fields would break its spec's part: every
+/// view answered would violate its schema. The spec's part of a view is
+/// therefore the spec's schema, open.
+fn all_of_parts_are_open(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::Schema;
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let closed: std::collections::BTreeMap<String, Schema> = components
+        .schemas
+        .iter()
+        .filter_map(|(name, schema)| match schema {
+            RefOr::T(Schema::Object(o)) if o.additional_properties.is_some() => {
+                let mut open = o.clone();
+                open.additional_properties = None;
+                Some((format!("#/components/schemas/{name}"), Schema::Object(open)))
+            }
+            _ => None,
+        })
+        .collect();
+    for schema in components.schemas.values_mut() {
+        if let RefOr::T(Schema::AllOf(all)) = schema {
+            for part in all.items.iter_mut() {
+                if let RefOr::Ref(r) = part
+                    && let Some(open) = closed.get(&r.ref_location)
+                {
+                    *part = RefOr::T(open.clone());
+                }
+            }
+        }
+    }
 }
 
 /// The OpenAPI document, as collected from the router.

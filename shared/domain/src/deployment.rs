@@ -97,7 +97,10 @@ impl DeploymentStatus {
 #[serde(deny_unknown_fields)]
 pub struct DeploymentSpec {
     /// DNS-safe name, also the Elasticsearch cluster name.
-    #[schema(example = "logs-prod")]
+    #[schema(
+        example = "logs-prod",
+        pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+    )]
     pub name: String,
     /// Elasticsearch version.
     #[schema(example = "8.15.3")]
@@ -206,6 +209,7 @@ pub struct Storage {
 pub struct SnapshotAttachment {
     /// The repository the deployment's cluster registers (writable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
     pub repository: Option<String>,
     /// Ids of snapshot policies attached to this deployment.
     #[serde(default)]

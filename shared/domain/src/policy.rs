@@ -49,13 +49,19 @@ fn yes() -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema, Validate)]
 #[serde(deny_unknown_fields)]
 pub struct PolicySpec {
-    #[schema(example = "every-30-minutes")]
+    #[schema(
+        example = "every-30-minutes",
+        pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+    )]
     pub name: String,
     pub schedule: Schedule,
     /// A snapshot name, or Elasticsearch date math such as `<nightly-{now/d}>`.
     #[schema(example = "<floe-{now/d}>")]
     pub snapshot_name: String,
-    #[schema(example = "main-backups")]
+    #[schema(
+        example = "main-backups",
+        pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+    )]
     pub repository: String,
     /// Index patterns; all indices when empty.
     #[serde(default)]

@@ -73,6 +73,7 @@ pub struct S3SettingsRequest {
 #[serde(deny_unknown_fields)]
 pub struct FsSettings {
     /// A folder under the cluster's `path.repo` (local use).
+    #[schema(min_length = 1)]
     pub location: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compress: Option<bool>,

@@ -41,9 +41,10 @@ pub enum RestoreMode {
 pub struct RestoreSnapshot {
     /// The deployment whose snapshot is read (same organization).
     pub source_deployment_id: String,
-    /// A snapshot name, or `__latest_success__` (the default).
+    /// A snapshot name as the snapshot list gives it (no date math), or
+    /// `__latest_success__` (the default).
     #[serde(default = "latest_success")]
-    #[schema(example = "__latest_success__")]
+    #[schema(example = "__latest_success__", min_length = 1)]
     pub snapshot_name: String,
     /// The repository to read from; by default the one the snapshot was
     /// taken into. It is registered read-only on the clone.
@@ -71,8 +72,9 @@ pub struct RestoreSnapshot {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RestoreRequest {
-    /// A snapshot name, or `__latest_success__`.
-    #[schema(example = "__latest_success__")]
+    /// A snapshot name as the snapshot list gives it (no date math), or
+    /// `__latest_success__`.
+    #[schema(example = "__latest_success__", min_length = 1)]
     pub snapshot_name: String,
     /// The repository to read from; by default the deployment's own. Any
     /// other is registered read-only.

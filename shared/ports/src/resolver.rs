@@ -42,6 +42,28 @@ impl Resolver for SystemResolver {
     }
 }
 
+/// Resolves no names: an IP literal is itself, `localhost` is loopback,
+/// and any other name does not resolve. For a server under test that must
+/// reach nothing but loopback, not even a DNS server.
+pub struct OfflineResolver;
+
+#[async_trait]
+impl Resolver for OfflineResolver {
+    async fn resolve(&self, host: &str, _port: u16) -> Result<Vec<IpAddr>, ResolveError> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return Ok(vec![ip]);
+        }
+        if host.eq_ignore_ascii_case("localhost") {
+            return Ok(vec![IpAddr::from([127, 0, 0, 1])]);
+        }
+        Err(ResolveError::Unresolved {
+            name: host.to_string(),
+            reason: "this server resolves no names (FLOE_LOCAL_OFFLINE)".into(),
+        })
+    }
+}
+
 /// A fixed table of names, for tests: they must never ask a real resolver.
 /// A name not in the table does not resolve.
 #[derive(Default, Clone)]

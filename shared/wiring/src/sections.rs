@@ -617,6 +617,9 @@ pub struct LocalConfig {
     /// `FLOE_LOCAL_S3`: where local mode serves its S3-compatible store
     /// (`127.0.0.1:9000` unless set; `off` serves none).
     pub s3: Option<std::net::SocketAddr>,
+    /// `FLOE_LOCAL_OFFLINE`: resolve no host names (IP literals and
+    /// `localhost` only), so that a test's server asks no DNS server.
+    pub offline: bool,
 }
 
 /// Local mode's S3-compatible store listens here unless told otherwise.
@@ -674,6 +677,7 @@ impl LocalConfig {
             sim: SimSettings::read(env)?,
             s3: local_s3(env)?,
             node_http: NodeHttp::read(env)?,
+            offline: env.flag("FLOE_LOCAL_OFFLINE")?,
         })
     }
 }

@@ -74,8 +74,8 @@ async fn reset_password(
     operation_id = "create-deployment",
     tag = TAG,
     params(
-        ("Idempotency-Key" = Option<String>, Header, description = "Retry key: the same key and body return the first result."),
-        ("request_id" = Option<String>, Query, description = "Same as Idempotency-Key (ECE)."),
+        ("Idempotency-Key" = Option<String>, Header, pattern = r"^[!-~]{1,128}$", description = "Retry key: the same key and body return the first result."),
+        ("request_id" = Option<String>, Query, pattern = r"^[!-~]{1,128}$", description = "Same as Idempotency-Key (ECE)."),
         ("validate_only" = Option<bool>, Query, description = "Check the request and answer what it would create (200, `DeploymentValidation`); store nothing."),
     ),
     request_body(content = DeploymentSpec, example = json!(crate::examples::deployment_request())),
@@ -111,11 +111,11 @@ async fn create_deployment(
     operation_id = "list-deployments",
     tag = TAG,
     params(
-        ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
+        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
         ("name" = Option<String>, Query, description = "Only names starting with this."),
-        ("status" = Option<String>, Query, description = "Only this status (initializing, running, …)."),
-        ("tag" = Option<String>, Query, description = "Only deployments with this tag, as `key:value`."),
+        ("status" = Option<floe_domain::deployment::DeploymentStatus>, Query, description = "Only this status."),
+        ("tag" = Option<String>, Query, pattern = ":", description = "Only deployments with this tag, as `key:value`."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<DeploymentList>, Invalid, ReadErrors),
@@ -195,7 +195,7 @@ async fn get_deployment(
     tag = TAG,
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("If-Match" = Option<String>, Header, description = "Update only if the deployment is at this ETag."),
+        ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Update only if the deployment is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
         ("validate_only" = Option<bool>, Query, description = "Check the request and answer what it would change (200, `DeploymentValidation`); store nothing."),
     ),
@@ -241,11 +241,11 @@ async fn put_deployment(
     tag = TAG,
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("If-Match" = Option<String>, Header, description = "Delete only if the deployment is at this ETag."),
+        ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the deployment is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(Planned<DeploymentView>, ManageErrors, NotFound, Conflict, Stale),
+    responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]
 async fn delete_deployment(

@@ -26,7 +26,7 @@ operations!(
     tag = "deployments",
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("size" = Option<u32>, Query, description = "History page size, 1 to 100 (default 20)."),
+        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "History page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
@@ -99,7 +99,7 @@ async fn cancel_pending_plan(
         ("skip_snapshot" = Option<bool>, Query, description = "Terminate without the final snapshot the plan otherwise takes into the deployment's repository."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(Planned<DeploymentView>, ManageErrors, NotFound, Conflict),
+    responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict),
     security(("bearer" = []))
 )]
 async fn shutdown_deployment(

@@ -46,7 +46,7 @@ async fn health() -> Plain<Health> {
     path = "/api/v1/platform/configuration/instance-types",
     operation_id = "list-instance-types",
     tag = "platform",
-    params(("arch" = Option<String>, Query, description = "Only this architecture: `arm64` (Graviton) or `x86_64`.")),
+    params(("arch" = Option<floe_domain::catalog::Arch>, Query, description = "Only this architecture: `arm64` (Graviton) or `x86_64`.")),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<InstanceTypeList>, Invalid, (status = 401, description = "No or bad token.", body = ErrorBody)),
     security(("bearer" = []))

@@ -54,7 +54,7 @@ async fn create_policy(
     operation_id = "list-snapshot-policies",
     tag = TAG,
     params(
-        ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
+        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
@@ -100,7 +100,7 @@ async fn get_policy(
     tag = TAG,
     params(
         ("id" = String, Path, description = "Policy id."),
-        ("If-Match" = Option<String>, Header, description = "Update only if the policy is at this ETag."),
+        ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Update only if the policy is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     request_body(content = PolicySpec, example = json!(crate::examples::policy_request())),
@@ -134,11 +134,11 @@ async fn put_policy(
     tag = TAG,
     params(
         ("id" = String, Path, description = "Policy id."),
-        ("If-Match" = Option<String>, Header, description = "Delete only if the policy is at this ETag."),
+        ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the policy is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(NoContent, ManageErrors, NotFound, Conflict, Stale),
+    responses(NoContent, Invalid, ManageErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]
 async fn delete_policy(

@@ -11,7 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::any;
+use axum::routing::{MethodFilter, on};
 use floe_app::proxy::{MAX_PROXY_REQUEST_BYTES, ProxyRequest};
 use std::collections::BTreeMap;
 use utoipa::OpenApi;
@@ -22,7 +22,16 @@ const PREFIX: &str = "/api/v1/deployments/{id}/elasticsearch/{ref_id}/proxy";
 /// The proxy's routes: with a path below the cluster's root, and the root
 /// itself (`…/proxy` and `…/proxy/`).
 pub fn router() -> Router<ApiState> {
-    let handler = any(proxy).layer(DefaultBodyLimit::max(MAX_PROXY_REQUEST_BYTES));
+    // The methods the proxy passes on; any other (TRACE, CONNECT) gets the
+    // router's 405 with `Allow`, as a method the document does not list.
+    let methods = MethodFilter::GET
+        .or(MethodFilter::HEAD)
+        .or(MethodFilter::POST)
+        .or(MethodFilter::PUT)
+        .or(MethodFilter::DELETE)
+        .or(MethodFilter::PATCH)
+        .or(MethodFilter::OPTIONS);
+    let handler = on(methods, proxy).layer(DefaultBodyLimit::max(MAX_PROXY_REQUEST_BYTES));
     Router::new()
         .route(&format!("{PREFIX}/{{*path}}"), handler.clone())
         .route(&format!("{PREFIX}/"), handler.clone())
@@ -39,7 +48,8 @@ pub fn router() -> Router<ApiState> {
     proxy_post,
     proxy_put,
     proxy_delete,
-    proxy_patch
+    proxy_patch,
+    proxy_options
 ))]
 pub struct ProxyDoc;
 
@@ -203,3 +213,11 @@ async fn proxy(
     );
     Ok(response)
 }
+proxy_operation!(
+    proxy_options,
+    options,
+    "proxy-elasticsearch-options",
+    "Needs deployment_manager or platform_admin.",
+    MANAGE_ROLES,
+    reads
+);

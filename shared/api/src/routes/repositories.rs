@@ -62,7 +62,7 @@ impl RawRepository {
     operation_id = "list-snapshot-repositories",
     tag = TAG,
     params(
-        ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
+        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
@@ -86,7 +86,7 @@ async fn list_repositories(
     path = "/api/v1/platform/configuration/snapshots/repositories/{name}",
     operation_id = "get-snapshot-repository",
     tag = TAG,
-    params(("name" = String, Path, description = "Repository name.")),
+    params(("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "Repository name.")),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Versioned<RepositoryView>, ReadErrors, NotFound),
     security(("bearer" = []))
@@ -111,13 +111,13 @@ async fn get_repository(
     operation_id = "put-snapshot-repository",
     tag = TAG,
     params(
-        ("name" = String, Path, description = "Repository name: 1–63 of a-z, 0-9, '-'."),
-        ("If-Match" = Option<String>, Header, description = "Replace only if the repository is at this ETag."),
+        ("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "Repository name: 1–63 of a-z, 0-9, '-'."),
+        ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Replace only if the repository is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     request_body(content = RepositoryRequest, example = json!(crate::examples::repository_request())),
     extensions(("x-floe-roles" = json!(floe_app::caller::ADMIN_ROLES))),
-    responses(CreatedOr<RepositoryView>, Invalid, AdminErrors, Conflict, Stale, BodyErrors),
+    responses(CreatedOr<RepositoryView>, Invalid, AdminErrors, NotFound, Conflict, Stale, BodyErrors),
     security(("bearer" = []))
 )]
 async fn put_repository(
@@ -159,12 +159,12 @@ async fn put_repository(
     operation_id = "delete-snapshot-repository",
     tag = TAG,
     params(
-        ("name" = String, Path, description = "Repository name."),
-        ("If-Match" = Option<String>, Header, description = "Delete only if the repository is at this ETag."),
+        ("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "Repository name."),
+        ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the repository is at this ETag."),
         ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::ADMIN_ROLES))),
-    responses(NoContent, AdminErrors, NotFound, Conflict, Stale),
+    responses(NoContent, Invalid, AdminErrors, NotFound, Conflict, Stale),
     security(("bearer" = []))
 )]
 async fn delete_repository(

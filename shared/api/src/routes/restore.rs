@@ -5,7 +5,7 @@
 use crate::error::ApiError;
 use crate::extract::{Caller, JsonSpec, PathParam, idempotency_key, only_params};
 use crate::respond::{CreatedOr, Planned, deployment_created};
-use crate::responses::{Conflict, Invalid, ManageErrors, NotFound};
+use crate::responses::{BodyErrors, Conflict, Invalid, ManageErrors, NotFound};
 use crate::state::ApiState;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -39,7 +39,7 @@ operations!([restore_deployment], [clone_deployment],);
     params(("id" = String, Path, description = "Deployment id.")),
     request_body(content = RestoreRequest, example = json!({"snapshot_name": "__latest_success__", "indices": ["orders-*"], "rename_pattern": "(.+)", "rename_replacement": "restored-$1"})),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict),
+    responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict, BodyErrors),
     security(("bearer" = []))
 )]
 async fn restore_deployment(
@@ -76,11 +76,11 @@ async fn restore_deployment(
     tag = "deployments",
     params(
         ("id" = String, Path, description = "The source deployment's id."),
-        ("Idempotency-Key" = Option<String>, Header, description = "Retry key: the same key and body return the first result."),
+        ("Idempotency-Key" = Option<String>, Header, pattern = r"^[!-~]{1,128}$", description = "Retry key: the same key and body return the first result."),
     ),
     request_body(content = CloneRequest, example = json!({"name": "logs-analysis", "mode": "mount"})),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
-    responses(CreatedOr<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict),
+    responses(CreatedOr<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict, BodyErrors),
     security(("bearer" = []))
 )]
 async fn clone_deployment(

@@ -92,7 +92,7 @@ async fn take_snapshot(
     tag = "deployments",
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("size" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20)."),
+        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),

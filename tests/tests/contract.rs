@@ -1,0 +1,223 @@
+//! The contract, from outside: schemathesis against the real binary, and
+//! clients generated from the committed `openapi/openapi.json` (Python with
+//! openapi-python-client, TypeScript with openapi-typescript and
+//! openapi-fetch) driving the whole workflow in typed calls.
+//!
+//! The tools are pinned and installed by scripts/test.sh, which says where
+//! they are in the environment. A missing tool fails the test: a contract
+//! check that quietly skips proves nothing.
+
+use floe_tests::{Call, Server, TestResult, s3_repository};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+fn tool(var: &str) -> PathBuf {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        panic!("{var} is not set: scripts/test.sh installs the contract tools and sets it")
+    });
+    assert!(
+        path.exists(),
+        "{var}={} does not exist: run scripts/test.sh",
+        path.display()
+    );
+    path
+}
+
+fn contract_dir() -> PathBuf {
+    Path::new(ROOT).join("tests/contract")
+}
+
+fn document() -> PathBuf {
+    Path::new(ROOT).join("openapi/openapi.json")
+}
+
+/// Runs `cmd`, failing with everything it printed unless it succeeds.
+fn run(what: &str, cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what} did not start: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{text}",
+        out.status
+    );
+    println!("{what}:\n{text}");
+}
+
+/// PATH with `dir` first.
+fn path_with(dir: Option<&Path>) -> std::ffi::OsString {
+    let mut dirs: Vec<PathBuf> = dir.map(Path::to_path_buf).into_iter().collect();
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).unwrap_or_default()
+}
+
+/// Local mode that resolves no names (schemathesis sends random S3
+/// endpoints) and runs its plans at once (the workflows wait on them).
+fn server(plans_finish: bool) -> Server {
+    let mut env = vec![("FLOE_LOCAL_OFFLINE", "true")];
+    if plans_finish {
+        env.extend([("FLOE_SIM_BOOT_DELAY_MS", "0"), ("FLOE_PLAN_POLL_MS", "50")]);
+    }
+    Server::start_with(&env)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_nothing() -> TestResult {
+    let st = tool("FLOE_TEST_SCHEMATHESIS");
+    let s = server(false);
+    let token = s.token("acme", &["platform_admin"]);
+    // The repository the document's examples name, so that the examples of
+    // deployments and policies that refer to it can be created.
+    s.call(
+        Call::put("/api/v1/platform/configuration/snapshots/repositories/main-backups")
+            .bearer(&token)
+            .json(&s3_repository("elastic-snapshots")),
+    )
+    .await
+    .expect_status(201);
+    let report = tempfile::tempdir()?;
+    let base = s.base_url().to_string();
+    let auth = format!("Authorization: Bearer {token}");
+    let doc = document();
+    let junit = report.path().join("junit.xml");
+    tokio::task::spawn_blocking(move || {
+        run(
+            "schemathesis",
+            Command::new(&st)
+                // The configuration beside this test's tools.
+                .current_dir(contract_dir())
+                .args([
+                    "run",
+                    "--checks",
+                    "all",
+                    "--no-color",
+                    "-u",
+                    &base,
+                    "-H",
+                    &auth,
+                ])
+                .arg("--report")
+                .arg("junit")
+                .arg("--report-junit-path")
+                .arg(&junit)
+                .arg(&doc),
+        )
+    })
+    .await?;
+    Ok(())
+}
+
+/// What each workflow script is given: the API, a token and the local S3
+/// store's endpoint and keys.
+fn workflow_env(s: &Server, token: &str) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("FLOE_API".to_string(), s.base_url().to_string()),
+        ("FLOE_TOKEN".to_string(), token.to_string()),
+    ];
+    let s3 = std::fs::read_to_string(s.data_dir().join("s3.env")).unwrap_or_default();
+    for line in s3.lines() {
+        let line = line.trim().trim_start_matches("export ");
+        if line.starts_with('#') {
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            env.push((
+                k.to_string(),
+                v.trim_matches(|c| c == '"' || c == '\'').to_string(),
+            ));
+        }
+    }
+    env
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_python_client_drives_the_workflow() -> TestResult {
+    let generator = tool("FLOE_TEST_OPENAPI_PYTHON_CLIENT");
+    let python = generator.with_file_name("python");
+    let s = server(true);
+    let token = s.token("acme", &["platform_admin"]);
+    let out = tempfile::tempdir()?;
+    // `--meta none` writes the package itself: `floe_client` on PYTHONPATH.
+    let client = out.path().join("floe_client");
+    let env = workflow_env(&s, &token);
+    let doc = document();
+    tokio::task::spawn_blocking(move || {
+        run(
+            "openapi-python-client generate",
+            Command::new(&generator)
+                .current_dir(contract_dir().join("python"))
+                // A warning (an operation or a schema it could not
+                // generate) fails: the client would be missing that piece.
+                // Its formatter (ruff) is beside it in the venv.
+                .env("PATH", path_with(generator.parent()))
+                .args(["generate", "--meta", "none", "--fail-on-warning"])
+                .args(["--config", "generator.yaml"])
+                .arg("--path")
+                .arg(&doc)
+                .arg("--output-path")
+                .arg(&client),
+        );
+        run(
+            "the Python workflow",
+            Command::new(&python)
+                .current_dir(contract_dir().join("python"))
+                .arg("workflow.py")
+                .env("PYTHONPATH", out.path())
+                .envs(env),
+        );
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_typescript_client_drives_the_workflow() -> TestResult {
+    let dir = tool("FLOE_TEST_TYPESCRIPT_CLIENT");
+    let bin = dir.join("node_modules/.bin");
+    let s = server(true);
+    let token = s.token("acme", &["platform_admin"]);
+    let out = tempfile::tempdir()?;
+    let types = out.path().join("floe.d.ts");
+    let env = workflow_env(&s, &token);
+    let doc = document();
+    tokio::task::spawn_blocking(move || {
+        run(
+            "openapi-typescript",
+            Command::new(bin.join("openapi-typescript"))
+                .current_dir(&dir)
+                .arg(&doc)
+                .arg("--output")
+                .arg(&types),
+        );
+        // The workflow is type-checked against the generated types: a
+        // document change that breaks the client's calls fails here.
+        std::fs::create_dir_all(dir.join("generated"))
+            .unwrap_or_else(|e| panic!("cannot make generated/: {e}"));
+        std::fs::copy(&types, dir.join("generated/floe.d.ts"))
+            .unwrap_or_else(|e| panic!("cannot place the generated types: {e}"));
+        run(
+            "tsc",
+            Command::new(bin.join("tsc"))
+                .current_dir(&dir)
+                .args(["--project", "tsconfig.json"]),
+        );
+        run(
+            "the TypeScript workflow",
+            Command::new("node")
+                .current_dir(&dir)
+                .arg("build/workflow.js")
+                .envs(env),
+        );
+    })
+    .await?;
+    Ok(())
+}
