@@ -36,8 +36,9 @@ pub enum Fault {
     Throttle,
     /// This status (500, 503) with the protocol's internal error body.
     Status(u16),
-    /// Nothing for this long, then moto's answer (for a client whose
-    /// timeout is shorter, a timeout).
+    /// Nothing for this long, then the connection closed without an
+    /// answer; moto never sees the call. For a client whose timeout is
+    /// shorter, a timeout, and nothing written behind its back afterwards.
     Delay(Duration),
     /// The connection closed without any answer.
     Drop,
@@ -357,7 +358,7 @@ async fn exchange(
         }
         Some(Fault::Delay(d)) => {
             tokio::time::sleep(d).await;
-            forward(&request, client, upstream).await
+            return Ok(());
         }
         None => forward(&request, client, upstream).await,
     };

@@ -530,3 +530,34 @@ async fn a_one_off_fault_is_absorbed_by_the_sdk_retry() {
     );
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
+
+/// A service that takes a call and never answers: the api's own bound on
+/// each AWS call (5 s an attempt, 10 s in all, inside the function's 20 s)
+/// ends it with a 503 and no change. Before that bound, the call waited as
+/// long as the service did (a 25 s delay on DynamoDB: a 201 after 25 s, past
+/// the function's timeout, so the gateway's 5xx on Lambda).
+#[tokio::test]
+async fn a_call_that_never_answers_ends_in_a_503_within_the_function() {
+    let mut rig = Rig::start().await;
+    let fx = fixture(&mut rig).await;
+    let mut problems = Vec::new();
+    let cells = [
+        (Op::CreateDeployment, "dynamodb"),
+        (Op::PutRepositoryWithCredentials, "kms"),
+    ];
+    for (n, (op, service)) in cells.iter().enumerate() {
+        let rule = Rule::new(service, Fault::Delay(Duration::from_secs(60))).always();
+        match cell(&mut rig, &fx, *op, 2000 + n, rule).await {
+            Ok("503") => {}
+            Ok(other) => problems.push(format!("{}/{service}: {other}", op.name())),
+            Err(problem) => problems.push(format!("{}/{service}: {problem}", op.name())),
+        }
+    }
+    println!(
+        "aws_faults delay: {} cells, {} faults injected, {} problems",
+        cells.len(),
+        rig.proxy.injected(),
+        problems.len()
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
