@@ -909,6 +909,24 @@ impl Moto {
             .ok_or_else(|| format!("CreateKey gave no ARN: {v}").into())
     }
 
+    /// Messages in the queue, visible or in flight, without waiting.
+    pub async fn queue_depth(&self, queue_url: &str) -> Result<u64, Box<dyn std::error::Error>> {
+        let v = self
+            .call(
+                "AmazonSQS.GetQueueAttributes",
+                json!({"QueueUrl": queue_url, "AttributeNames": [
+                    "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]}),
+            )
+            .await?;
+        let field = |name: &str| {
+            v["Attributes"][name]
+                .as_str()
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| format!("GetQueueAttributes gave no {name}: {v}"))
+        };
+        Ok(field("ApproximateNumberOfMessages")? + field("ApproximateNumberOfMessagesNotVisible")?)
+    }
+
     /// The messages visible now, waiting up to a few seconds for the first.
     pub async fn receive(
         &self,

@@ -14,6 +14,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub mod fault_proxy;
 pub mod lambda_emulator;
 
 pub type TestResult = Result<(), Box<dyn std::error::Error>>;

@@ -13,9 +13,22 @@ use floe_wiring::{ApiConfig, Env, WiringError, build};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// One attempt of an AWS call (DynamoDB, KMS and SQS answer in tens of
+/// milliseconds; this leaves room for a slow one), and the call with its
+/// retries: half the function's timeout, so that the answer, a 503, still
+/// fits.
+const AWS_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+const AWS_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
 pub async fn state() -> Result<ApiState, WiringError> {
     let config = ApiConfig::read(&Env::process())?;
-    let sdk = floe_wiring::aws().await;
+    // Every AWS call ends well inside the function's 20 s (infra/template.yaml):
+    // a call that hangs answers 503, not the gateway's timeout.
+    let sdk = &floe_wiring::with_timeouts(
+        floe_wiring::aws().await,
+        AWS_ATTEMPT_TIMEOUT,
+        AWS_CALL_TIMEOUT,
+    );
     let store = build::store(&config.store, sdk.into()).await?;
     let cipher = build::cipher(&config.secrets, sdk.into()).await?;
     let verifier = build::verifier(&config.auth).await?;

@@ -27,6 +27,28 @@ pub async fn aws() -> &'static aws_config::SdkConfig {
         .await
 }
 
+/// `sdk` with a bound on every AWS call: each attempt ends after `attempt`,
+/// and the call with its retries after `total`. The SDK's defaults bound
+/// only the connection, so a service that accepts a request and never
+/// answers would hold the caller until its Lambda timeout: for the api,
+/// the gateway's 5xx instead of a 503, and a write that may land after the
+/// client gave up (issue 12: fault injection, a delay on DynamoDB).
+pub fn with_timeouts(
+    sdk: &aws_config::SdkConfig,
+    attempt: std::time::Duration,
+    total: std::time::Duration,
+) -> aws_config::SdkConfig {
+    sdk.to_builder()
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(attempt.min(std::time::Duration::from_millis(3100)))
+                .operation_attempt_timeout(attempt)
+                .operation_timeout(total)
+                .build(),
+        )
+        .build()
+}
+
 /// The SDK configuration [`build`] gives the AWS adapters it builds.
 #[derive(Debug, Clone, Copy)]
 pub enum Aws<'a> {
