@@ -2,11 +2,12 @@
 //! cancelling the pending one.
 
 use crate::{App, AppError, Manager, Reader, Resource};
+use floe_domain::deployment::Deployment;
 use floe_domain::plan::{
     Plan, PlanEnd, PlanKind, PlanSource, PlanStatus, StepError, StepRecord, lifecycle,
 };
 use floe_ports::ReconcileJob;
-use floe_store::{DeploymentOutcome, PageRequest, StoreError};
+use floe_store::{DeploymentOutcome, PageRequest, StoreError, Versioned};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -103,21 +104,33 @@ impl App {
         })
     }
 
+    /// The deployment's pending plan, unfinished, or 404 naming the
+    /// deployment (none pending, or it ended meanwhile).
+    async fn unfinished_pending_plan(
+        &self,
+        org: &str,
+        deployment: &Versioned<Deployment>,
+    ) -> Result<Versioned<Plan>, AppError> {
+        let id = &deployment.value.id;
+        let no_plan = || AppError::not_found(Resource::PendingPlan, id);
+        let pending = deployment.value.pending_plan.as_ref().ok_or_else(no_plan)?;
+        let pv = self
+            .store
+            .get_plan(org, id, &pending.plan_id)
+            .await?
+            .ok_or_else(no_plan)?;
+        if pv.value.status.is_finished() {
+            return Err(no_plan());
+        }
+        Ok(pv)
+    }
+
     /// Asks the pending plan to stop at its next step boundary and unwind.
     pub async fn cancel_pending_plan(&self, who: &Manager, id: &str) -> Result<PlanView, AppError> {
         let deployment = self.load_deployment(&who.org, id).await?;
-        let no_plan = || AppError::not_found(Resource::PendingPlan, id);
-        let pending = deployment.value.pending_plan.as_ref().ok_or_else(no_plan)?;
         // The engine writes the plan as it goes: retry on a lost race.
         for _ in 0..5 {
-            let pv = self
-                .store
-                .get_plan(&who.org, id, &pending.plan_id)
-                .await?
-                .ok_or_else(no_plan)?;
-            if pv.value.status.is_finished() {
-                return Err(no_plan());
-            }
+            let pv = self.unfinished_pending_plan(&who.org, &deployment).await?;
             let mut plan = pv.value;
             plan.cancel_requested = true;
             match self.store.update_plan(&plan, pv.version).await {
@@ -145,18 +158,9 @@ impl App {
         who: &Manager,
         id: &str,
     ) -> Result<PlanView, AppError> {
-        let no_plan = || AppError::not_found(Resource::PendingPlan, id);
         for _ in 0..5 {
             let deployment = self.load_deployment(&who.org, id).await?;
-            let pending = deployment.value.pending_plan.as_ref().ok_or_else(no_plan)?;
-            let pv = self
-                .store
-                .get_plan(&who.org, id, &pending.plan_id)
-                .await?
-                .ok_or_else(no_plan)?;
-            if pv.value.status.is_finished() {
-                return Err(no_plan());
-            }
+            let pv = self.unfinished_pending_plan(&who.org, &deployment).await?;
             let now = chrono::Utc::now();
             let mut plan = pv.value;
             plan.force_end(&who.subject, now);
