@@ -314,6 +314,12 @@ fn kind_of(error_type: &str, reason: &str) -> Option<Kind> {
         "repository_missing_exception" => Kind::RepositoryMissing,
         "repository_verification_exception" => Kind::RepositoryVerification,
         "concurrent_snapshot_execution_exception" => Kind::ConcurrentSnapshot,
+        // Registering a repository again while a snapshot runs in it (one a
+        // schedule started after we looked) is refused with a conflict:
+        // the same situation as a concurrent snapshot, for the caller.
+        "repository_conflict_exception" if reason.contains("currently used") => {
+            Kind::ConcurrentSnapshot
+        }
         "invalid_snapshot_name_exception" => Kind::InvalidSnapshotName,
         "snapshot_missing_exception" => Kind::SnapshotMissing,
         // Elasticsearch reports restoring over an open index as a generic
@@ -407,6 +413,12 @@ mod tests {
                 "concurrent_snapshot_execution_exception",
                 "[r:s] a snapshot is already running",
                 503,
+                "concurrent_snapshot",
+            ),
+            (
+                "repository_conflict_exception",
+                "[r] trying to modify or unregister repository that is currently used (snapshot is in progress)",
+                409,
                 "concurrent_snapshot",
             ),
             (
