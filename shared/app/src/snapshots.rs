@@ -38,7 +38,7 @@ pub struct SnapshotRequest {
     #[serde(default)]
     #[schema(example = "<before-upgrade-{now/d}>")]
     pub name: Option<String>,
-    /// Index patterns; every index when absent.
+    /// Index patterns, each 1 to 255 characters; every index when absent.
     #[serde(default)]
     pub indices: Option<Vec<String>>,
 }

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use validator::Validate;
 
-/// `{"interval":"30m"}` or `{"cron":"0 30 1 * * ?","timezone":"Europe/Berlin"}`.
+/// `{"interval":"30m"}` or `{"cron":"0 30 1 * * ?","timezone":"Europe/Berlin"}`:
+/// exactly one of `interval` and `cron` (400 `validation.schedule` naming
+/// `schedule` otherwise).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {

@@ -112,7 +112,7 @@ async fn create_deployment(
     tag = TAG,
     params(
         ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise)."),
         ("name" = Option<String>, Query, description = "Only names starting with this."),
         ("status" = Option<floe_domain::deployment::DeploymentStatus>, Query, description = "Only this status."),
         ("tag" = Option<String>, Query, pattern = ":", description = "Only deployments with this tag, as `key:value`."),
@@ -196,7 +196,7 @@ async fn get_deployment(
     params(
         ("id" = String, Path, description = "Deployment id."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Update only if the deployment is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
+        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
         ("validate_only" = Option<bool>, Query, description = "Check the request and answer what it would change (200, `DeploymentValidation`); store nothing."),
     ),
     request_body(content = DeploymentSpec, description = "A spec, or the GET body with fields changed.", example = json!(crate::examples::deployment_request())),
@@ -242,7 +242,7 @@ async fn put_deployment(
     params(
         ("id" = String, Path, description = "Deployment id."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the deployment is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
+        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict, Stale),

@@ -55,7 +55,7 @@ async fn create_policy(
     tag = TAG,
     params(
         ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<PolicyList>, Invalid, ReadErrors),
@@ -101,7 +101,7 @@ async fn get_policy(
     params(
         ("id" = String, Path, description = "Policy id."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Update only if the policy is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
+        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
     ),
     request_body(content = PolicySpec, example = json!(crate::examples::policy_request())),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
@@ -135,7 +135,7 @@ async fn put_policy(
     params(
         ("id" = String, Path, description = "Policy id."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the policy is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
+        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(NoContent, Invalid, ManageErrors, NotFound, Conflict, Stale),

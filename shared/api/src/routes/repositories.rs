@@ -63,7 +63,7 @@ impl RawRepository {
     tag = TAG,
     params(
         ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<RepositoryList>, Invalid, ReadErrors),
@@ -103,8 +103,12 @@ async fn get_repository(
 /// Create or replace a snapshot repository.
 ///
 /// Secrets (`secret_key`, `session_token`) are encrypted at rest and never
-/// returned. On replace, omitted secrets are kept when `access_key` is
-/// unchanged, so a client can edit settings without re-sending credentials.
+/// returned. On replace, omitted secrets are kept when `access_key`,
+/// `endpoint` and `protocol` are all unchanged, so a client can edit other
+/// settings without re-sending credentials, and a stored secret never goes
+/// to a new host. An `endpoint` must resolve only to addresses the platform
+/// allows (no link-local or metadata address, and no private address unless
+/// the operator allowed them): 400 naming `settings.endpoint` otherwise.
 #[utoipa::path(
     put,
     path = "/api/v1/platform/configuration/snapshots/repositories/{name}",
@@ -113,7 +117,7 @@ async fn get_repository(
     params(
         ("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "Repository name: 1–63 of a-z, 0-9, '-'."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Replace only if the repository is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
+        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
     ),
     request_body(content = RepositoryRequest, example = json!(crate::examples::repository_request())),
     extensions(("x-floe-roles" = json!(floe_app::caller::ADMIN_ROLES))),
@@ -161,7 +165,7 @@ async fn put_repository(
     params(
         ("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "Repository name."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the repository is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE)."),
+        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::ADMIN_ROLES))),
     responses(NoContent, Invalid, AdminErrors, NotFound, Conflict, Stale),

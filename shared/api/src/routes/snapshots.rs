@@ -93,7 +93,7 @@ async fn take_snapshot(
     params(
         ("id" = String, Path, description = "Deployment id."),
         ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise)."),
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<SnapshotList>, Invalid, ReadErrors, NotFound),
