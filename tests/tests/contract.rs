@@ -7,7 +7,7 @@
 //! they are in the environment. A missing tool fails the test: a contract
 //! check that quietly skips proves nothing.
 
-use floe_tests::{Call, Server, TestResult, s3_repository};
+use floe_tests::{Call, Server, TestResult, deployment, policy, s3_repository};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -84,7 +84,51 @@ async fn schemathesis_finds_nothing() -> TestResult {
     )
     .await
     .expect_status(201);
+    // Resources that exist, so that the operations on one reach their own
+    // logic and not only the 404 of a random id: a deployment (its create
+    // plan stays pending here, so the operations that need a running one
+    // answer their documented 409) and a policy.
+    let created = s
+        .call(
+            Call::post("/api/v1/deployments")
+                .bearer(&token)
+                .json(&deployment("contract-seed", Some("main-backups"), &[])),
+        )
+        .await;
+    let deployment_id = created.expect_status(201).json()["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let created = s
+        .call(
+            Call::post("/api/v1/snapshot-policies")
+                .bearer(&token)
+                .json(&policy("contract-seed", "main-backups")),
+        )
+        .await;
+    let policy_id = created.expect_status(201).json()["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!deployment_id.is_empty() && !policy_id.is_empty());
     let report = tempfile::tempdir()?;
+    // The committed configuration, with the seeded ids as a dictionary that
+    // half of the generated path parameters draw from (the other half stay
+    // random, so the 404s are still exercised).
+    let config = report.path().join("schemathesis.toml");
+    let committed = std::fs::read_to_string(contract_dir().join("schemathesis.toml"))?;
+    std::fs::write(
+        &config,
+        format!(
+            "{committed}\n[dictionaries.ids]\nvalues = [\"{deployment_id}\", \"{policy_id}\"]\n\
+             [dictionaries.names]\nvalues = [\"main-backups\"]\n\
+             [dictionaries.refs]\nvalues = [\"main-elasticsearch\"]\n\
+             [parameters]\n\
+             \"path.id\" = {{ dictionary = \"ids\", probability = 0.5 }}\n\
+             \"path.name\" = {{ dictionary = \"names\", probability = 0.5 }}\n\
+             \"path.ref_id\" = {{ dictionary = \"refs\", probability = 0.5 }}\n"
+        ),
+    )?;
     let base = s.base_url().to_string();
     let auth = format!("Authorization: Bearer {token}");
     let doc = document();
@@ -95,6 +139,8 @@ async fn schemathesis_finds_nothing() -> TestResult {
             Command::new(&st)
                 // The configuration beside this test's tools.
                 .current_dir(contract_dir())
+                .arg("--config-file")
+                .arg(&config)
                 .args([
                     "run",
                     "--checks",
