@@ -37,15 +37,21 @@ impl LocalPlatform {
     ) -> Result<LocalPlatform, ConfigError> {
         // Every simulated instance gets an address of its own on this
         // machine, where its simulated node serves.
-        // A file named after an instance id in this folder loses that
-        // instance (README: self-healing).
-        let kill_dir = config.data_dir.join("sim").join("kill");
-        if let Err(e) = std::fs::create_dir_all(&kill_dir) {
-            tracing::warn!(error = %e, dir = %kill_dir.display(), "cannot make the folder that kills simulated instances");
-        }
+        // A file named after an instance id in one of these folders loses
+        // that instance, fails its status check, or stops it (README:
+        // self-healing).
+        let fault_dir = |name: &str| {
+            let dir = config.data_dir.join("sim").join(name);
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                tracing::warn!(error = %e, dir = %dir.display(), "cannot make a folder of simulated instance faults");
+            }
+            Some(dir)
+        };
         let simulated = Arc::new(SimulatedCompute::new(SimulatedConfig {
             addresses: AddressPool::Loopback,
-            kill_dir: Some(kill_dir),
+            kill_dir: fault_dir("kill"),
+            impair_dir: fault_dir("impair"),
+            stop_dir: fault_dir("stop"),
             ..SimulatedConfig::parse(
                 config.sim.boot_delay,
                 config.sim.terminate_delay,

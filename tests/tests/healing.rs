@@ -1,10 +1,16 @@
 //! Self-healing in local mode, through the real binary: a running
 //! deployment shows each of its nodes and `healthy`; a simulated instance
-//! lost (a file named after it in the data folder's `sim/kill/`) makes it
-//! unhealthy, and the health check's heal plan replaces the node in its
-//! group and zone until it is healthy again; a change sent meanwhile is
-//! refused (409) as with any plan. First a data node, then a master-eligible
-//! one (the cluster keeps its quorum). The kill-to-healthy time is printed.
+//! lost (a file named after it in the data folder's `sim/kill/`), impaired
+//! (`sim/impair/`: a failing status check) or stopped (`sim/stop/`, as in
+//! the EC2 console) makes it unhealthy with a reason naming the group or
+//! the instance, and the health check's heal plan replaces the node in its
+//! group and zone, then terminates the one it replaced, until it is
+//! healthy again; a change sent meanwhile is refused (409) as with any
+//! plan. Each fault hits a data node, then a master-eligible one (the
+//! cluster keeps its quorum). The fault-to-healthy times are printed.
+//!
+//! And the check only looks: its writes keep the deployment's version, so
+//! a user's `If-Match` from before it looked still holds.
 
 use floe_tests::{Call, DEPLOYMENTS, Server, TestResult};
 use serde_json::{Value, json};
@@ -60,21 +66,85 @@ fn nodes_of<'a>(d: &'a Value, group: &str) -> Vec<&'a Value> {
         .unwrap_or_default()
 }
 
-/// Kills one node of `group` and follows the deployment until it healed.
-async fn kill_and_heal(s: &Server, token: &str, path: &str, group: &str) -> TestResult {
+/// What befalls the node.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Kill,
+    /// Its instance status check fails.
+    Impair,
+    /// Its system status check fails.
+    ImpairSystem,
+    Stop,
+}
+
+impl Fault {
+    fn folder(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Impair | Fault::ImpairSystem => "impair",
+            Fault::Stop => "stop",
+        }
+    }
+
+    fn file_text(self) -> &'static str {
+        match self {
+            Fault::ImpairSystem => "system",
+            _ => "",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Impair | Fault::ImpairSystem => "impair",
+            Fault::Stop => "stop",
+        }
+    }
+
+    /// What the reason says of the victim.
+    fn reason(self, group: &str, victim: &str) -> String {
+        match self {
+            Fault::Kill => format!("node group {group} has"),
+            Fault::Impair => format!(
+                "instance {victim} of node group {group} is impaired (instance status check failing)"
+            ),
+            Fault::ImpairSystem => format!(
+                "instance {victim} of node group {group} is impaired (system status check failing)"
+            ),
+            // Stopping, then stopped.
+            Fault::Stop => format!("instance {victim} of node group {group} is stopp"),
+        }
+    }
+}
+
+/// Breaks one node of `group` by `fault` and follows the deployment until
+/// it healed.
+async fn break_and_heal(
+    s: &Server,
+    token: &str,
+    path: &str,
+    group: &str,
+    fault: Fault,
+) -> TestResult {
     let before = until(s, token, path, "healthy", healthy).await?;
     let victim = nodes_of(&before, group)
         .first()
         .map(|n| (*n).clone())
-        .ok_or("no node to kill")?;
+        .ok_or("no node to break")?;
     let victim_id = victim["instance_id"]
         .as_str()
         .ok_or("instance id")?
         .to_string();
-    let killed = Instant::now();
-    std::fs::write(s.data_dir().join("sim").join("kill").join(&victim_id), b"")?;
+    let broken = Instant::now();
+    std::fs::write(
+        s.data_dir()
+            .join("sim")
+            .join(fault.folder())
+            .join(&victim_id),
+        fault.file_text(),
+    )?;
 
-    // The check finds it lost and starts a heal: both in one write.
+    // The check finds it and starts a heal: both in one write.
     let healing = until(s, token, path, "healing", |d| {
         d["plans"]["pending"]["kind"] == json!("heal")
     })
@@ -83,7 +153,7 @@ async fn kill_and_heal(s: &Server, token: &str, path: &str, group: &str) -> Test
     assert_eq!(healing["status"], json!("reconfiguring"), "{healing}");
     let reason = healing["health_reason"].as_str().unwrap_or("");
     assert!(
-        reason.contains(&format!("node group {group} has")),
+        reason.contains(&fault.reason(group, &victim_id)),
         "{healing}"
     );
     // A user's change while it heals waits for it, as for any plan.
@@ -92,10 +162,19 @@ async fn kill_and_heal(s: &Server, token: &str, path: &str, group: &str) -> Test
     let refused = s.call(Call::put(path).bearer(token).json(&grown)).await;
     refused.expect_status(409);
 
-    let healed = until(s, token, path, "healthy again", healthy).await?;
-    let elapsed = killed.elapsed();
+    // Healthy, and the node it replaced no longer shown (a terminated
+    // one shows `shutting_down` for a moment).
+    let healed = until(s, token, path, "healthy again", |d| {
+        healthy(d)
+            && nodes_of(d, group)
+                .iter()
+                .all(|n| n["instance_id"] != json!(victim_id))
+    })
+    .await?;
+    let elapsed = broken.elapsed();
     println!(
-        "kill-to-healthy ({group} node {victim_id}): {} ms",
+        "{}-to-healthy ({group} node {victim_id}): {} ms",
+        fault.name(),
         elapsed.as_millis()
     );
     assert!(healed["health_reason"].is_null(), "{healed}");
@@ -103,12 +182,6 @@ async fn kill_and_heal(s: &Server, token: &str, path: &str, group: &str) -> Test
     assert_eq!(
         group_nodes.len(),
         nodes_of(&before, group).len(),
-        "{healed}"
-    );
-    assert!(
-        group_nodes
-            .iter()
-            .all(|n| n["instance_id"] != json!(victim_id)),
         "{healed}"
     );
     // The replacement is in the zone the lost node was in.
@@ -143,19 +216,31 @@ async fn kill_and_heal(s: &Server, token: &str, path: &str, group: &str) -> Test
             format!("replace:{group}").as_str(),
             "wait-running",
             "wait-joined",
+            "retire-lost",
             "record-access"
         ],
         "{plan}"
     );
     let log = plan["steps"][1]["info_log"].to_string();
     assert!(log.contains(&victim_id), "{log}");
+    // A stopped or impaired node is terminated once replaced; a killed
+    // one was gone already.
+    let retired = plan["steps"][4]["info_log"].to_string();
+    match fault {
+        Fault::Kill => assert!(retired.contains("gone already"), "{retired}"),
+        _ => assert!(
+            retired.contains(&format!("terminated {victim_id}")),
+            "{retired}"
+        ),
+    }
     Ok(())
 }
 
-#[tokio::test]
-async fn a_lost_node_is_replaced_and_the_deployment_heals() -> TestResult {
+/// A server whose health check runs every 200 ms and whose nodes boot in
+/// 500 ms (slow enough that the heal is seen pending), with a running
+/// deployment checked healthy; its token and path.
+async fn healthy_deployment() -> Result<(Server, String, String), Box<dyn std::error::Error>> {
     let s = Server::start_with(&[
-        // Slow enough boots that the heal is seen pending.
         ("FLOE_SIM_BOOT_DELAY_MS", "500"),
         ("FLOE_SIM_TERMINATE_DELAY_MS", "50"),
         ("FLOE_PLAN_POLL_MS", "20"),
@@ -170,6 +255,13 @@ async fn a_lost_node_is_replaced_and_the_deployment_heals() -> TestResult {
         .ok_or("id")?
         .to_string();
     let path = format!("{DEPLOYMENTS}/{id}");
+    until(&s, &token, &path, "healthy", healthy).await?;
+    Ok((s, token, path))
+}
+
+#[tokio::test]
+async fn a_lost_node_is_replaced_and_the_deployment_heals() -> TestResult {
+    let (s, token, path) = healthy_deployment().await?;
 
     // Running and checked: every node shown where it runs.
     let d = until(&s, &token, &path, "healthy", healthy).await?;
@@ -189,7 +281,90 @@ async fn a_lost_node_is_replaced_and_the_deployment_heals() -> TestResult {
         json!(["data_hot", "data_content"])
     );
 
-    kill_and_heal(&s, &token, &path, "hot").await?;
-    kill_and_heal(&s, &token, &path, "masters").await?;
+    break_and_heal(&s, &token, &path, "hot", Fault::Kill).await?;
+    break_and_heal(&s, &token, &path, "masters", Fault::Kill).await?;
+    Ok(())
+}
+
+/// An instance that runs but fails a status check (issue 14: "a terminated
+/// or impaired instance is replaced").
+#[tokio::test]
+async fn an_impaired_node_is_replaced_and_terminated() -> TestResult {
+    let (s, token, path) = healthy_deployment().await?;
+    break_and_heal(&s, &token, &path, "hot", Fault::Impair).await?;
+    break_and_heal(&s, &token, &path, "masters", Fault::ImpairSystem).await?;
+    Ok(())
+}
+
+/// An instance someone stopped in the console: replaced, and terminated
+/// rather than left holding its volume and a stale node.
+#[tokio::test]
+async fn a_stopped_node_is_replaced_and_terminated() -> TestResult {
+    let (s, token, path) = healthy_deployment().await?;
+    break_and_heal(&s, &token, &path, "hot", Fault::Stop).await?;
+    break_and_heal(&s, &token, &path, "masters", Fault::Stop).await?;
+    Ok(())
+}
+
+/// The ETag a user read before the health check first looked is still the
+/// deployment's after it looked, and a change sent with it is accepted
+/// (on a build where health writes moved the version this was a 412).
+#[tokio::test]
+async fn the_health_check_does_not_move_the_etag() -> TestResult {
+    // A slow check, so that the deployment is seen running before it looks.
+    let s = Server::start_with(&[
+        ("FLOE_SIM_BOOT_DELAY_MS", "0"),
+        ("FLOE_PLAN_POLL_MS", "20"),
+        ("FLOE_SWEEP_INTERVAL_MS", "3000"),
+    ]);
+    let token = s.token(ORG, &["platform_admin"]);
+    let mut seen = None;
+    for _ in 0..3 {
+        let created = s
+            .call(Call::post(DEPLOYMENTS).bearer(&token).json(&body()))
+            .await;
+        let id = created.expect_status(201).json()["id"]
+            .as_str()
+            .ok_or("id")?
+            .to_string();
+        let path = format!("{DEPLOYMENTS}/{id}");
+        let read = loop {
+            let r = s.call(Call::get(&path).bearer(&token)).await;
+            let d = r.expect_status(200).json();
+            if d["status"] == json!("running") && d["plans"]["pending"].is_null() {
+                break (d, r.header("etag").map(str::to_string));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        // Checked already (the sweep came at once): try another one.
+        if read.0["healthy"].is_null() {
+            seen = Some((path, read.1.ok_or("no etag")?));
+            break;
+        }
+    }
+    let (path, etag) = seen.ok_or("the check always looked before the first read")?;
+    let checked = until(&s, &token, &path, "checked", |d| {
+        d["healthy"] == json!(true)
+    })
+    .await?;
+    let after = s.call(Call::get(&path).bearer(&token)).await;
+    after.expect_status(200);
+    assert_eq!(after.header("etag"), Some(etag.as_str()), "{checked}");
+    let mut grown = body();
+    grown["node_groups"][1]["count"] = json!(3);
+    let changed = s
+        .call(
+            Call::put(path.as_str())
+                .bearer(&token)
+                .header("if-match", &etag)
+                .json(&grown),
+        )
+        .await;
+    let changed = changed.expect_status(200).json();
+    assert_eq!(
+        changed["plans"]["pending"]["kind"],
+        json!("update"),
+        "{changed}"
+    );
     Ok(())
 }

@@ -25,8 +25,8 @@ use aws_sdk_ec2::types::{
 };
 use base64::Engine as _;
 use floe_compute::{
-    Compute, ComputeError, Instance, InstanceState, LaunchRequest, LaunchTemplateSpec,
-    TAG_DEPLOYMENT,
+    CheckStatus, Compute, ComputeError, Instance, InstanceState, LaunchRequest, LaunchTemplateSpec,
+    StatusChecks, TAG_DEPLOYMENT,
 };
 use floe_domain::catalog::{self, Arch};
 use floe_domain::deployment::VolumeType;
@@ -39,6 +39,7 @@ pub const EC2_OPERATIONS: &[&str] = &[
     "CreateLaunchTemplate",
     "DeleteLaunchTemplate",
     "DescribeImages",
+    "DescribeInstanceStatus",
     "DescribeInstances",
     "DescribeLaunchTemplates",
     "RunInstances",
@@ -53,6 +54,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ec2:CreateLaunchTemplate",
     "ec2:DeleteLaunchTemplate",
     "ec2:DescribeImages",
+    "ec2:DescribeInstanceStatus",
     "ec2:DescribeInstances",
     "ec2:DescribeLaunchTemplates",
     "ec2:RunInstances",
@@ -622,6 +624,72 @@ impl Compute for Ec2Compute {
             Err(failure) => Err(failure.into_compute_error(None)),
         }
     }
+
+    async fn status_checks(&self, ids: &[String]) -> Result<Vec<StatusChecks>, ComputeError> {
+        let mut seen = HashSet::new();
+        let ids: Vec<String> = ids
+            .iter()
+            .filter(|id| !id.is_empty() && seen.insert(id.as_str()))
+            .cloned()
+            .collect();
+        let mut found = Vec::new();
+        for chunk in ids.chunks(STATUS_IDS_PER_CALL) {
+            // Without `IncludeAllInstances` EC2 answers for running
+            // instances only, which are the ones status checks judge.
+            let out = self
+                .client
+                .describe_instance_status()
+                .set_instance_ids(Some(chunk.to_vec()))
+                .send()
+                .await
+                .map_err(|err| {
+                    let failure = Ec2Failure::from_sdk("DescribeInstanceStatus", &err);
+                    if instance_not_found(failure.code()) {
+                        // An id listed a moment ago that EC2 does not show
+                        // yet (or any more): the next check asks again.
+                        failure.into_transient()
+                    } else {
+                        failure.into_compute_error(None)
+                    }
+                })?;
+            found.extend(out.instance_statuses().iter().filter_map(to_status_checks));
+        }
+        Ok(found)
+    }
+}
+
+/// How many instance ids one `DescribeInstanceStatus` call takes: the
+/// call pages only without ids, so a longer list is asked in parts.
+const STATUS_IDS_PER_CALL: usize = 100;
+
+/// The checks EC2 reports for one instance. A check EC2 leaves out (it
+/// reports none for an instance that is not running) judges nothing.
+fn to_status_checks(status: &aws_sdk_ec2::types::InstanceStatus) -> Option<StatusChecks> {
+    let check = |summary: Option<&aws_sdk_ec2::types::InstanceStatusSummary>| {
+        summary
+            .and_then(|s| s.status())
+            .map(check_status)
+            .unwrap_or(CheckStatus::InsufficientData)
+    };
+    Some(StatusChecks {
+        id: status.instance_id()?.to_owned(),
+        system: check(status.system_status()),
+        instance: check(status.instance_status()),
+    })
+}
+
+fn check_status(status: &aws_sdk_ec2::types::SummaryStatus) -> CheckStatus {
+    use aws_sdk_ec2::types::SummaryStatus as S;
+    match status {
+        S::Ok => CheckStatus::Ok,
+        S::Impaired => CheckStatus::Impaired,
+        S::Initializing => CheckStatus::Initializing,
+        S::InsufficientData => CheckStatus::InsufficientData,
+        S::NotApplicable => CheckStatus::NotApplicable,
+        // A value this SDK does not know is no verdict: replacing a node
+        // takes a failing check, never a guess.
+        _ => CheckStatus::InsufficientData,
+    }
 }
 
 fn permanent(failure_type: &str, message: String) -> ComputeError {
@@ -749,6 +817,59 @@ mod tests {
     fn filter_values_match_literally() {
         assert_eq!(escape_filter_value("plan-1:hot"), "plan-1:hot");
         assert_eq!(escape_filter_value("a*b?c\\d"), "a\\*b\\?c\\\\d");
+    }
+
+    /// moto reports every running instance's checks as `ok`: what EC2
+    /// says of a failing, a starting or an undecided check is read here.
+    #[test]
+    fn only_a_failing_check_is_impaired() {
+        use aws_sdk_ec2::types::{InstanceStatus, InstanceStatusSummary, SummaryStatus};
+        let summary = |s: &str| {
+            InstanceStatusSummary::builder()
+                .status(SummaryStatus::from(s))
+                .build()
+        };
+        let status = |system: Option<&str>, instance: Option<&str>| {
+            let status = InstanceStatus::builder()
+                .instance_id("i-0123456789abcdef0")
+                .set_system_status(system.map(summary))
+                .set_instance_status(instance.map(summary))
+                .build();
+            to_status_checks(&status)
+        };
+        let ok = status(Some("ok"), Some("ok")).expect("an id");
+        assert_eq!((ok.system, ok.instance), (CheckStatus::Ok, CheckStatus::Ok));
+        assert!(!ok.impaired());
+
+        let host = status(Some("impaired"), Some("ok")).expect("an id");
+        assert!(host.impaired());
+        assert_eq!(host.failing(), ["system status check"]);
+        let os = status(Some("ok"), Some("impaired")).expect("an id");
+        assert_eq!(os.failing(), ["instance status check"]);
+        let both = status(Some("impaired"), Some("impaired")).expect("an id");
+        assert_eq!(
+            both.failing(),
+            ["system status check", "instance status check"]
+        );
+
+        // Starting, undecided, not applicable, absent or unknown: no verdict.
+        for (system, instance) in [
+            (Some("initializing"), Some("initializing")),
+            (Some("insufficient-data"), Some("insufficient-data")),
+            (Some("not-applicable"), Some("not-applicable")),
+            (None, None),
+            (Some("degraded-someday"), Some("ok")),
+        ] {
+            let checks = status(system, instance).expect("an id");
+            assert!(!checks.impaired(), "{system:?} {instance:?}: {checks:?}");
+        }
+        let starting = status(Some("initializing"), Some("insufficient-data")).expect("an id");
+        assert_eq!(
+            (starting.system, starting.instance),
+            (CheckStatus::Initializing, CheckStatus::InsufficientData)
+        );
+        // An answer without an instance id names nothing.
+        assert_eq!(to_status_checks(&InstanceStatus::builder().build()), None);
     }
 
     #[test]

@@ -17,8 +17,8 @@ use aws_smithy_runtime_api::client::http::{
 };
 use base64::Engine as _;
 use floe_compute::{
-    Compute, ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT,
-    TAG_NODE_GROUP, Volume,
+    CheckStatus, Compute, ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec,
+    TAG_DEPLOYMENT, TAG_NODE_GROUP, Volume,
 };
 use floe_compute_ec2::{
     DATA_VOLUME_DEVICE, EC2_OPERATIONS, Ec2Compute, Ec2Config, TAG_CLIENT_TOKEN,
@@ -676,6 +676,83 @@ async fn terminate_is_idempotent_and_ignores_unknown_instances() -> TestResult {
     Ok(())
 }
 
+/// moto reports `ok` for the checks of a running instance and nothing for
+/// one that is stopped or terminated, as EC2 does without
+/// `IncludeAllInstances`; what a failing check reads as is the mapping's
+/// unit test (`only_a_failing_check_is_impaired`), since moto fails none.
+#[tokio::test]
+async fn status_checks_are_read_for_running_instances_only() -> TestResult {
+    let fx = Fixture::new().await?;
+    let recorder = Recorder::default();
+    let compute = fx.compute(&recorder);
+    let spec = fx.spec("status", "c6i.large", Arch::X86_64);
+    compute.ensure_launch_template(&spec).await?;
+    let ids = sorted(compute.launch(&fx.launch(&spec.name, 3, 0, "s")).await?);
+    let [running, stopped, terminated] = ids.as_slice() else {
+        return Err(format!("three instances, not {ids:?}").into());
+    };
+
+    let checks = compute.status_checks(&ids).await?;
+    let mut seen: Vec<&str> = checks.iter().map(|c| c.id.as_str()).collect();
+    seen.sort();
+    assert_eq!(seen, ids.iter().map(String::as_str).collect::<Vec<_>>());
+    for c in &checks {
+        assert_eq!(
+            (c.system, c.instance),
+            (CheckStatus::Ok, CheckStatus::Ok),
+            "{c:?}"
+        );
+        assert!(!c.impaired(), "{c:?}");
+    }
+
+    // Someone stops one in the console; another is terminated.
+    fx.setup
+        .stop_instances()
+        .instance_ids(stopped)
+        .send()
+        .await?;
+    compute.terminate(std::slice::from_ref(terminated)).await?;
+    let states: BTreeMap<String, InstanceState> = compute
+        .instances(&fx.deployment())
+        .await?
+        .into_iter()
+        .map(|i| (i.id, i.state))
+        .collect();
+    assert!(
+        matches!(
+            states.get(stopped),
+            Some(InstanceState::Stopped | InstanceState::Stopping)
+        ),
+        "{states:?}"
+    );
+    let checks = compute.status_checks(&ids).await?;
+    assert_eq!(
+        checks.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        [running.as_str()],
+        "{checks:?}"
+    );
+    // A duplicate id is asked once.
+    let twice = vec![running.clone(), running.clone()];
+    assert_eq!(compute.status_checks(&twice).await?.len(), 1);
+
+    // An id EC2 does not know is a reason to look again later.
+    let unknown = compute
+        .status_checks(&["i-0123456789abcdef0".to_owned()])
+        .await;
+    assert!(
+        matches!(unknown, Err(ComputeError::Transient { .. })),
+        "{unknown:?}"
+    );
+
+    // Nothing to ask is not a call.
+    recorder.clear();
+    assert_eq!(compute.status_checks(&[]).await?, Vec::new());
+    assert_eq!(recorder.actions(), Vec::<String>::new());
+    assert_declared(&recorder);
+    compute.terminate(&ids).await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn deleting_a_template_twice_succeeds() -> TestResult {
     let fx = Fixture::new().await?;
@@ -809,6 +886,7 @@ async fn a_lifecycle_calls_exactly_the_declared_operations() -> TestResult {
     compute.ensure_launch_template(&spec).await?;
     let ids = compute.launch(&fx.launch(&spec.name, 2, 0, "life")).await?;
     assert_eq!(compute.instances(&fx.deployment()).await?.len(), 2);
+    assert_eq!(compute.status_checks(&ids).await?.len(), 2);
     let mut gone = ids.clone();
     gone.push("i-0123456789abcdef0".to_owned());
     compute.terminate(&gone).await?;

@@ -7,7 +7,11 @@
 //! (measured with `tokio::time`, so a test with a paused clock controls it),
 //! a client token replays the first launch, deleting what is gone succeeds,
 //! terminated instances stay listed. Failures are injected by configuration
-//! ([`Fault`]) so that undo paths and retries can be exercised.
+//! ([`Fault`]) so that undo paths and retries can be exercised, and what
+//! befalls instances on EC2 without Floe asking (a host lost, an instance
+//! impaired, a person stopping one) by [`SimulatedCompute::kill`],
+//! [`SimulatedCompute::impair`] and [`SimulatedCompute::stop`], or by files
+//! in the folders of [`SimulatedConfig`].
 
 pub mod identity;
 pub mod parameters;
@@ -17,8 +21,8 @@ pub use parameters::SimulatedParameters;
 
 use async_trait::async_trait;
 use floe_compute::{
-    Compute, ComputeError, Instance, InstanceState, LaunchRequest, LaunchTemplateSpec,
-    TAG_DEPLOYMENT,
+    CheckStatus, Compute, ComputeError, Instance, InstanceState, LaunchRequest, LaunchTemplateSpec,
+    StatusChecks, TAG_DEPLOYMENT,
 };
 use floe_domain::catalog;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -28,13 +32,14 @@ use tokio::time::Instant;
 
 /// The operations of [`Compute`], as [`Fault::FailCall`] and
 /// [`SimulatedCompute::calls`] name them.
-pub const OPERATIONS: [&str; 6] = [
+pub const OPERATIONS: [&str; 7] = [
     OP_ENSURE_TEMPLATE,
     OP_DELETE_TEMPLATE,
     OP_TEMPLATES,
     OP_LAUNCH,
     OP_INSTANCES,
     OP_TERMINATE,
+    OP_STATUS_CHECKS,
 ];
 const OP_ENSURE_TEMPLATE: &str = "ensure_launch_template";
 const OP_DELETE_TEMPLATE: &str = "delete_launch_template";
@@ -42,6 +47,7 @@ const OP_TEMPLATES: &str = "launch_templates";
 const OP_LAUNCH: &str = "launch";
 const OP_INSTANCES: &str = "instances";
 const OP_TERMINATE: &str = "terminate";
+const OP_STATUS_CHECKS: &str = "status_checks";
 
 const DEFAULT_ZONES: [&str; 3] = ["sim-a", "sim-b", "sim-c"];
 
@@ -68,6 +74,17 @@ pub struct SimulatedConfig {
     /// folder terminates that instance when instances are next listed,
     /// and is removed. `None`: no such folder.
     pub kill_dir: Option<std::path::PathBuf>,
+    /// Local mode's way to impair an instance, as a failing EC2 status
+    /// check does: a file named after a running instance in this folder
+    /// fails its instance status check (its system status check when the
+    /// file says `system`) from when instances are next listed; the file
+    /// is removed. The instance keeps running, impaired, until terminated.
+    pub impair_dir: Option<std::path::PathBuf>,
+    /// Local mode's way to stop an instance, as someone may in the EC2
+    /// console: a file named after a running instance in this folder
+    /// stops it (`stopping`, then `stopped` after the terminate delay)
+    /// when instances are next listed; the file is removed.
+    pub stop_dir: Option<std::path::PathBuf>,
 }
 
 /// Where simulated instances' private addresses come from.
@@ -140,6 +157,8 @@ impl SimulatedConfig {
             faults,
             addresses: AddressPool::Private,
             kill_dir: None,
+            impair_dir: None,
+            stop_dir: None,
         })
     }
 }
@@ -209,6 +228,8 @@ pub struct SimulatedCompute {
     faults: Vec<Fault>,
     addresses: AddressPool,
     kill_dir: Option<std::path::PathBuf>,
+    impair_dir: Option<std::path::PathBuf>,
+    stop_dir: Option<std::path::PathBuf>,
     state: Mutex<State>,
 }
 
@@ -250,15 +271,50 @@ struct SimInstance {
     loopback: Option<std::net::Ipv4Addr>,
     launched_at: Instant,
     terminated_at: Option<Instant>,
+    /// When it was stopped (it stays stopped: Floe never starts one again).
+    stopped_at: Option<Instant>,
+    /// The status checks it fails, if any.
+    impaired: Option<Impairment>,
+}
+
+/// Which of EC2's status checks a simulated instance fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Impairment {
+    /// The instance's own check (its OS, say).
+    Instance,
+    /// AWS's side (the host).
+    System,
 }
 
 impl SimInstance {
     fn state(&self, now: Instant, boot: Duration, terminate: Duration) -> InstanceState {
-        match self.terminated_at {
-            Some(at) if now.duration_since(at) >= terminate => InstanceState::Terminated,
-            Some(_) => InstanceState::ShuttingDown,
-            None if now.duration_since(self.launched_at) >= boot => InstanceState::Running,
-            None => InstanceState::Pending,
+        match (self.terminated_at, self.stopped_at) {
+            (Some(at), _) if now.duration_since(at) >= terminate => InstanceState::Terminated,
+            (Some(_), _) => InstanceState::ShuttingDown,
+            // Stopping takes as long as shutting down.
+            (None, Some(at)) if now.duration_since(at) >= terminate => InstanceState::Stopped,
+            (None, Some(_)) => InstanceState::Stopping,
+            (None, None) if now.duration_since(self.launched_at) >= boot => InstanceState::Running,
+            (None, None) => InstanceState::Pending,
+        }
+    }
+
+    /// What EC2 would report of its checks, while it runs.
+    fn checks(&self, now: Instant, boot: Duration) -> StatusChecks {
+        let failing = |which| {
+            if self.impaired == Some(which) {
+                CheckStatus::Impaired
+            } else if now.duration_since(self.launched_at) < boot * 2 {
+                // EC2 takes a while after boot before a check has a verdict.
+                CheckStatus::Initializing
+            } else {
+                CheckStatus::Ok
+            }
+        };
+        StatusChecks {
+            id: self.id.clone(),
+            system: failing(Impairment::System),
+            instance: failing(Impairment::Instance),
         }
     }
 }
@@ -277,6 +333,8 @@ impl SimulatedCompute {
             faults: config.faults,
             addresses: config.addresses,
             kill_dir: config.kill_dir,
+            impair_dir: config.impair_dir,
+            stop_dir: config.stop_dir,
             state: Mutex::new(State::default()),
         }
     }
@@ -319,26 +377,67 @@ impl SimulatedCompute {
         }
     }
 
-    /// Kills the instances named by the files in the kill folder, and
-    /// removes those files.
-    fn kill_requested(&self) {
-        let Some(dir) = &self.kill_dir else { return };
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().to_string();
-            if name.starts_with('.') {
-                continue;
+    /// Fails one of the status checks of running instance `id` (as EC2
+    /// reports a host or an OS that stopped working); it keeps running.
+    /// `false` for an unknown id or an instance that does not run.
+    pub fn impair(&self, id: &str, which: Impairment) -> bool {
+        let now = Instant::now();
+        let mut state = self.lock();
+        match state.instances.iter_mut().find(|i| {
+            i.id == id
+                && i.state(now, self.boot_delay, self.terminate_delay) == InstanceState::Running
+        }) {
+            Some(instance) => {
+                instance.impaired = Some(which);
+                tracing::warn!(instance = id, check = ?which, "simulated compute: instance impaired");
+                true
             }
-            if !self.kill(&name) {
-                tracing::warn!(
-                    instance = %name,
-                    "simulated compute: no such running instance to kill"
-                );
-            }
-            let _ = std::fs::remove_file(entry.path());
+            None => false,
         }
+    }
+
+    /// Stops instance `id`, as a person may in the EC2 console: it goes
+    /// `stopping`, then `stopped`, and keeps its address and volume.
+    /// `false` for an unknown id or an instance that does not run.
+    pub fn stop(&self, id: &str) -> bool {
+        let now = Instant::now();
+        let mut state = self.lock();
+        match state.instances.iter_mut().find(|i| {
+            i.id == id
+                && i.state(now, self.boot_delay, self.terminate_delay) == InstanceState::Running
+        }) {
+            Some(instance) => {
+                instance.stopped_at = Some(now);
+                tracing::warn!(instance = id, "simulated compute: instance stopped");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Kills, impairs and stops the instances named by the files in their
+    /// folders, and removes those files.
+    fn faults_requested(&self) {
+        for_each_request(self.kill_dir.as_deref(), |name, _| {
+            if !self.kill(name) {
+                tracing::warn!(instance = %name, "simulated compute: no such running instance to kill");
+            }
+        });
+        for_each_request(self.impair_dir.as_deref(), |name, content| {
+            let which = if content.trim() == "system" {
+                Impairment::System
+            } else {
+                Impairment::Instance
+            };
+            if !self.impair(name, which) {
+                tracing::warn!(instance = %name, "simulated compute: no such running instance to impair");
+            }
+        });
+        for_each_request(self.stop_dir.as_deref(), |name, _| {
+            if !self.stop(name) {
+                tracing::warn!(instance = %name, "simulated compute: no such running instance to stop");
+            }
+        });
     }
 
     /// Names of the launch templates that exist now, sorted.
@@ -528,6 +627,8 @@ impl Compute for SimulatedCompute {
                 loopback,
                 launched_at: now,
                 terminated_at: None,
+                stopped_at: None,
+                impaired: None,
             });
             ids.push(id);
         }
@@ -548,7 +649,7 @@ impl Compute for SimulatedCompute {
     }
 
     async fn instances(&self, deployment_id: &str) -> Result<Vec<Instance>, ComputeError> {
-        self.kill_requested();
+        self.faults_requested();
         let mut state = self.lock();
         self.enter(&mut state, OP_INSTANCES)?;
         let now = Instant::now();
@@ -599,6 +700,41 @@ impl Compute for SimulatedCompute {
             tracing::info!(instances = ?terminated, "simulated compute: terminating instances");
         }
         Ok(())
+    }
+
+    async fn status_checks(&self, ids: &[String]) -> Result<Vec<StatusChecks>, ComputeError> {
+        let mut state = self.lock();
+        self.enter(&mut state, OP_STATUS_CHECKS)?;
+        let now = Instant::now();
+        let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+        // As EC2 without `IncludeAllInstances`: running instances only.
+        Ok(state
+            .instances
+            .iter()
+            .filter(|i| wanted.contains(i.id.as_str()))
+            .filter(|i| {
+                i.state(now, self.boot_delay, self.terminate_delay) == InstanceState::Running
+            })
+            .map(|i| i.checks(now, self.boot_delay))
+            .collect())
+    }
+}
+
+/// Calls `act` with the name and text of each file in `dir` (hidden ones
+/// aside), then removes the file: each request acts once.
+fn for_each_request(dir: Option<&std::path::Path>, mut act: impl FnMut(&str, &str)) {
+    let Some(dir) = dir else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.starts_with('.') {
+            continue;
+        }
+        let content = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        act(&name, &content);
+        let _ = std::fs::remove_file(entry.path());
     }
 }
 
@@ -1143,6 +1279,7 @@ mod tests {
         assert_eq!(sim.launch(&req).await, Err(transient()));
         assert_eq!(sim.instances("dep-1").await, Err(transient()));
         assert_eq!(sim.terminate(&[]).await, Err(transient()));
+        assert_eq!(sim.status_checks(&[]).await, Err(transient()));
         for op in OPERATIONS {
             assert_eq!(sim.calls(op), 1, "{op}");
         }
@@ -1154,6 +1291,148 @@ mod tests {
         sim.launch(&req).await?;
         sim.instances("dep-1").await?;
         sim.terminate(&[]).await?;
+        sim.status_checks(&[]).await?;
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_impaired_instance_runs_and_fails_its_check() -> TestResult {
+        let sim = SimulatedCompute::new(delays(1_000, 1_000));
+        with_template(&sim).await?;
+        let ids = sim.launch(&request("lt-hot", 3, 0, "t1", "dep-1")).await?;
+        // Pending: nothing to impair, no checks reported.
+        assert!(!sim.impair(&ids[0], Impairment::Instance));
+        assert_eq!(sim.status_checks(&ids).await?, Vec::new());
+        tokio::time::advance(Duration::from_millis(1_500)).await;
+        let checks = sim.status_checks(&ids).await?;
+        assert_eq!(checks.len(), 3);
+        assert!(
+            checks
+                .iter()
+                .all(|c| c.instance == CheckStatus::Initializing),
+            "{checks:?}"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+
+        assert!(sim.impair(&ids[0], Impairment::Instance));
+        assert!(sim.impair(&ids[1], Impairment::System));
+        assert!(!sim.impair("i-unknown", Impairment::System));
+        let checks = sim.status_checks(&ids).await?;
+        let of = |id: &str| checks.iter().find(|c| c.id == id).cloned();
+        assert_eq!(
+            of(&ids[0]).map(|c| c.failing()),
+            Some(vec!["instance status check"])
+        );
+        assert_eq!(
+            of(&ids[1]).map(|c| c.failing()),
+            Some(vec!["system status check"])
+        );
+        assert_eq!(of(&ids[2]).map(|c| c.impaired()), Some(false));
+        // Impaired instances still run.
+        assert_eq!(states(&sim, "dep-1").await?, [InstanceState::Running; 3]);
+
+        // Terminated: no checks any more.
+        sim.terminate(&ids[..1]).await?;
+        let checks = sim.status_checks(&ids).await?;
+        assert_eq!(checks.len(), 2);
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_instance_keeps_its_address_until_terminated() -> TestResult {
+        let sim = SimulatedCompute::new(delays(0, 1_000));
+        with_template(&sim).await?;
+        let ids = sim.launch(&request("lt-hot", 2, 0, "t1", "dep-1")).await?;
+        assert!(sim.stop(&ids[0]));
+        assert!(
+            !sim.stop(&ids[0]),
+            "a stopping instance does not stop again"
+        );
+        assert_eq!(
+            states(&sim, "dep-1").await?,
+            [InstanceState::Stopping, InstanceState::Running]
+        );
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let listed = sim.instances("dep-1").await?;
+        assert_eq!(listed[0].state, InstanceState::Stopped);
+        assert!(listed[0].private_ip.is_some());
+        assert_eq!(
+            sim.status_checks(&ids).await?.len(),
+            1,
+            "a stopped instance has no status checks"
+        );
+        // Terminating a stopped instance ends it.
+        sim.terminate(&ids[..1]).await?;
+        assert_eq!(
+            states(&sim, "dep-1").await?,
+            [InstanceState::ShuttingDown, InstanceState::Running]
+        );
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(
+            states(&sim, "dep-1").await?,
+            [InstanceState::Terminated, InstanceState::Running]
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn files_in_the_fault_folders_kill_impair_and_stop_once() -> TestResult {
+        let root = std::env::temp_dir().join(format!("floe-sim-faults-{}", std::process::id()));
+        let dir = |name: &str| -> Result<std::path::PathBuf, ComputeError> {
+            let d = root.join(name);
+            std::fs::create_dir_all(&d).map_err(|e| ComputeError::Permanent {
+                failure_type: "test_setup".into(),
+                message: e.to_string(),
+            })?;
+            Ok(d)
+        };
+        let (kill, impair, stop) = (dir("kill")?, dir("impair")?, dir("stop")?);
+        let sim = SimulatedCompute::new(SimulatedConfig {
+            kill_dir: Some(kill.clone()),
+            impair_dir: Some(impair.clone()),
+            stop_dir: Some(stop.clone()),
+            ..SimulatedConfig::default()
+        });
+        with_template(&sim).await?;
+        let ids = sim.launch(&request("lt-hot", 4, 0, "t1", "dep-1")).await?;
+        let write = |d: &std::path::Path, name: &str, text: &str| {
+            std::fs::write(d.join(name), text).map_err(|e| ComputeError::Permanent {
+                failure_type: "test_setup".into(),
+                message: e.to_string(),
+            })
+        };
+        write(&kill, &ids[0], "")?;
+        write(&impair, &ids[1], "")?;
+        write(&impair, &ids[2], "system\n")?;
+        write(&stop, &ids[3], "")?;
+        write(&stop, "i-unknown", "")?;
+        let listed = sim.instances("dep-1").await?;
+        let states: Vec<InstanceState> = listed.iter().map(|i| i.state).collect();
+        assert_eq!(
+            states,
+            [
+                InstanceState::Terminated,
+                InstanceState::Running,
+                InstanceState::Running,
+                InstanceState::Stopped
+            ]
+        );
+        let checks = sim.status_checks(&ids).await?;
+        let failing: Vec<(String, Vec<&str>)> =
+            checks.iter().map(|c| (c.id.clone(), c.failing())).collect();
+        assert_eq!(
+            failing,
+            [
+                (ids[1].clone(), vec!["instance status check"]),
+                (ids[2].clone(), vec!["system status check"])
+            ]
+        );
+        // Each file acted once and is gone.
+        for d in [&kill, &impair, &stop] {
+            let left = std::fs::read_dir(d).map(|e| e.count()).unwrap_or(0);
+            assert_eq!(left, 0, "{}", d.display());
+        }
+        let _ = std::fs::remove_dir_all(&root);
         Ok(())
     }
 

@@ -88,6 +88,52 @@ pub struct Instance {
     pub tags: BTreeMap<String, String>,
 }
 
+/// What one of EC2's status checks says of a running instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    Ok,
+    /// The check fails: the instance (or its host) does not work.
+    Impaired,
+    /// Too soon to say: the instance has just started.
+    Initializing,
+    /// EC2 has too little data to decide (an instance that is stopping,
+    /// a check that has not run yet): no verdict.
+    InsufficientData,
+    /// The check does not apply to this instance.
+    NotApplicable,
+}
+
+/// The status checks of one running instance, as EC2 reports them
+/// (`DescribeInstanceStatus`): the system check (AWS's side: host, power,
+/// network) and the instance check (the instance's own: kernel, OS,
+/// network configuration).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StatusChecks {
+    pub id: String,
+    pub system: CheckStatus,
+    pub instance: CheckStatus,
+}
+
+impl StatusChecks {
+    /// The names of the checks that fail; empty for an instance that works
+    /// (or that nobody can judge yet: only `impaired` is a failure).
+    pub fn failing(&self) -> Vec<&'static str> {
+        let mut failing = Vec::new();
+        if self.system == CheckStatus::Impaired {
+            failing.push("system status check");
+        }
+        if self.instance == CheckStatus::Impaired {
+            failing.push("instance status check");
+        }
+        failing
+    }
+
+    pub fn impaired(&self) -> bool {
+        !self.failing().is_empty()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ComputeError {
     /// Worth retrying as is (throttling, a network blip, eventual consistency).
@@ -124,4 +170,14 @@ pub trait Compute: Send + Sync + 'static {
     async fn instances(&self, deployment_id: &str) -> Result<Vec<Instance>, ComputeError>;
     /// Terminates the instances; already terminated or unknown ones are fine.
     async fn terminate(&self, ids: &[String]) -> Result<(), ComputeError>;
+    /// The status checks of those of `ids` that run (EC2 reports none for
+    /// an instance in any other state, nor for an unknown id), in any order.
+    ///
+    /// The default reports none, for a port whose instances have no status
+    /// checks (a test's stand-in): its instances are judged by state alone.
+    /// Both adapters of this workspace report them.
+    async fn status_checks(&self, ids: &[String]) -> Result<Vec<StatusChecks>, ComputeError> {
+        let _ = ids;
+        Ok(Vec::new())
+    }
 }

@@ -2,7 +2,13 @@
 //! running deployment's instances with its spec and reads its cluster's
 //! health and nodes, writes what it found onto the deployment record (the
 //! api shows it from there, reaching nothing but the store), and starts a
-//! heal plan when nodes are lost.
+//! heal plan when nodes are lost: terminated, stopped (by a person in the
+//! console, say) or impaired (failing an EC2 status check).
+//!
+//! A write of health alone keeps the record's version (see
+//! [`floe_store::Store::record_health`]): a user who read the deployment
+//! and sends a change with `If-Match` is not refused because the check
+//! looked at it. Starting a heal is a change like any other and moves it.
 //!
 //! Its cost is bounded: each sweep reads one page of running deployments
 //! (one store query, from the fleet copies of every organization), probes
@@ -15,11 +21,12 @@ use crate::steps::heal::launch_zone;
 use crate::steps::{is_gone, spread};
 use async_trait::async_trait;
 use chrono::Utc;
-use floe_compute::{ComputeError, InstanceState, TAG_NODE_GROUP};
+use floe_compute::{ComputeError, Instance, InstanceState, TAG_NODE_GROUP};
 use floe_domain::deployment::{Deployment, DeploymentStatus};
 use floe_domain::health::{Health, NodeStatus};
 use floe_domain::plan::{HealParams, Plan, PlanParams, Replacement, lifecycle};
 use floe_elastic::HealthStatus;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -224,18 +231,23 @@ impl crate::Engine {
         {
             return Some((healthy, false));
         }
-        let mut next = d.value.clone();
-        next.health = Some(health);
-        if let Some(plan) = &heal {
-            next.status = lifecycle::while_running(plan.kind());
-            next.pending_plan = Some(plan.reference());
-        }
-        match self
-            .store
-            .replace_deployment(&next, &d, heal.as_ref())
-            .await
-        {
-            Ok(_) => {}
+        let written = match &heal {
+            Some(plan) => {
+                let mut next = d.value.clone();
+                next.health = Some(health.clone());
+                next.status = lifecycle::while_running(plan.kind());
+                next.pending_plan = Some(plan.reference());
+                self.store
+                    .replace_deployment(&next, &d, Some(plan))
+                    .await
+                    .map(drop)
+            }
+            // What the check saw is no change of the deployment: its
+            // version stays, so that no user's If-Match fails over it.
+            None => self.store.record_health(&d, &health).await,
+        };
+        match written {
+            Ok(()) => {}
             // A user's change won the race: the next sweep looks again.
             Err(floe_store::StoreError::VersionMismatch { .. }) => return None,
             Err(e) => {
@@ -244,7 +256,7 @@ impl crate::Engine {
             }
         }
         if !healthy {
-            tracing::warn!(deployment = %id, reason = next.health.as_ref().and_then(|h| h.reason.as_deref()).unwrap_or(""), "deployment is unhealthy");
+            tracing::warn!(deployment = %id, reason = health.reason.as_deref().unwrap_or(""), "deployment is unhealthy");
         }
         let Some(plan) = heal else {
             return Some((healthy, false));
@@ -268,6 +280,7 @@ impl Probe for DeploymentSteps {
     async fn probe(&self, d: &Deployment) -> Result<Observation, ComputeError> {
         let instances = self.compute.instances(&d.id).await?;
         let mut problems = Vec::new();
+        let impaired = self.impaired(&instances).await;
         // The cluster, from a node that runs.
         let (members, cluster) = match self.clusters.client(d, &[]).await {
             Ok(client) => {
@@ -296,10 +309,32 @@ impl Probe for DeploymentSteps {
                 .iter()
                 .filter(|i| i.tags.get(TAG_NODE_GROUP) == Some(&g.id))
                 .collect();
+            // Stopped or impaired: there, but no use to the cluster.
+            let broken = |i: &Instance| {
+                matches!(i.state, InstanceState::Stopping | InstanceState::Stopped)
+                    || impaired.contains_key(&i.id)
+            };
             let live: Vec<_> = ours
                 .iter()
                 .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
+                .filter(|i| !broken(i))
                 .collect();
+            for i in ours.iter().filter(|i| broken(i)) {
+                problems.push(match impaired.get(&i.id) {
+                    Some(failing) => format!(
+                        "instance {} of node group {} is impaired ({} failing)",
+                        i.id,
+                        g.id,
+                        failing.join(" and ")
+                    ),
+                    None => format!(
+                        "instance {} of node group {} is {}",
+                        i.id,
+                        g.id,
+                        state_name(i.state)
+                    ),
+                });
+            }
             for i in ours.iter().filter(|i| i.state != InstanceState::Terminated) {
                 let member = members
                     .as_ref()
@@ -324,15 +359,17 @@ impl Probe for DeploymentSteps {
                 });
             }
             let live_count = live.len() as u32;
-            if live_count >= g.count {
-                continue;
+            let before = replacements.len();
+            if live_count < g.count {
+                problems.push(format!(
+                    "node group {} has {live_count} of {} nodes running",
+                    g.id, g.count
+                ));
             }
-            problems.push(format!(
-                "node group {} has {live_count} of {} nodes running",
-                g.id, g.count
-            ));
-            // Each missing node goes back to the zone that lacks it.
-            let mut missing = g.count - live_count;
+            // Each missing node goes back to the zone that lacks it; the
+            // stopped or impaired ones it replaces first (the heal
+            // terminates those), then ones already gone.
+            let mut missing = g.count.saturating_sub(live_count);
             for (zone, want) in spread(g.count, g.zone_count).into_iter().enumerate() {
                 let zone = zone as u32;
                 let have = live.iter().filter(|i| launch_zone(i) == Some(zone)).count() as u32;
@@ -341,10 +378,10 @@ impl Probe for DeploymentSteps {
                     continue;
                 }
                 missing -= count;
-                let lost = ours
-                    .iter()
-                    .filter(|i| launch_zone(i) == Some(zone))
-                    .filter(|i| is_gone(i.state) || i.state == InstanceState::Stopped)
+                let in_zone = || ours.iter().filter(move |i| launch_zone(i) == Some(zone));
+                let lost = in_zone()
+                    .filter(|i| broken(i))
+                    .chain(in_zone().filter(|i| is_gone(i.state)))
                     .map(|i| i.id.clone())
                     .take(count as usize)
                     .collect();
@@ -361,6 +398,29 @@ impl Probe for DeploymentSteps {
                     zone: 0,
                     count: missing,
                     lost: Vec::new(),
+                });
+            }
+            // A stopped or impaired instance the group does not lack (its
+            // zone runs enough others) still goes: a heal that launches
+            // nothing for it terminates it, so that no stale node keeps a
+            // volume and an address.
+            let named: Vec<String> = replacements[before..]
+                .iter()
+                .flat_map(|r| r.lost.iter().cloned())
+                .collect();
+            let mut extra: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+            for i in ours.iter().filter(|i| broken(i) && !named.contains(&i.id)) {
+                extra
+                    .entry(launch_zone(i).unwrap_or(0))
+                    .or_default()
+                    .push(i.id.clone());
+            }
+            for (zone, lost) in extra {
+                replacements.push(Replacement {
+                    group: g.id.clone(),
+                    zone,
+                    count: 0,
+                    lost,
                 });
             }
         }
@@ -386,6 +446,34 @@ impl Probe for DeploymentSteps {
             nodes,
             replacements,
         })
+    }
+}
+
+impl DeploymentSteps {
+    /// The running instances that fail a status check, with the names of
+    /// the checks. Status checks that cannot be read judge nothing this
+    /// time (the instances' states still do): a missing permission or an
+    /// EC2 hiccup must not make every deployment look broken.
+    async fn impaired(&self, instances: &[Instance]) -> BTreeMap<String, Vec<&'static str>> {
+        let running: Vec<String> = instances
+            .iter()
+            .filter(|i| i.state == InstanceState::Running)
+            .map(|i| i.id.clone())
+            .collect();
+        if running.is_empty() {
+            return BTreeMap::new();
+        }
+        match self.compute.status_checks(&running).await {
+            Ok(checks) => checks
+                .iter()
+                .filter(|c| c.impaired())
+                .map(|c| (c.id.clone(), c.failing()))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "health check: cannot read the instances' status checks");
+                BTreeMap::new()
+            }
+        }
     }
 }
 

@@ -720,6 +720,7 @@ async fn a_heal_runs_every_step_twice_and_replaces_each_lost_node_once() -> Test
             "replace:masters",
             "wait-running",
             "wait-joined",
+            "retire-lost",
             "record-access"
         ]
     );
@@ -775,12 +776,18 @@ async fn a_failure_after_any_heal_step_leaves_nothing_behind() -> TestResult {
         });
         let status = support::run_to_end(&store, steps, &job).await?;
         assert_eq!(status, PlanStatus::Failed, "failure after {at}");
-        // Only the nodes that survived the loss run; the heal's template
-        // is gone.
+        // Only the nodes that survived the loss run, until the lost ones
+        // may be terminated: from then on their replacements stay. The
+        // heal's template is gone.
+        let kept = if ids.iter().position(|s| s == "retire-lost") < Some(index) {
+            2
+        } else {
+            0
+        };
         assert_eq!(
             live(&compute, &d.id).await?,
-            survivors,
-            "failure after {at} left replacements running"
+            survivors + kept,
+            "failure after {at}"
         );
         assert_eq!(compute.templates(), templates, "failure after {at}");
         let after = store.get_deployment("acme", &d.id).await?.ok_or("d")?.value;
@@ -793,6 +800,219 @@ async fn a_failure_after_any_heal_step_leaves_nothing_behind() -> TestResult {
         let summary = engine.check_health().await;
         assert_eq!(summary.heals_started, 0, "after {at}");
     }
-    assert_eq!(index, 7, "{layout:?}");
+    assert_eq!(index, 8, "{layout:?}");
+    Ok(())
+}
+
+/// Issue 14, item 5: an instance that runs but fails an EC2 status check,
+/// and one that someone stopped, are no use to the cluster. The check
+/// names each; the heal (every step run twice) starts one replacement
+/// for each, in its zone, waits until they joined, then terminates the
+/// impaired and the stopped instance, so none is left costing a volume
+/// and holding a stale node.
+#[tokio::test]
+async fn impaired_and_stopped_nodes_are_replaced_and_terminated() -> TestResult {
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        boot_delay: Duration::from_millis(20),
+        ..SimulatedConfig::default()
+    }));
+    let parameters = no_parameters();
+    let store = new_store()?;
+    let d = running(&compute, parameters.clone(), &store).await?;
+    let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
+    let (engine, mut jobs) = health_engine(&store, probe);
+    let summary = engine.check_health().await;
+    assert_eq!((summary.unhealthy, summary.heals_started), (0, 0));
+
+    let instances = compute.instances(&d.id).await?;
+    let first_of = |group: &str| {
+        instances
+            .iter()
+            .find(|i| i.tags.get("floe:node-group").map(String::as_str) == Some(group))
+            .map(|i| (i.id.clone(), i.zone.clone()))
+            .ok_or("no node in the group")
+    };
+    let (impaired, impaired_zone) = first_of("hot")?;
+    let (stopped, stopped_zone) = first_of("masters")?;
+    assert!(compute.impair(&impaired, floe_compute_sim::Impairment::Instance));
+    assert!(compute.stop(&stopped));
+
+    let summary = engine.check_health().await;
+    assert_eq!(
+        (summary.unhealthy, summary.heals_started),
+        (1, 1),
+        "{summary:?}"
+    );
+    let healing = store.get_deployment("acme", &d.id).await?.ok_or("d")?.value;
+    let health = healing.health.clone().ok_or("health")?;
+    assert!(!health.healthy);
+    let reason = health.reason.unwrap_or_default();
+    assert!(
+        reason.contains(&format!(
+            "instance {impaired} of node group hot is impaired (instance status check failing)"
+        )),
+        "{reason}"
+    );
+    assert!(
+        reason.contains(&format!(
+            "instance {stopped} of node group masters is stopped"
+        )),
+        "{reason}"
+    );
+    assert!(reason.contains("node group hot has 3 of 4"), "{reason}");
+    assert!(reason.contains("node group masters has 2 of 3"), "{reason}");
+    let job = jobs.try_recv()?;
+
+    let steps = Arc::new(Twice(steps_over(&compute, parameters, &store)));
+    let status = support::run_to_end(&store, steps, &job).await?;
+    assert_eq!(status, PlanStatus::Succeeded);
+    let instances = compute.instances(&d.id).await?;
+    let state_of = |id: &str| instances.iter().find(|i| i.id == id).map(|i| i.state);
+    for id in [&impaired, &stopped] {
+        assert!(
+            matches!(
+                state_of(id),
+                Some(InstanceState::ShuttingDown | InstanceState::Terminated)
+            ),
+            "{id} left {:?}",
+            state_of(id)
+        );
+    }
+    let running: Vec<_> = instances
+        .iter()
+        .filter(|i| i.state == InstanceState::Running)
+        .collect();
+    assert_eq!(running.len(), 7, "each broken node replaced once");
+    for (group, zone) in [("hot", &impaired_zone), ("masters", &stopped_zone)] {
+        assert!(
+            running
+                .iter()
+                .any(
+                    |i| i.tags.get("floe:node-group").map(String::as_str) == Some(group)
+                        && &i.zone == zone
+                ),
+            "no {group} node in {zone}"
+        );
+    }
+    let plan = store
+        .get_plan("acme", &d.id, &job.plan_id)
+        .await?
+        .ok_or("plan")?
+        .value;
+    let retired = plan
+        .steps
+        .iter()
+        .find(|s| s.step_id == "retire-lost")
+        .ok_or("retire-lost")?;
+    let log = serde_json::to_string(retired)?;
+    assert!(log.contains(&impaired) && log.contains(&stopped), "{log}");
+
+    let healed = store.get_deployment("acme", &d.id).await?.ok_or("d")?.value;
+    assert_eq!(healed.status, DeploymentStatus::Running);
+    let recorded: Vec<String> = healed
+        .access
+        .map(|a| a.nodes.into_iter().map(|n| n.name).collect())
+        .unwrap_or_default();
+    assert_eq!(recorded.len(), 7);
+    assert!(!recorded.contains(&impaired) && !recorded.contains(&stopped));
+    let summary = engine.check_health().await;
+    assert_eq!(
+        (summary.unhealthy, summary.heals_started),
+        (0, 0),
+        "{summary:?}"
+    );
+    Ok(())
+}
+
+/// A stopped instance whose group does not lack a node (its replacement
+/// runs, say, because an earlier heal could not terminate it) is still
+/// named, and a heal that launches nothing terminates it.
+#[tokio::test]
+async fn a_stopped_node_beyond_the_count_is_terminated_without_a_launch() -> TestResult {
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+    let parameters = no_parameters();
+    let store = new_store()?;
+    let d = running(&compute, parameters.clone(), &store).await?;
+    // One more hot node than the spec asks, in zone 0, then stopped.
+    let hot = compute
+        .instances(&d.id)
+        .await?
+        .into_iter()
+        .find(|i| i.tags.get("floe:node-group").map(String::as_str) == Some("hot"))
+        .ok_or("hot")?;
+    let template = compute
+        .templates()
+        .into_iter()
+        .find(|t| t.contains("-hot-"))
+        .ok_or("template")?;
+    let mut tags = hot.tags.clone();
+    tags.insert("floe:launch".into(), "extra-0-0".into());
+    let extra = compute
+        .launch(&floe_compute::LaunchRequest {
+            template_name: template,
+            count: 1,
+            zone: 0,
+            client_token: "extra".into(),
+            tags,
+        })
+        .await?;
+    let extra = extra.first().cloned().ok_or("extra")?;
+    assert!(compute.stop(&extra));
+
+    let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
+    let (engine, mut jobs) = health_engine(&store, probe);
+    let summary = engine.check_health().await;
+    assert_eq!((summary.unhealthy, summary.heals_started), (1, 1));
+    let job = jobs.try_recv()?;
+    let plan = store
+        .get_plan("acme", &d.id, &job.plan_id)
+        .await?
+        .ok_or("plan")?
+        .value;
+    let PlanParams::Heal(params) = &plan.params else {
+        return Err("not a heal".into());
+    };
+    assert_eq!(params.replacements.len(), 1, "{params:?}");
+    assert_eq!(params.replacements[0].count, 0);
+    assert_eq!(params.replacements[0].lost, std::slice::from_ref(&extra));
+
+    let steps = Arc::new(Twice(steps_over(&compute, parameters, &store)));
+    let before = live(&compute, &d.id).await?;
+    assert_eq!(
+        support::run_to_end(&store, steps, &job).await?,
+        PlanStatus::Succeeded
+    );
+    assert_eq!(live(&compute, &d.id).await?, before - 1);
+    let summary = engine.check_health().await;
+    assert_eq!((summary.unhealthy, summary.heals_started), (0, 0));
+    Ok(())
+}
+
+/// Issue 14, item 5: what the check writes is no change of the deployment.
+/// A user who read it before the check looked still sends the version he
+/// read (`If-Match`), and is not refused for the check's sake.
+#[tokio::test]
+async fn a_health_write_keeps_the_version_a_user_read() -> TestResult {
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+    let parameters = no_parameters();
+    let store = new_store()?;
+    let d = running(&compute, parameters.clone(), &store).await?;
+    let read = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
+    assert_eq!(read.value.health, None);
+
+    let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
+    let (engine, _jobs) = health_engine(&store, probe);
+    let summary = engine.check_health().await;
+    assert_eq!(summary.checked, 1);
+    let checked = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
+    assert!(checked.value.health.as_ref().is_some_and(|h| h.healthy));
+    assert_eq!(checked.version, read.version, "the check moved the version");
+    // The user's change, made on what he read before the check looked.
+    let mut tagged = read.value.clone();
+    tagged.spec.metadata.tags.clear();
+    assert_eq!(
+        store.replace_deployment(&tagged, &read, None).await?,
+        read.version + 1
+    );
     Ok(())
 }

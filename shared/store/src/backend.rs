@@ -108,7 +108,9 @@ pub struct Record {
     pub key: RecordKey,
     /// The entity as JSON.
     pub body: String,
-    /// Starts at 1; every update adds 1.
+    /// Starts at 1; every change adds 1. A write may keep it (the health
+    /// check's observation of a deployment, `Store::record_health`): the
+    /// condition on `expected` still holds it back from a record that moved.
     pub version: u64,
     /// How many other records reference this one (deployments using a
     /// repository, say). Maintained only by `Write::Refs`, never by updates.

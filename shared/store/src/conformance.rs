@@ -976,13 +976,68 @@ pub async fn the_fleet_lists_running_deployments(store: Store) -> TestResult {
     Ok(())
 }
 
+/// What the health check writes is no change of the deployment: the
+/// version (the ETag a user sends back in `If-Match`) stays, the record
+/// and its fleet copy show the health, and a stale write is refused as
+/// any other, never undoing a change that won.
+pub async fn health_is_recorded_without_a_new_version(store: Store) -> TestResult {
+    use floe_domain::health::Health;
+    let a = org();
+    let (d, p) = deployment(&a, "health", None, &[], &[]);
+    store.create_deployment(&d, &p, None).await?;
+    let created = store.get_deployment(&a, &d.id).await?.ok_or("d")?;
+    let mut running = created.value.clone();
+    running.status = DeploymentStatus::Running;
+    let version = store.replace_deployment(&running, &created, None).await?;
+    let read = store.get_deployment(&a, &d.id).await?.ok_or("d")?;
+    assert_eq!(read.version, version);
+
+    let health = Health {
+        healthy: false,
+        reason: Some("node group hot has 1 of 2 nodes running".into()),
+        nodes: Vec::new(),
+        since: chrono::Utc::now(),
+        heal_started: None,
+    };
+    store.record_health(&read, &health).await?;
+    let checked = store.get_deployment(&a, &d.id).await?.ok_or("d")?;
+    assert_eq!(checked.version, version, "a health write moved the version");
+    assert_eq!(checked.value.health.as_ref(), Some(&health));
+    assert_eq!(checked.value.spec, read.value.spec);
+    let fleet = store
+        .list_running_fleet(&PageRequest {
+            size: Some(100),
+            cursor: None,
+        })
+        .await?;
+    let copy = fleet
+        .items
+        .iter()
+        .find(|x| x.value.id == d.id)
+        .ok_or("fleet copy")?;
+    assert_eq!(copy.version, version);
+    assert_eq!(copy.value.health.as_ref(), Some(&health));
+
+    // The user who read before the check still writes with that version.
+    let mut renamed = read.value.clone();
+    renamed.spec.name = "health-renamed".into();
+    let after = store.replace_deployment(&renamed, &read, None).await?;
+    assert_eq!(after, version + 1);
+    // The check that read before the user's change is refused.
+    let refused = store.record_health(&checked, &health).await;
+    assert_eq!(refused, Err(StoreError::VersionMismatch { current: after }));
+    let last = store.get_deployment(&a, &d.id).await?.ok_or("d")?;
+    assert_eq!(last.value.spec.name, "health-renamed");
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance scenario, each on the store that
 /// `$make` (an async fn returning `Result<(Store, keep), Box<dyn Error>>`)
 /// builds. The calling crate needs `tokio` with `macros` and `rt-multi-thread`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:path) => {
-        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, the_fleet_lists_running_deployments);
+        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version);
     };
     (@tests $make:path; $($test:ident),* $(,)?) => {
         $(

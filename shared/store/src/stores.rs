@@ -320,9 +320,19 @@ fn push_deployment_update(
     d: &Deployment,
     previous_version: u64,
 ) -> Result<(), StoreError> {
+    push_deployment_write(b, d, previous_version, previous_version + 1)
+}
+
+/// `d` replacing the record at `previous_version` with one at `version`,
+/// and its fleet copy.
+fn push_deployment_write(
+    b: &mut Batch,
+    d: &Deployment,
+    previous_version: u64,
+    version: u64,
+) -> Result<(), StoreError> {
     let body = encode(d)?;
     let attrs = deployment_attrs(d);
-    let version = previous_version + 1;
     b.push(
         Write::Update {
             record: record(
@@ -805,6 +815,28 @@ impl Store {
         b.pin_changes(Some(&previous.value), Some(deployment))?;
         b.run(self.backend.as_ref()).await?;
         Ok(version)
+    }
+
+    /// Records what the health check found on the deployment at
+    /// `previous`, and nothing else, without a new version.
+    ///
+    /// Health is an observation, not a change of the deployment: a new
+    /// version would refuse (412) every user's `If-Match` sent after a
+    /// read, only because the check looked meanwhile. The write is still
+    /// conditional on `previous.version`, so it never undoes a change that
+    /// won the race (`VersionMismatch`: the next check looks again); a
+    /// change written after it keeps whichever health its writer read,
+    /// until the next check writes it again.
+    pub async fn record_health(
+        &self,
+        previous: &Versioned<Deployment>,
+        health: &floe_domain::health::Health,
+    ) -> Result<(), StoreError> {
+        let mut d = previous.value.clone();
+        d.health = Some(health.clone());
+        let mut b = Batch::default();
+        push_deployment_write(&mut b, &d, previous.version, previous.version)?;
+        b.run(self.backend.as_ref()).await
     }
 
     pub async fn get_deployment(

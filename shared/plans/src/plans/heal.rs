@@ -1,15 +1,23 @@
 //! Heal: nodes the health check found lost started again, each in its
 //! group and zone, from a launch template made from the spec the
 //! deployment runs (as its nodes were); then the plan waits until they run
-//! and have joined the cluster, and records the nodes for the api.
+//! and have joined the cluster, terminates the lost nodes that are still
+//! there (stopped, or impaired: failing an EC2 status check), and records
+//! the nodes for the api.
 //!
-//! A heal only adds nodes: the lost ones are gone already, and no node
-//! that runs is stopped, so it never takes a vote from the cluster's
-//! masters. A lost master-eligible node leaves the voting configuration as
-//! Elasticsearch shrinks it by itself; its replacement joins and may vote.
-//! A cluster that lost a majority of its masters has no master to join:
-//! its heal waits, times out and unwinds, terminating only the nodes it
-//! started (such a cluster needs an operator).
+//! A heal adds nodes before it removes any: a node that is gone is gone
+//! already, and one that is stopped or impaired is terminated only once its
+//! replacement has joined, so the cluster never has fewer working nodes
+//! than when the check looked. A lost master-eligible node leaves the
+//! voting configuration as Elasticsearch shrinks it by itself; its
+//! replacement joins and may vote. A cluster that lost a majority of its
+//! masters has no master to join: its heal waits, times out and unwinds,
+//! terminating only the nodes it started (such a cluster needs an
+//! operator).
+//!
+//! `retire-lost` is the point after which the replacements stay: once the
+//! lost nodes may be terminated, unwinding keeps the nodes that took their
+//! place.
 
 use crate::step::{Saga, action};
 use crate::steps::voting::is_master_group;
@@ -37,11 +45,12 @@ pub fn saga(params: &HealParams) -> Saga {
             "replace",
             g,
             action!(replace(group)),
-            action!(terminate_launched(group)),
+            action!(unreplace(group)),
         );
     }
     saga.step("wait-running", action!(wait_running), action!(nothing));
     saga.step("wait-joined", action!(wait_joined), action!(nothing));
+    saga.step("retire-lost", action!(retire_lost), action!(nothing));
     saga.step("record-access", action!(record_access), action!(nothing));
     saga
 }
@@ -80,6 +89,7 @@ mod tests {
                 "replace:masters",
                 "wait-running",
                 "wait-joined",
+                "retire-lost",
                 "record-access"
             ]
         );

@@ -1,12 +1,35 @@
 //! A heal's `replace:{group}`: the group's lost nodes started again in the
-//! zones they were lost from, and what the health check reads of a zone.
+//! zones they were lost from, and what the health check reads of a zone;
+//! and its `retire-lost`: the lost nodes still there (stopped, impaired)
+//! terminated once their replacements joined.
 
 use super::{is_gone, outcome_of, tags, template_name};
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done, fail};
-use crate::outputs::LaunchOutput;
+use crate::outputs::{LaunchOutput, TerminatedOutput};
 use floe_compute::{ComputeError, Instance, LaunchRequest, TAG_LAUNCH};
-use floe_domain::plan::PlanParams;
+use floe_domain::plan::{Plan, PlanParams, StepStatus};
+use std::collections::BTreeSet;
+
+/// The instances a heal replaces (none for any other plan).
+pub(crate) fn lost_ids(plan: &Plan) -> BTreeSet<&str> {
+    match &plan.params {
+        PlanParams::Heal(p) => p
+            .replacements
+            .iter()
+            .flat_map(|r| r.lost.iter().map(String::as_str))
+            .collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
+/// Once `retire-lost` has started, lost nodes may be terminated even if
+/// its result was never recorded (a crash, a failure mid-way).
+fn retire_started(plan: &Plan) -> bool {
+    plan.steps
+        .iter()
+        .any(|s| s.step_id == "retire-lost" && s.status != StepStatus::Pending)
+}
 
 /// The zone index a node was launched for: the last part of its launch
 /// tag (`{plan}-{group index}-{zone}`, as `launch:{group}` and
@@ -40,7 +63,12 @@ impl DeploymentSteps {
             Err(e) => return outcome_of(e),
         };
         let mut ids = Vec::new();
-        for r in params.replacements.iter().filter(|r| r.group == group_id) {
+        // A replacement of none only names nodes for `retire-lost`.
+        for r in params
+            .replacements
+            .iter()
+            .filter(|r| r.group == group_id && r.count > 0)
+        {
             let token = format!(
                 "{}-{index}-{}",
                 ctx.plan.id.get(..24).unwrap_or(&ctx.plan.id),
@@ -92,6 +120,45 @@ impl DeploymentSteps {
             }
         }
         done(&LaunchOutput { instance_ids: ids })
+    }
+
+    /// Undoes `replace:{group}`: the replacements go, unless the nodes
+    /// they replace may be gone already.
+    pub(crate) async fn unreplace(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
+        if retire_started(ctx.plan) {
+            ctx.log("the lost nodes may be terminated: their replacements stay");
+            return Outcome::Done(serde_json::Value::Null);
+        }
+        self.terminate_launched(ctx, group_id).await
+    }
+
+    /// `retire-lost`: the nodes the heal replaced that are still there
+    /// (stopped, impaired) are terminated, so that none keeps its volume,
+    /// its address or a stale place in the cluster. Only the deployment's
+    /// own instances are looked at; those gone already need nothing.
+    pub(crate) async fn retire_lost(&self, ctx: &StepContext<'_>) -> Outcome {
+        let lost = lost_ids(ctx.plan);
+        if lost.is_empty() {
+            return done(&TerminatedOutput { terminated: vec![] });
+        }
+        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
+            Ok(i) => i,
+            Err(e) => return outcome_of(e),
+        };
+        let there: Vec<String> = instances
+            .into_iter()
+            .filter(|i| lost.contains(i.id.as_str()) && !is_gone(i.state))
+            .map(|i| i.id)
+            .collect();
+        if there.is_empty() {
+            ctx.log("the replaced nodes are gone already");
+        } else {
+            if let Err(e) = self.compute.terminate(&there).await {
+                return outcome_of(e);
+            }
+            ctx.log(format!("terminated {}, replaced", there.join(", ")));
+        }
+        done(&TerminatedOutput { terminated: there })
     }
 }
 

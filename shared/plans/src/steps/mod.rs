@@ -11,7 +11,7 @@
 //!   clear-exclusion, forget-templates
 //! - [`voting`], an update's exclude-masters, wait-masters-excluded, retire
 //! - [`restore`], register-source, restore, mount, wait-restored
-//! - [`heal`], a heal's replace:{group}
+//! - [`heal`], a heal's replace:{group}, retire-lost
 //! - [`templates`], a delete's forget-templates
 //! - [`identity`], node-identity, forget-identity
 

@@ -312,7 +312,8 @@ impl DeploymentSteps {
         }
     }
 
-    /// Every running node of the deployment has joined its cluster.
+    /// Every running node of the deployment has joined its cluster (but
+    /// those a heal replaces).
     pub(crate) async fn wait_joined(&self, ctx: &StepContext<'_>) -> Outcome {
         let poll = self.settings.poll;
         let running = match floe_clusters::running_nodes(
@@ -344,8 +345,12 @@ impl DeploymentSteps {
                 );
             }
         };
+        // A heal's stopped or impaired nodes may never join again: they
+        // are what it replaces.
+        let replaced = super::heal::lost_ids(ctx.plan);
         let missing: Vec<&str> = running
             .iter()
+            .filter(|r| !replaced.contains(r.node_name.as_str()))
             .filter(|r| !joined.iter().any(|j| j.name == r.node_name))
             .map(|r| r.node_name.as_str())
             .collect();
