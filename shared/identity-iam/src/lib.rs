@@ -5,9 +5,11 @@
 //! credentials that open no other deployment's keys, certificates or
 //! password.
 //!
-//! Every role is created with the operator's permissions boundary: the
-//! worker's grants require it, so even a worker that wrote a wider policy
-//! could not give a node more than the boundary allows.
+//! Every role is created with the stack's permissions boundary
+//! (`NodePermissionsBoundary` in infra/template.yaml): the worker's grants
+//! require it, so even a worker that wrote a wider policy could not give a
+//! node more than the boundary allows. No managed policy is ever attached:
+//! `iam:AttachRolePolicy` is not granted.
 //!
 //! This is the only crate that links `aws-sdk-iam`; the worker links it,
 //! the api does not. Every operation is safe to run again: `ensure` creates

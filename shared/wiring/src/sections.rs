@@ -868,6 +868,18 @@ mod tests {
         assert_eq!(c.scheduler, None);
         let c = WorkerConfig::read(&with(WORKER, &[("FLOE_PARAMETER_PREFIX", "/prod/floe")]))?;
         assert_eq!(c.parameter_prefix, "/prod/floe");
+        let c = WorkerConfig::read(&with(
+            WORKER,
+            &[
+                ("FLOE_NODE_IAM_PATH", "/prod/floe-nodes/"),
+                ("FLOE_NODE_SNAPSHOT_BUCKETS", "snaps-a, snaps.b"),
+            ],
+        ))?;
+        let ComputeChoice::Ec2(ec2) = c.compute else {
+            return Err(invalid("FLOE_COMPUTE", "expected ec2"));
+        };
+        assert_eq!(ec2.identity.path, "/prod/floe-nodes/");
+        assert_eq!(ec2.identity.snapshot_buckets, ["snaps-a", "snaps.b"]);
         Ok(())
     }
 
