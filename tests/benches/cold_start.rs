@@ -315,7 +315,10 @@ fn worker(binary: &Path, s: &Setup) -> (Function, serde_json::Value) {
             .env("FLOE_EC2_IMAGE_X86_64", "ami-0000000000000000b")
             .env("FLOE_EC2_SUBNETS", "subnet-0a,subnet-0b,subnet-0c")
             .env("FLOE_EC2_SECURITY_GROUPS", "sg-0a")
-            .env("FLOE_EC2_INSTANCE_PROFILE", "floe-node")
+            .env(
+                "FLOE_NODE_PERMISSIONS_BOUNDARY",
+                "arn:aws:iam::123456789012:policy/floe-node-boundary",
+            )
             .env("FLOE_KMS_KEY_ID", &s.key_arn)
             .env("AWS_ENDPOINT_URL", &s.endpoint),
         json!({"sweep": true}),

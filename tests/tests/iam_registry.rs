@@ -155,6 +155,40 @@ fn iam_node_identity_registry_matches_its_calls() {
     );
 }
 
+/// The worker reaches IAM only through the node identity adapter, whose
+/// registry the template's grants are held to (template_iam.rs): a call
+/// made in the function itself would escape that check. It does build the
+/// adapter, or the node-identity step would do nothing on AWS.
+#[test]
+fn worker_function_calls_aws_only_through_its_adapters() {
+    let mut files = Vec::new();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../functions/worker/src");
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.map(|e| e.path()).unwrap_or_default();
+        if path.extension().is_some_and(|x| x == "rs") {
+            files.push(path);
+        }
+    }
+    assert!(!files.is_empty(), "no source in {}", dir.display());
+    let mut builds_identity = false;
+    for path in files {
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let called = called_operations(&text);
+        assert!(
+            called.is_empty(),
+            "{} calls the SDK itself: {called:?}",
+            path.display()
+        );
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        builds_identity |= code.contains("IamIdentity::new(") && code.contains(".with_identity(");
+    }
+    assert!(
+        builds_identity,
+        "functions/worker/src never builds IamIdentity and hands it to the steps (with_identity)"
+    );
+}
+
 #[test]
 fn the_scanner_finds_calls_split_over_lines() {
     let src = "let x = self\n    .client\n    .transact_write_items()\n    .send();\nlet y = client.clone();\n#[cfg(test)]\nmod tests { fn f() { client.delete_table(); } }";

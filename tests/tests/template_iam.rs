@@ -102,6 +102,11 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
                 floe_secrets_kms::OPERATIONS,
                 "floe_secrets_kms::OPERATIONS: repository keys opened for the nodes, elastic passwords sealed for the api",
             );
+            add(
+                &mut actions,
+                floe_identity_iam::IAM_ACTIONS,
+                "floe_identity_iam::IAM_ACTIONS: each deployment's node role and instance profile",
+            );
         }
         _ => return None,
     }
@@ -725,14 +730,17 @@ fn pass_role_names_one_role_and_the_one_service_it_is_for() {
                 ));
             }
             let resources = grant.resources();
-            if resources.is_empty()
-                || resources.iter().any(|r| {
-                    r.as_str().is_some_and(|s| s.contains('*')) || referenced(r).is_empty()
-                })
-            {
+            // A named role (a parameter or resource), or the node roles'
+            // path, which only the worker creates, each one bounded.
+            let named_or_node_path = |r: &&Value| {
+                sub_text(r).is_some_and(|text| text == node_role_pattern())
+                    || (!r.as_str().is_some_and(|s| s.contains('*')) && !referenced(r).is_empty())
+            };
+            if resources.is_empty() || !resources.iter().all(named_or_node_path) {
                 problems.push(format!(
-                    "{}: iam:PassRole must name the node role (a parameter or resource), not {resources:?}",
-                    grant.origin
+                    "{}: iam:PassRole must name a role (a parameter or resource) or {}, not {resources:?}",
+                    grant.origin,
+                    node_role_pattern()
                 ));
             }
             let service = grant
@@ -1003,6 +1011,188 @@ fn short_tags_read_as_their_long_forms() {
     // The condition name is a plain string, not a reference; NoValue is a
     // pseudo parameter.
     assert_eq!(referenced(&value["d"]), BTreeSet::from(["X".to_string()]));
+}
+
+/// The IAM path the worker creates node roles under (its
+/// `FLOE_NODE_IAM_PATH` in the template must say the same).
+const NODE_PATH: &str = "/floe-nodes/";
+
+fn node_role_pattern() -> String {
+    format!("arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:role{NODE_PATH}*")
+}
+
+fn node_profile_pattern() -> String {
+    format!("arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:instance-profile{NODE_PATH}*")
+}
+
+/// The text of a `Fn::Sub` with no variables of its own.
+fn sub_text(value: &Value) -> Option<&str> {
+    value.get("Fn::Sub").and_then(Value::as_str)
+}
+
+/// The IAM actions that change a node role's permissions: IAM checks
+/// `iam:PermissionsBoundary` on each, so the worker may use them only on a
+/// role bounded by the stack's boundary.
+const BOUNDED_ROLE_ACTIONS: &[&str] = &[
+    "iam:CreateRole",
+    "iam:PutRolePolicy",
+    "iam:DeleteRolePolicy",
+    "iam:DetachRolePolicy",
+];
+
+/// Each deployment's nodes run with a role of their own (issue 12, defect
+/// 7): the worker's IAM grants reach only the node path, every write to a
+/// role's permissions is conditioned on the stack's boundary, the boundary
+/// reads parameters under the prefix only, and no shared node role or
+/// instance profile is left that could read every deployment's.
+#[test]
+fn node_identities_are_bounded_and_confined_to_the_node_path() {
+    let t = template();
+    let mut problems = Vec::new();
+    let worker = resources(&t)
+        .get("WorkerFunction")
+        .unwrap_or_else(|| panic!("{TEMPLATE}: no WorkerFunction"));
+    let env = worker
+        .pointer("/Properties/Environment/Variables")
+        .and_then(Value::as_object)
+        .unwrap_or_else(|| panic!("WorkerFunction has no environment"));
+    if env.contains_key("FLOE_EC2_INSTANCE_PROFILE") {
+        problems.push(
+            "WorkerFunction: FLOE_EC2_INSTANCE_PROFILE names one profile for every node"
+                .to_string(),
+        );
+    }
+    if env.get("FLOE_NODE_IAM_PATH").and_then(Value::as_str) != Some(NODE_PATH) {
+        problems.push(format!(
+            "WorkerFunction: FLOE_NODE_IAM_PATH must be {NODE_PATH}, the path its grants name"
+        ));
+    }
+    let boundary = env
+        .get("FLOE_NODE_PERMISSIONS_BOUNDARY")
+        .and_then(target)
+        .filter(|id| resource_type(&t, id) == Some("AWS::IAM::ManagedPolicy"));
+    let Some(boundary) = boundary else {
+        panic!(
+            "WorkerFunction: FLOE_NODE_PERMISSIONS_BOUNDARY must !Ref a managed policy of the stack"
+        );
+    };
+    for (id, _) in of_type(&t, &["AWS::IAM::InstanceProfile"]) {
+        problems.push(format!(
+            "{id}: a shared instance profile; each deployment makes its own"
+        ));
+    }
+    for (name, p) in t["Parameters"].as_object().into_iter().flatten() {
+        let pattern = p
+            .get("AllowedPattern")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if pattern.contains("instance-profile") || pattern.contains(":role/") {
+            problems.push(format!(
+                "parameter {name}: the nodes' role comes from outside the stack"
+            ));
+        }
+    }
+
+    // The boundary: attached to nothing, parameters under the prefix only.
+    let policy = &resources(&t)[boundary]["Properties"];
+    if policy.get("Roles").is_some()
+        || policy.get("Users").is_some()
+        || policy.get("Groups").is_some()
+    {
+        problems.push(format!("{boundary}: a boundary, attached to no one"));
+    }
+    let prefix =
+        "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${ParameterPrefix}/*";
+    let mut reads_parameters = false;
+    for statement in statements(&policy["PolicyDocument"]) {
+        let sid = statement.get("Sid").and_then(Value::as_str).unwrap_or("");
+        let actions = action_names(statement);
+        if actions.iter().any(|a| a.contains('*')) {
+            problems.push(format!("{boundary}#{sid}: wildcard action in {actions:?}"));
+        }
+        if actions.iter().any(|a| a.starts_with("ssm:")) {
+            reads_parameters = true;
+            let resources = entries(statement.get("Resource"));
+            if resources.iter().any(|r| sub_text(r) != Some(prefix)) {
+                problems.push(format!(
+                    "{boundary}#{sid}: SSM only under the prefix ({prefix}), not {resources:?}"
+                ));
+            }
+            if actions
+                .iter()
+                .any(|a| a != "ssm:GetParameter" && a != "ssm:GetParameters")
+            {
+                problems.push(format!(
+                    "{boundary}#{sid}: nodes only read parameters, not {actions:?}"
+                ));
+            }
+        }
+    }
+    if !reads_parameters {
+        problems.push(format!("{boundary}: lets no node read its parameters"));
+    }
+
+    // The worker's IAM grants.
+    let mut bounded: BTreeSet<String> = BTreeSet::new();
+    for grant in grants(&t, "WorkerRole") {
+        let iam: Vec<String> = grant
+            .actions()
+            .into_iter()
+            .filter(|a| a.starts_with("iam:"))
+            .collect();
+        if iam.is_empty() {
+            continue;
+        }
+        let resources = grant.resources();
+        // The schedules' role, handed to EventBridge Scheduler.
+        if resources
+            .iter()
+            .all(|r| referenced(r).contains("SchedulerRole"))
+        {
+            continue;
+        }
+        for r in &resources {
+            let text = sub_text(r).unwrap_or("");
+            if text != node_role_pattern() && text != node_profile_pattern() {
+                problems.push(format!(
+                    "{}: {iam:?} on {r}, outside {} and {}",
+                    grant.origin,
+                    node_role_pattern(),
+                    node_profile_pattern()
+                ));
+            }
+        }
+        let condition = grant
+            .statement
+            .get("Condition")
+            .and_then(|c| c.get("StringEquals"))
+            .and_then(|c| c.get("iam:PermissionsBoundary"));
+        let is_bounded = condition.and_then(target) == Some(boundary);
+        for action in &iam {
+            if BOUNDED_ROLE_ACTIONS.contains(&action.as_str()) {
+                if is_bounded {
+                    bounded.insert(action.clone());
+                } else {
+                    problems.push(format!(
+                        "{}: {action} needs Condition StringEquals iam:PermissionsBoundary: !Ref {boundary}",
+                        grant.origin
+                    ));
+                }
+            }
+        }
+        if iam.iter().any(|a| a == "iam:AttachRolePolicy") {
+            problems.push(format!(
+                "{}: iam:AttachRolePolicy could hand a node role any managed policy",
+                grant.origin
+            ));
+        }
+    }
+    for action in BOUNDED_ROLE_ACTIONS {
+        if !bounded.contains(*action) {
+            problems.push(format!("WorkerRole: no bounded grant of {action}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", report(&problems));
 }
 
 /// The `sam deploy` command of a README: the lines from `sam deploy` to

@@ -2,8 +2,9 @@
 //! ([`floe_wiring::WorkerConfig`]) and shared by every invocation's engine.
 
 use floe_clusters::{Clusters, NodeAddresses};
-use floe_compute::{Compute, NodeParameters};
+use floe_compute::{Compute, NodeIdentity, NodeParameters};
 use floe_compute_ec2::{Ec2Compute, Ec2Config};
+use floe_identity_iam::{IamIdentity, IamIdentityConfig};
 use floe_parameters_ssm::{SsmParameters, SsmParametersConfig};
 use floe_plans::{
     DeploymentSteps, Engine, EngineConfig, StepPorts, StepSettings, Steps, WorkQueue,
@@ -35,10 +36,23 @@ const STEP_SNAPSHOT_WAIT: Duration = Duration::from_secs(30);
 
 impl Adapters {
     pub async fn from_config(config: &WorkerConfig) -> Result<Adapters, WiringError> {
-        let sdk = floe_wiring::aws().await;
+        Adapters::with_sdk(config, floe_wiring::aws().await).await
+    }
+
+    /// As [`Adapters::from_config`], every AWS client built from `sdk`
+    /// (the tests' moto endpoint) instead of the process's.
+    pub async fn with_sdk(
+        config: &WorkerConfig,
+        sdk: &aws_config::SdkConfig,
+    ) -> Result<Adapters, WiringError> {
         let store = build::store(&config.store, sdk.into()).await?;
         let queue: Arc<dyn WorkQueue> = Arc::new(SqsQueue::new(sdk, config.queue_url.clone()));
-        let (compute, clusters, parameters) = nodes(config).await?;
+        let Nodes {
+            compute,
+            clusters,
+            parameters,
+            identity,
+        } = nodes(config, sdk)?;
         // A plan step (the final snapshot) waits at most this long at once:
         // a snapshot still running then makes the step wait and look again,
         // so no wait outlasts the function's 120 s timeout.
@@ -53,16 +67,22 @@ impl Adapters {
             http_port: config.node_http.port,
             ..StepSettings::default()
         };
-        let steps = Arc::new(DeploymentSteps::new(
-            StepPorts {
-                compute,
-                clusters,
-                parameters,
-                cipher: build::cipher(&config.secrets, sdk.into()).await?,
-                snapshots: snapshotter,
-            },
-            settings,
-        ));
+        // Each deployment's nodes run with a role of their own: the
+        // create, start and update plans ensure it before a launch template
+        // names it, the delete plan removes it.
+        let steps = Arc::new(
+            DeploymentSteps::new(
+                StepPorts {
+                    compute,
+                    clusters,
+                    parameters,
+                    cipher: build::cipher(&config.secrets, sdk.into()).await?,
+                    snapshots: snapshotter,
+                },
+                settings,
+            )
+            .with_identity(identity),
+        );
         let health =
             floe_plans::HealthCheck::new(steps.clone(), floe_plans::HealthConfig::default());
         let schedules = match &config.scheduler {
@@ -117,25 +137,37 @@ impl Adapters {
     }
 }
 
-type Nodes = (Arc<dyn Compute>, Arc<dyn Clusters>, Arc<dyn NodeParameters>);
+struct Nodes {
+    compute: Arc<dyn Compute>,
+    clusters: Arc<dyn Clusters>,
+    parameters: Arc<dyn NodeParameters>,
+    identity: Arc<dyn NodeIdentity>,
+}
 
-async fn nodes(config: &WorkerConfig) -> Result<Nodes, WiringError> {
+fn nodes(config: &WorkerConfig, sdk: &aws_config::SdkConfig) -> Result<Nodes, WiringError> {
     match &config.compute {
         ComputeChoice::Ec2(ec2) => {
             let compute: Arc<dyn Compute> = Arc::new(Ec2Compute::new(
-                floe_wiring::aws().await,
+                sdk,
                 Ec2Config {
                     image_arm64: ec2.image_arm64.clone(),
                     image_x86_64: ec2.image_x86_64.clone(),
                     subnets: ec2.subnets.clone(),
                     security_groups: ec2.security_groups.clone(),
-                    instance_profile: Some(ec2.instance_profile.clone()),
+                    // No shared profile: every launch template names its
+                    // deployment's own (node-identity), and a template
+                    // without one launches nodes that read nothing.
+                    instance_profile: None,
                     key_name: ec2.key_name.clone(),
                 },
             ));
             let parameters: Arc<dyn NodeParameters> = Arc::new(SsmParameters::new(
-                floe_wiring::aws().await,
+                sdk,
                 SsmParametersConfig { kms_key_id: None },
+            ));
+            let identity: Arc<dyn NodeIdentity> = Arc::new(IamIdentity::new(
+                sdk,
+                identity_config(config, &ec2.identity),
             ));
             let clusters = Arc::new(
                 NodeAddresses::new(
@@ -147,9 +179,39 @@ async fn nodes(config: &WorkerConfig) -> Result<Nodes, WiringError> {
                 )
                 .with_security(parameters.clone(), config.parameter_prefix.clone()),
             );
-            Ok((compute, clusters, parameters))
+            Ok(Nodes {
+                compute,
+                clusters,
+                parameters,
+                identity,
+            })
         }
         ComputeChoice::Simulated(sim) => simulated(sim),
+    }
+}
+
+/// The IAM adapter's settings: the parameters a node may read are its
+/// deployment's under the worker's prefix, in the worker's region and the
+/// boundary's account.
+fn identity_config(
+    config: &WorkerConfig,
+    identity: &floe_wiring::NodeIdentitySettings,
+) -> IamIdentityConfig {
+    IamIdentityConfig {
+        path: identity.path.clone(),
+        permissions_boundary: identity.permissions_boundary.clone(),
+        parameters_arn: format!(
+            "arn:{}:ssm:{}:{}:parameter{}",
+            identity.partition,
+            config.region,
+            identity.account,
+            config.parameter_prefix.trim_end_matches('/')
+        ),
+        // The SecureStrings are under SSM's default key (the parameters
+        // adapter above names none), whose key policy already lets the
+        // account's principals decrypt through SSM.
+        kms_key_arn: None,
+        snapshot_buckets: identity.snapshot_buckets.clone(),
     }
 }
 
@@ -173,7 +235,12 @@ fn simulated(sim: &floe_wiring::SimSettings) -> Result<Nodes, WiringError> {
         SimulatedClustersConfig::default(),
     ));
     let parameters = Arc::new(floe_compute_sim::SimulatedParameters::new(Vec::new()));
-    Ok((compute, clusters, parameters))
+    Ok(Nodes {
+        compute,
+        clusters,
+        parameters,
+        identity: Arc::new(floe_compute_sim::SimulatedIdentity::new()),
+    })
 }
 
 #[cfg(not(feature = "simulated"))]

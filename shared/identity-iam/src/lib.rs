@@ -5,9 +5,11 @@
 //! credentials that open no other deployment's keys, certificates or
 //! password.
 //!
-//! Every role is created with the operator's permissions boundary: the
-//! worker's grants require it, so even a worker that wrote a wider policy
-//! could not give a node more than the boundary allows.
+//! Every role is created with the stack's permissions boundary
+//! (`NodePermissionsBoundary` in infra/template.yaml): the worker's grants
+//! require it, so even a worker that wrote a wider policy could not give a
+//! node more than the boundary allows. No managed policy is ever attached:
+//! `iam:AttachRolePolicy` is not granted.
 //!
 //! This is the only crate that links `aws-sdk-iam`; the worker links it,
 //! the api does not. Every operation is safe to run again: `ensure` creates
@@ -28,7 +30,6 @@ use crate::error::IamFailure;
 /// template's policy for the worker is checked against it.
 pub const OPERATIONS: &[&str] = &[
     "AddRoleToInstanceProfile",
-    "AttachRolePolicy",
     "CreateInstanceProfile",
     "CreateRole",
     "DeleteInstanceProfile",
@@ -47,7 +48,6 @@ pub const OPERATIONS: &[&str] = &[
 /// for the tags given while creating them.
 pub const IAM_ACTIONS: &[&str] = &[
     "iam:AddRoleToInstanceProfile",
-    "iam:AttachRolePolicy",
     "iam:CreateInstanceProfile",
     "iam:CreateRole",
     "iam:DeleteInstanceProfile",
@@ -89,10 +89,12 @@ pub struct IamIdentityConfig {
     /// SSM's default key (whose key policy already lets the account's
     /// principals decrypt through SSM).
     pub kms_key_arn: Option<String>,
-    /// Managed policies every node role gets as well, for what the nodes
-    /// need beyond their parameters (the snapshot buckets, when a
-    /// repository has no keys of its own).
-    pub managed_policies: Vec<String>,
+    /// The S3 buckets the nodes may keep snapshots in with their own
+    /// credentials (a repository on AWS S3 without keys of its own), by
+    /// name. Written into the inline policy rather than attached as managed
+    /// policies, so that the worker needs no `iam:AttachRolePolicy`, which
+    /// could hand a node role any policy of the account.
+    pub snapshot_buckets: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -207,18 +209,6 @@ impl IamIdentity {
             .map_err(|err| {
                 IamFailure::from_sdk("PutRolePolicy", name, &err).into_compute_error()
             })?;
-        for arn in &self.config.managed_policies {
-            // Attaching an attached policy succeeds.
-            self.client
-                .attach_role_policy()
-                .role_name(name)
-                .policy_arn(arn)
-                .send()
-                .await
-                .map_err(|err| {
-                    IamFailure::from_sdk("AttachRolePolicy", name, &err).into_compute_error()
-                })?;
-        }
         Ok(())
     }
 
@@ -343,9 +333,9 @@ impl IamIdentity {
             }
             Some(_) => {}
         }
-        // Every attached policy, not only those configured now: the
-        // configuration may have changed since the role was made, and IAM
-        // refuses to delete a role that still has one.
+        // Floe attaches no managed policy, but an operator may have (or an
+        // older Floe did), and IAM refuses to delete a role that still has
+        // one: a delete would otherwise retry forever.
         let mut attached = Vec::new();
         let mut pages = self
             .client
@@ -432,6 +422,23 @@ impl NodeIdentity for IamIdentity {
     }
 }
 
+/// What a node does to a snapshot bucket itself (repository-s3).
+pub const SNAPSHOT_BUCKET_ACTIONS: &[&str] = &[
+    "s3:ListBucket",
+    "s3:GetBucketLocation",
+    "s3:ListBucketMultipartUploads",
+    "s3:ListBucketVersions",
+];
+
+/// What a node does to the snapshot files in a bucket (repository-s3).
+pub const SNAPSHOT_OBJECT_ACTIONS: &[&str] = &[
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+];
+
 /// The inline policy of a deployment's node role: its own parameters, the
 /// instance lookup the boot script makes to find its data volume, and, with
 /// a key of its own, decrypting through SSM.
@@ -455,6 +462,34 @@ pub fn node_policy(config: &IamIdentityConfig, deployment_id: &str) -> Value {
             "Resource": "*",
         }),
     ];
+    if !config.snapshot_buckets.is_empty() {
+        let partition = config
+            .parameters_arn
+            .split(':')
+            .nth(1)
+            .filter(|p| !p.is_empty())
+            .unwrap_or("aws");
+        let buckets: Vec<String> = config
+            .snapshot_buckets
+            .iter()
+            .map(|b| format!("arn:{partition}:s3:::{b}"))
+            .collect();
+        let objects: Vec<String> = buckets.iter().map(|b| format!("{b}/*")).collect();
+        // What Elasticsearch's repository-s3 calls on a bucket and on the
+        // snapshot files in it.
+        statements.push(json!({
+            "Sid": "ListsTheSnapshotBuckets",
+            "Effect": "Allow",
+            "Action": SNAPSHOT_BUCKET_ACTIONS,
+            "Resource": buckets,
+        }));
+        statements.push(json!({
+            "Sid": "KeepsSnapshotFiles",
+            "Effect": "Allow",
+            "Action": SNAPSHOT_OBJECT_ACTIONS,
+            "Resource": objects,
+        }));
+    }
     if let Some(key) = &config.kms_key_arn {
         statements.push(json!({
             "Sid": "DecryptsItsSecureStringsThroughSsm",
@@ -510,8 +545,19 @@ mod tests {
             permissions_boundary: "arn:aws:iam::123456789012:policy/floe-node-boundary".into(),
             parameters_arn: "arn:aws:ssm:eu-west-1:123456789012:parameter/floe/".into(),
             kms_key_arn: None,
-            managed_policies: Vec::new(),
+            snapshot_buckets: Vec::new(),
         }
+    }
+
+    #[test]
+    fn snapshot_buckets_are_named_and_nothing_else_of_s3() {
+        let mut with_buckets = config();
+        with_buckets.snapshot_buckets = vec!["snaps-a".into()];
+        let text = node_policy(&with_buckets, "dep1").to_string();
+        assert!(text.contains(r#""arn:aws:s3:::snaps-a""#), "{text}");
+        assert!(text.contains(r#""arn:aws:s3:::snaps-a/*""#), "{text}");
+        assert!(!text.contains("s3:*"), "{text}");
+        assert!(!node_policy(&config(), "dep1").to_string().contains("s3:"));
     }
 
     #[test]

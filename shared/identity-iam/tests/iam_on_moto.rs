@@ -41,7 +41,7 @@ fn config() -> IamIdentityConfig {
         permissions_boundary: BOUNDARY.into(),
         parameters_arn: PARAMETERS.into(),
         kms_key_arn: None,
-        managed_policies: Vec::new(),
+        snapshot_buckets: Vec::new(),
     }
 }
 
@@ -173,7 +173,6 @@ async fn ensure_makes_a_bounded_role_reading_only_its_own_parameters() -> TestRe
 async fn forget_takes_apart_what_a_half_done_ensure_left() -> TestResult {
     let sdk = sdk()?;
     let client = Client::new(&sdk);
-    let mut with_policy = config();
     let managed = client
         .create_policy()
         .policy_name(format!("floe-node-extra-{}", deployment()))
@@ -185,11 +184,17 @@ async fn forget_takes_apart_what_a_half_done_ensure_left() -> TestResult {
         .and_then(|p| p.arn())
         .ok_or("no policy arn")?
         .to_owned();
-    with_policy.managed_policies = vec![managed_arn.clone()];
-    let identity = IamIdentity::new(&sdk, with_policy);
+    let identity = IamIdentity::new(&sdk, config());
     let id = deployment();
     let name = node_identity_name(&id);
     identity.ensure(&id).await?;
+    // Floe attaches none; an operator may have.
+    client
+        .attach_role_policy()
+        .role_name(&name)
+        .policy_arn(&managed_arn)
+        .send()
+        .await?;
     let attached = client
         .list_attached_role_policies()
         .role_name(&name)
@@ -216,9 +221,8 @@ async fn forget_takes_apart_what_a_half_done_ensure_left() -> TestResult {
         .instance_profile_name(&name)
         .send()
         .await?;
-    // A forget made with another configuration still detaches everything.
-    let plain = IamIdentity::new(&sdk, config());
-    plain.forget(&id).await?;
+    // The forget still detaches what it did not attach.
+    identity.forget(&id).await?;
     assert!(client.get_role().role_name(&name).send().await.is_err());
     Ok(())
 }

@@ -324,8 +324,8 @@ pub struct Ec2Settings {
     /// One per zone.
     pub subnets: Vec<String>,
     pub security_groups: Vec<String>,
-    /// The nodes' instance profile (name or ARN).
-    pub instance_profile: String,
+    /// Each deployment's own node role and instance profile.
+    pub identity: NodeIdentitySettings,
     pub key_name: Option<String>,
 }
 
@@ -342,14 +342,16 @@ impl Ec2Settings {
                 "is required with FLOE_COMPUTE=ec2: an AMI id",
             )),
         };
-        // Nodes read their bootstrap parameters and write snapshots with the
-        // profile's role: without one they would boot into a broken cluster.
-        let instance_profile = env.get("FLOE_EC2_INSTANCE_PROFILE").ok_or_else(|| {
-            invalid(
+        // One profile for every node could read every deployment's keys:
+        // a setting that names one is refused rather than ignored, so that
+        // no one believes it is in effect.
+        if env.get("FLOE_EC2_INSTANCE_PROFILE").is_some() {
+            return Err(invalid(
                 "FLOE_EC2_INSTANCE_PROFILE",
-                "is required with FLOE_COMPUTE=ec2: the nodes' instance profile (name or ARN)",
-            )
-        })?;
+                "is no longer read: each deployment's nodes get an instance profile of their own \
+                 (FLOE_NODE_PERMISSIONS_BOUNDARY); remove it",
+            ));
+        }
         Ok(Ec2Settings {
             image_arm64: image("FLOE_EC2_IMAGE_ARM64")?,
             image_x86_64: image("FLOE_EC2_IMAGE_X86_64")?,
@@ -360,10 +362,127 @@ impl Ec2Settings {
                 "subnet ids, one per zone",
             )?,
             security_groups: id_list(env, "FLOE_EC2_SECURITY_GROUPS", "sg-", "security group ids")?,
-            instance_profile,
+            identity: NodeIdentitySettings::read(env)?,
             key_name: env.get("FLOE_EC2_KEY_NAME"),
         })
     }
+}
+
+/// The IAM path of the node roles and instance profiles unless
+/// `FLOE_NODE_IAM_PATH` says (the deploy template's grants name it).
+pub const DEFAULT_NODE_IAM_PATH: &str = "/floe-nodes/";
+
+/// What each deployment's node role is made with (`FLOE_NODE_*`): the
+/// worker creates one role and instance profile per deployment, under
+/// `path`, bounded by `permissions_boundary`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeIdentitySettings {
+    /// `FLOE_NODE_PERMISSIONS_BOUNDARY`: the ARN of the customer managed
+    /// policy every node role is created with as its permissions boundary.
+    pub permissions_boundary: String,
+    /// The partition and account of that policy, which are the roles'
+    /// (and the parameters') too.
+    pub partition: String,
+    pub account: String,
+    /// `FLOE_NODE_IAM_PATH`: `/` at both ends.
+    pub path: String,
+    /// `FLOE_NODE_SNAPSHOT_BUCKETS`: the S3 buckets nodes may keep
+    /// snapshots in with their own credentials (comma-separated names).
+    pub snapshot_buckets: Vec<String>,
+}
+
+impl NodeIdentitySettings {
+    pub fn read(env: &Env) -> Result<NodeIdentitySettings, ConfigError> {
+        const BOUNDARY: &str = "FLOE_NODE_PERMISSIONS_BOUNDARY";
+        let boundary = env.required(
+            BOUNDARY,
+            "with FLOE_COMPUTE=ec2: the ARN of the managed policy that bounds every node role \
+             (arn:aws:iam::ACCOUNT:policy/NAME)",
+        )?;
+        let (partition, account) = policy_owner(&boundary).ok_or_else(|| {
+            invalid(
+                BOUNDARY,
+                format!(
+                    "{boundary:?} is not the ARN of a customer managed policy \
+                     (arn:aws:iam::ACCOUNT:policy/NAME)"
+                ),
+            )
+        })?;
+        let path = env
+            .get("FLOE_NODE_IAM_PATH")
+            .unwrap_or_else(|| DEFAULT_NODE_IAM_PATH.to_string());
+        let path_ok = path.len() > 2
+            && path.len() <= 512
+            && path.starts_with('/')
+            && path.ends_with('/')
+            && !path.contains("//")
+            && path
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.'));
+        if !path_ok {
+            return Err(invalid(
+                "FLOE_NODE_IAM_PATH",
+                "must be an IAM path other than / with / at both ends, such as /floe-nodes/",
+            ));
+        }
+        let snapshot_buckets: Vec<String> = env
+            .get("FLOE_NODE_SNAPSHOT_BUCKETS")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        if let Some(bad) = snapshot_buckets.iter().find(|b| !is_bucket_name(b)) {
+            return Err(invalid(
+                "FLOE_NODE_SNAPSHOT_BUCKETS",
+                format!("{bad:?} is not an S3 bucket name"),
+            ));
+        }
+        Ok(NodeIdentitySettings {
+            permissions_boundary: boundary,
+            partition,
+            account,
+            path,
+            snapshot_buckets,
+        })
+    }
+}
+
+/// The partition and account of `arn:PARTITION:iam::ACCOUNT:policy/NAME`.
+/// An AWS managed policy (account `aws`) is refused: the stack's own
+/// boundary names this deployment's parameter prefix, none of AWS's does.
+fn policy_owner(arn: &str) -> Option<(String, String)> {
+    let mut parts = arn.splitn(6, ':');
+    let (arn_word, partition, service, region, account, resource) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    let ok = arn_word == "arn"
+        && partition.starts_with("aws")
+        && service == "iam"
+        && region.is_empty()
+        && account.len() == 12
+        && account.chars().all(|c| c.is_ascii_digit())
+        && resource
+            .strip_prefix("policy/")
+            .is_some_and(|n| !n.is_empty());
+    ok.then(|| (partition.to_string(), account.to_string()))
+}
+
+/// S3's rules for a bucket name, as far as a policy's resource needs: no
+/// wildcard or path can hide in it.
+fn is_bucket_name(name: &str) -> bool {
+    (3..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 /// A comma-separated list of ids that all start with `prefix`.
@@ -697,7 +816,10 @@ mod tests {
         ("FLOE_EC2_IMAGE_X86_64", "ami-0bbb"),
         ("FLOE_EC2_SUBNETS", "subnet-a, subnet-b,subnet-c"),
         ("FLOE_EC2_SECURITY_GROUPS", "sg-1"),
-        ("FLOE_EC2_INSTANCE_PROFILE", "floe-node"),
+        (
+            "FLOE_NODE_PERMISSIONS_BOUNDARY",
+            "arn:aws:iam::123456789012:policy/floe-node-boundary",
+        ),
         (
             "FLOE_KMS_KEY_ID",
             "arn:aws:kms:eu-west-1:123456789012:key/k",
@@ -732,11 +854,32 @@ mod tests {
         };
         assert_eq!(ec2.subnets, ["subnet-a", "subnet-b", "subnet-c"]);
         assert_eq!(ec2.security_groups, ["sg-1"]);
-        assert_eq!(ec2.instance_profile, "floe-node");
+        assert_eq!(
+            ec2.identity,
+            NodeIdentitySettings {
+                permissions_boundary: "arn:aws:iam::123456789012:policy/floe-node-boundary".into(),
+                partition: "aws".into(),
+                account: "123456789012".into(),
+                path: "/floe-nodes/".into(),
+                snapshot_buckets: Vec::new(),
+            }
+        );
         assert_eq!(ec2.key_name, None);
         assert_eq!(c.scheduler, None);
         let c = WorkerConfig::read(&with(WORKER, &[("FLOE_PARAMETER_PREFIX", "/prod/floe")]))?;
         assert_eq!(c.parameter_prefix, "/prod/floe");
+        let c = WorkerConfig::read(&with(
+            WORKER,
+            &[
+                ("FLOE_NODE_IAM_PATH", "/prod/floe-nodes/"),
+                ("FLOE_NODE_SNAPSHOT_BUCKETS", "snaps-a, snaps.b"),
+            ],
+        ))?;
+        let ComputeChoice::Ec2(ec2) = c.compute else {
+            return Err(invalid("FLOE_COMPUTE", "expected ec2"));
+        };
+        assert_eq!(ec2.identity.path, "/prod/floe-nodes/");
+        assert_eq!(ec2.identity.snapshot_buckets, ["snaps-a", "snaps.b"]);
         Ok(())
     }
 
@@ -833,8 +976,40 @@ mod tests {
                 "FLOE_EC2_SECURITY_GROUPS",
             ),
             (
-                &[("FLOE_EC2_INSTANCE_PROFILE", "")],
+                &[("FLOE_EC2_INSTANCE_PROFILE", "floe-node")],
                 "FLOE_EC2_INSTANCE_PROFILE",
+            ),
+            (
+                &[("FLOE_NODE_PERMISSIONS_BOUNDARY", "")],
+                "FLOE_NODE_PERMISSIONS_BOUNDARY",
+            ),
+            (
+                &[(
+                    "FLOE_NODE_PERMISSIONS_BOUNDARY",
+                    "arn:aws:iam::aws:policy/AdministratorAccess",
+                )],
+                "FLOE_NODE_PERMISSIONS_BOUNDARY",
+            ),
+            (
+                &[(
+                    "FLOE_NODE_PERMISSIONS_BOUNDARY",
+                    "arn:aws:iam::123456789012:role/x",
+                )],
+                "FLOE_NODE_PERMISSIONS_BOUNDARY",
+            ),
+            (&[("FLOE_NODE_IAM_PATH", "/")], "FLOE_NODE_IAM_PATH"),
+            (
+                &[("FLOE_NODE_IAM_PATH", "floe-nodes")],
+                "FLOE_NODE_IAM_PATH",
+            ),
+            (&[("FLOE_NODE_IAM_PATH", "/floe*/")], "FLOE_NODE_IAM_PATH"),
+            (
+                &[("FLOE_NODE_SNAPSHOT_BUCKETS", "ok-bucket,bad/bucket")],
+                "FLOE_NODE_SNAPSHOT_BUCKETS",
+            ),
+            (
+                &[("FLOE_NODE_SNAPSHOT_BUCKETS", "*")],
+                "FLOE_NODE_SNAPSHOT_BUCKETS",
             ),
             (&[("FLOE_ES_SCHEME", "ftp")], "FLOE_ES_SCHEME"),
             (&[("FLOE_ES_PORT", "0")], "FLOE_ES_PORT"),
