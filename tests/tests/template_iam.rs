@@ -760,9 +760,23 @@ fn pass_role_names_one_role_and_the_one_service_it_is_for() {
             } else {
                 "ec2.amazonaws.com"
             };
-            if services != [wanted] || (passed.contains("SchedulerRole") && passed.len() > 1) {
+            // AddRoleToInstanceProfile passes a node role with the EC2
+            // instances it will serve as the associated resource instead
+            // (IAM's API reference gives the one ARN form that works).
+            let associated = grant
+                .statement
+                .get("Condition")
+                .and_then(|c| c.get("ArnLike"))
+                .and_then(|c| c.get("iam:AssociatedResourceArn"))
+                .and_then(sub_text);
+            let for_ec2_instances = wanted == "ec2.amazonaws.com"
+                && services.is_empty()
+                && associated == Some("arn:${AWS::Partition}:ec2:*:${AWS::AccountId}:instance/*");
+            if !for_ec2_instances
+                && (services != [wanted] || (passed.contains("SchedulerRole") && passed.len() > 1))
+            {
                 problems.push(format!(
-                    "{}: iam:PassRole of {passed:?} needs Condition StringEquals iam:PassedToService: {wanted} (one role per statement), has {services:?}",
+                    "{}: iam:PassRole of {passed:?} needs Condition StringEquals iam:PassedToService: {wanted} (one role per statement), or for a node role ArnLike iam:AssociatedResourceArn on the account's EC2 instances; has {services:?}",
                     grant.origin
                 ));
             }

@@ -227,6 +227,36 @@ async fn page_time(
     Ok((times[times.len() / 2], held))
 }
 
+/// The median time of `runs` bare Queries for one page of the organization's
+/// deployments (the key condition and `Limit` a list page uses, through the
+/// SDK alone): the baseline that shows how much of a page's growth with the
+/// table is the endpoint's own (moto's Query reads the whole partition).
+async fn bare_query_time(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    runs: usize,
+) -> Fallible<Duration> {
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        client
+            .query()
+            .table_name(table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :dep)")
+            .expression_attribute_values(":pk", AttributeValue::S(format!("ORG#{ORG}")))
+            .expression_attribute_values(
+                ":dep",
+                AttributeValue::S(format!("{}#", Kind::Deployment.prefix())),
+            )
+            .limit(100)
+            .send()
+            .await?;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
 async fn measure(
     label: &str,
     loader: Loader,
@@ -247,6 +277,10 @@ async fn measure(
     for (_, query) in QUERIES {
         small.push(page_time(&app, &token, query, runs.0).await?);
     }
+    let bare_small = match &loader {
+        Loader::Dynamo(client, table) => Some(bare_query_time(client, table, runs.0).await?),
+        Loader::Port(_) => None,
+    };
     let t = Instant::now();
     loader.load(records(SMALL, large)?).await?;
     println!(
@@ -254,6 +288,18 @@ async fn measure(
         large - SMALL,
         t.elapsed()
     );
+    if let (Loader::Dynamo(client, table), Some(bare_small)) = (&loader, bare_small) {
+        let bare_large = bare_query_time(client, table, runs.1).await?;
+        let ratio = bare_large.as_secs_f64() / bare_small.as_secs_f64().max(f64::MIN_POSITIVE);
+        println!(
+            "{label:<16} bare Query   {SMALL:>7}: {bare_small:>10.2?}              {large:>7}: {bare_large:>10.2?}              ratio {ratio:.2} (the endpoint's own growth)"
+        );
+        println!(
+            "BENCH\tbare Query, Limit 100 ({label}) at {large} vs {SMALL} records, ms\t{:.2}\t{:.2}\t{ratio:.2}x\t-",
+            bare_large.as_secs_f64() * 1000.0,
+            bare_small.as_secs_f64() * 1000.0,
+        );
+    }
     for ((filter, query), (small_time, small_held)) in QUERIES.into_iter().zip(small) {
         let (large_time, large_held) = page_time(&app, &token, query, runs.1).await?;
         let ratio = large_time.as_secs_f64() / small_time.as_secs_f64().max(f64::MIN_POSITIVE);
