@@ -14,6 +14,12 @@
 //! `connection: close`), so that a dropped connection is always the one the
 //! fault meant to drop and never a pooled one the client reuses.
 //!
+//! Two faults stand for a client that dies in the middle of a call
+//! ([`Fault::AnswerWithheld`], [`Fault::RequestWithheld`]): the proxy keeps
+//! the connection open without answering and reports the call
+//! ([`FaultProxy::next_withheld`]), so that a test can kill the client at
+//! that moment, before it learns whether the call took effect.
+//!
 //! ```ignore
 //! let proxy = FaultProxy::start(&moto_endpoint).await?;
 //! proxy.add(Rule::new("dynamodb", Fault::Throttle).operation("TransactWriteItems").always());
@@ -42,6 +48,13 @@ pub enum Fault {
     Delay(Duration),
     /// The connection closed without any answer.
     Drop,
+    /// Forwarded to moto, whose answer is then kept from the client: the
+    /// call took effect, and the client waits for an answer that never
+    /// comes. Reported by [`FaultProxy::next_withheld`].
+    AnswerWithheld,
+    /// Never forwarded, and never answered: the call took no effect, and
+    /// the client waits. Reported by [`FaultProxy::next_withheld`].
+    RequestWithheld,
 }
 
 impl Fault {
@@ -51,6 +64,8 @@ impl Fault {
             Fault::Status(s) => format!("http-{s}"),
             Fault::Delay(d) => format!("delay-{}ms", d.as_millis()),
             Fault::Drop => "drop".into(),
+            Fault::AnswerWithheld => "answer-withheld".into(),
+            Fault::RequestWithheld => "request-withheld".into(),
         }
     }
 }
@@ -115,12 +130,32 @@ struct Armed {
     fired: u32,
 }
 
+/// A call a [`Fault::AnswerWithheld`] or [`Fault::RequestWithheld`] rule
+/// caught: the client is waiting for its answer now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withheld {
+    pub service: String,
+    pub operation: String,
+    /// Which call of this `service/operation` it was since the counts were
+    /// last reset (1 is the first).
+    pub nth: u32,
+    /// Moto's status for a forwarded call; `None` when it was not forwarded.
+    pub upstream_status: Option<u16>,
+}
+
+/// How long a withheld call's connection is kept open at most (the client
+/// is normally killed long before).
+const WITHHOLD_FOR: Duration = Duration::from_secs(300);
+
 #[derive(Default)]
 struct State {
     rules: Vec<Armed>,
     /// Calls seen, per `service/operation`, faulted or not.
     calls: BTreeMap<String, u32>,
+    /// Every call seen, as `service/operation`, in the order they came.
+    log: Vec<String>,
     injected: u32,
+    withheld: Option<tokio::sync::mpsc::UnboundedSender<Withheld>>,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -132,6 +167,7 @@ pub struct FaultProxy {
     addr: std::net::SocketAddr,
     state: Arc<Mutex<State>>,
     task: tokio::task::JoinHandle<()>,
+    withheld: tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Withheld>>,
 }
 
 impl Drop for FaultProxy {
@@ -150,7 +186,11 @@ impl FaultProxy {
         );
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let state = Arc::new(Mutex::new(State::default()));
+        let (withheld_tx, withheld) = tokio::sync::mpsc::unbounded_channel();
+        let state = Arc::new(Mutex::new(State {
+            withheld: Some(withheld_tx),
+            ..State::default()
+        }));
         let client = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -169,7 +209,12 @@ impl FaultProxy {
                 });
             }
         });
-        Ok(FaultProxy { addr, state, task })
+        Ok(FaultProxy {
+            addr,
+            state,
+            task,
+            withheld: tokio::sync::Mutex::new(withheld),
+        })
     }
 
     /// The URL to give clients as their endpoint.
@@ -209,10 +254,26 @@ impl FaultProxy {
         lock(&self.state).injected
     }
 
-    /// Forgets the per-operation counts (rules and the count of faults
-    /// injected stay).
+    /// Forgets the per-operation counts and the log (rules and the count
+    /// of faults injected stay).
     pub fn reset_counts(&self) {
-        lock(&self.state).calls.clear();
+        let mut s = lock(&self.state);
+        s.calls.clear();
+        s.log.clear();
+    }
+
+    /// Every call seen since the counts were last reset, as
+    /// `service/operation`, in order.
+    pub fn log(&self) -> Vec<String> {
+        lock(&self.state).log.clone()
+    }
+
+    /// The next call a withholding rule caught, once its client waits for
+    /// the answer (after moto answered, for [`Fault::AnswerWithheld`]);
+    /// `None` if none comes within `wait`.
+    pub async fn next_withheld(&self, wait: Duration) -> Option<Withheld> {
+        let mut rx = self.withheld.lock().await;
+        tokio::time::timeout(wait, rx.recv()).await.ok().flatten()
     }
 }
 
@@ -309,9 +370,13 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>
 }
 
 /// Counts the call and picks the fault of the first rule that fires.
-fn decide(state: &Mutex<State>, service: &str, operation: &str) -> Option<Fault> {
+fn decide(state: &Mutex<State>, service: &str, operation: &str) -> (Option<Fault>, u32) {
     let mut s = lock(state);
-    *s.calls.entry(format!("{service}/{operation}")).or_insert(0) += 1;
+    let key = format!("{service}/{operation}");
+    let counted = s.calls.entry(key.clone()).or_insert(0);
+    *counted += 1;
+    let nth = *counted;
+    s.log.push(key);
     let mut chosen = None;
     for armed in s.rules.iter_mut() {
         if !armed.rule.matches(service, operation) {
@@ -328,7 +393,30 @@ fn decide(state: &Mutex<State>, service: &str, operation: &str) -> Option<Fault>
     if chosen.is_some() {
         s.injected += 1;
     }
-    chosen
+    (chosen, nth)
+}
+
+/// Reports a withheld call, then keeps its connection open, unanswered,
+/// until the client goes away (killed) or [`WITHHOLD_FOR`] passes.
+async fn withhold(
+    mut stream: TcpStream,
+    state: &Mutex<State>,
+    withheld: Withheld,
+) -> std::io::Result<()> {
+    let tx = lock(state).withheld.clone();
+    if let Some(tx) = tx {
+        let _ = tx.send(withheld);
+    }
+    let mut sink = [0u8; 1024];
+    let _ = tokio::time::timeout(WITHHOLD_FOR, async {
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    Ok(())
 }
 
 async fn exchange(
@@ -342,8 +430,27 @@ async fn exchange(
     };
     let service = request.service();
     let operation = request.operation();
-    let fault = decide(state, &service, &operation);
+    let (fault, nth) = decide(state, &service, &operation);
     let (status, content_type, body, extra) = match fault {
+        Some(Fault::AnswerWithheld) => {
+            let (status, ..) = forward(&request, client, upstream).await;
+            let held = Withheld {
+                service,
+                operation,
+                nth,
+                upstream_status: Some(status),
+            };
+            return withhold(stream, state, held).await;
+        }
+        Some(Fault::RequestWithheld) => {
+            let held = Withheld {
+                service,
+                operation,
+                nth,
+                upstream_status: None,
+            };
+            return withhold(stream, state, held).await;
+        }
         Some(Fault::Drop) => {
             // No answer at all: the client sees its connection closed.
             return Ok(());
@@ -554,6 +661,73 @@ mod tests {
         assert_eq!(proxy.calls("dynamodb", "GetItem"), 1);
         assert_eq!(proxy.calls("sqs", "TransactWriteItems"), 1);
         assert_eq!(proxy.injected(), 2);
+    }
+
+    /// A withheld call is reported with its place among its operation's
+    /// calls, after moto's answer when it was forwarded, and its client
+    /// gets no answer; the calls around it pass.
+    #[tokio::test]
+    async fn withheld_calls_are_reported_and_never_answered() {
+        let proxy = FaultProxy::start(&upstream().await).await.expect("proxy");
+        proxy.add(
+            Rule::new("ec2", Fault::AnswerWithheld)
+                .operation("RunInstances")
+                .nth(2),
+        );
+        proxy.add(Rule::new("ssm", Fault::RequestWithheld).operation("PutParameter"));
+        let c = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_millis(700))
+            .build()
+            .expect("client");
+        let run = |c: reqwest::Client, url: String| async move {
+            c.post(format!("{url}/"))
+                .header("authorization", auth("ec2"))
+                .body("Action=RunInstances&Version=2016-11-15")
+                .send()
+                .await
+        };
+        assert!(run(c.clone(), proxy.url()).await.is_ok());
+        assert!(run(c.clone(), proxy.url()).await.is_err(), "withheld");
+        let held = proxy
+            .next_withheld(Duration::from_secs(5))
+            .await
+            .expect("reported");
+        assert_eq!(
+            held,
+            Withheld {
+                service: "ec2".into(),
+                operation: "RunInstances".into(),
+                nth: 2,
+                upstream_status: Some(200),
+            }
+        );
+        assert!(run(c.clone(), proxy.url()).await.is_ok());
+        assert!(
+            json_call(&c, &proxy, "ssm", "AmazonSSM.PutParameter")
+                .await
+                .is_err()
+        );
+        let held = proxy
+            .next_withheld(Duration::from_secs(5))
+            .await
+            .expect("reported");
+        assert_eq!(held.upstream_status, None);
+        assert_eq!(
+            proxy.log(),
+            vec![
+                "ec2/RunInstances",
+                "ec2/RunInstances",
+                "ec2/RunInstances",
+                "ssm/PutParameter"
+            ]
+        );
+        assert!(
+            proxy
+                .next_withheld(Duration::from_millis(50))
+                .await
+                .is_none()
+        );
     }
 
     /// Status faults carry the protocol's error body; a query-protocol call
