@@ -57,15 +57,15 @@ const ORG: &str = "acme";
 const JWT_SECRET: &str = "kill-point-test-secret-0123456789abcdef";
 const PARAMETER_PREFIX: &str = "/floe";
 const REPOSITORY: &str = "kill-repo";
-const INSTANCE_PROFILE: &str = "arn:aws:iam::123456789012:instance-profile/floe-es-node";
+/// The boundary every node role is created with (moto does not look it up).
+const NODE_BOUNDARY: &str = "arn:aws:iam::123456789012:policy/floe-node-boundary";
 /// The node group of every deployment here: three masters over three zones,
 /// so a create launches three times (one client token per zone).
 const NODES: usize = 3;
 /// Steps that make no AWS call in the worker as deployed, so no call can be
-/// withheld in their middle: `node-identity` returns at once when the
-/// worker has no node identity adapter, and functions/worker/src/adapters.rs
-/// wires none.
-const CALLLESS_STEPS: &[&str] = &["node-identity"];
+/// withheld in their middle (none: `node-identity` makes the deployment's
+/// IAM role and instance profile).
+const CALLLESS_STEPS: &[&str] = &[];
 /// Invocations one plan may take, killed or not, before it counts as one
 /// that never finishes.
 const MAX_ROUNDS: usize = 40;
@@ -203,7 +203,7 @@ impl Account {
                 image_x86_64: image_x86_64?,
                 subnets,
                 security_groups: vec![group_id],
-                instance_profile: Some(INSTANCE_PROFILE.to_owned()),
+                instance_profile: None,
                 key_name: None,
             },
             sqs: aws_sdk_sqs::Client::new(&sdk),
@@ -381,7 +381,7 @@ impl<'a> Rig<'a> {
             .env("FLOE_EC2_IMAGE_X86_64", &c.image_x86_64)
             .env("FLOE_EC2_SUBNETS", c.subnets.join(","))
             .env("FLOE_EC2_SECURITY_GROUPS", c.security_groups.join(","))
-            .env("FLOE_EC2_INSTANCE_PROFILE", INSTANCE_PROFILE)
+            .env("FLOE_NODE_PERMISSIONS_BOUNDARY", NODE_BOUNDARY)
             .env("FLOE_ES_PORT", self.port.to_string())
             .env("FLOE_PARAMETER_PREFIX", PARAMETER_PREFIX)
             .env("AWS_ENDPOINT_URL", proxy.url())

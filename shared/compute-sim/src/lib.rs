@@ -381,25 +381,25 @@ impl SimulatedCompute {
     /// reports a host or an OS that stopped working); it keeps running.
     /// `false` for an unknown id or an instance that does not run.
     pub fn impair(&self, id: &str, which: Impairment) -> bool {
-        let now = Instant::now();
-        let mut state = self.lock();
-        match state.instances.iter_mut().find(|i| {
-            i.id == id
-                && i.state(now, self.boot_delay, self.terminate_delay) == InstanceState::Running
-        }) {
-            Some(instance) => {
-                instance.impaired = Some(which);
-                tracing::warn!(instance = id, check = ?which, "simulated compute: instance impaired");
-                true
-            }
-            None => false,
-        }
+        self.change_running(id, |instance, _| {
+            instance.impaired = Some(which);
+            tracing::warn!(instance = id, check = ?which, "simulated compute: instance impaired");
+        })
     }
 
     /// Stops instance `id`, as a person may in the EC2 console: it goes
     /// `stopping`, then `stopped`, and keeps its address and volume.
     /// `false` for an unknown id or an instance that does not run.
     pub fn stop(&self, id: &str) -> bool {
+        self.change_running(id, |instance, now| {
+            instance.stopped_at = Some(now);
+            tracing::warn!(instance = id, "simulated compute: instance stopped");
+        })
+    }
+
+    /// Applies `change` to instance `id` if it is running now; `false` for
+    /// an unknown id or an instance that does not run.
+    fn change_running(&self, id: &str, change: impl FnOnce(&mut SimInstance, Instant)) -> bool {
         let now = Instant::now();
         let mut state = self.lock();
         match state.instances.iter_mut().find(|i| {
@@ -407,8 +407,7 @@ impl SimulatedCompute {
                 && i.state(now, self.boot_delay, self.terminate_delay) == InstanceState::Running
         }) {
             Some(instance) => {
-                instance.stopped_at = Some(now);
-                tracing::warn!(instance = id, "simulated compute: instance stopped");
+                change(instance, now);
                 true
             }
             None => false,
