@@ -37,7 +37,8 @@ use tokio::net::{TcpListener, TcpStream};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
     /// 400 with the protocol's throttling error (`ThrottlingException` for
-    /// the JSON protocols, `RequestLimitExceeded` for EC2's query protocol),
+    /// the JSON protocols, `RequestLimitExceeded` for EC2's query protocol,
+    /// `Throttling` for IAM's),
     /// which the SDK classifies as a throttle and retries.
     Throttle,
     /// This status (500, 503) with the protocol's internal error body.
@@ -537,6 +538,18 @@ fn error_body(request: &Request, service: &str, kind: &str) -> (String, Vec<u8>)
             "application/x-amz-json-1.0".into(),
             body.to_string().into_bytes(),
         )
+    } else if service == "iam" {
+        // The awsQuery protocol (IAM): its own envelope and codes.
+        let (kind_of, code) = match kind {
+            "throttle" => ("Sender", "Throttling"),
+            _ => ("Receiver", "ServiceFailure"),
+        };
+        let body = format!(
+            "<ErrorResponse><Error><Type>{kind_of}</Type><Code>{code}</Code>\
+             <Message>{code} injected by the fault proxy</Message></Error>\
+             <RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>"
+        );
+        ("text/xml".into(), body.into_bytes())
     } else {
         let code = match kind {
             "throttle" => "RequestLimitExceeded",

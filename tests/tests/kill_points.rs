@@ -68,7 +68,7 @@ const NODES: usize = 3;
 const CALLLESS_STEPS: &[&str] = &[];
 /// Invocations one plan may take, killed or not, before it counts as one
 /// that never finishes.
-const MAX_ROUNDS: usize = 40;
+const MAX_ROUNDS: usize = 80;
 
 fn unique(prefix: &str) -> String {
     let nanos = SystemTime::now()
@@ -567,6 +567,7 @@ async fn invoke_or_kill(
     worker: &mut Running,
     proxy: &FaultProxy,
     event: &Value,
+    errors: Errors,
 ) -> TestResult<Option<Withheld>> {
     let pid = worker.pid().ok_or("the worker has no process")?;
     let invocation = worker.invoke(event);
@@ -575,6 +576,11 @@ async fn invoke_or_kill(
         outcome = &mut invocation => {
             let outcome = outcome?;
             if let Outcome::Response { .. } = outcome.outcome {
+                return Ok(None);
+            }
+            // Under injected faults an invocation may fail as a whole (a
+            // sweep that cannot read the table): Lambda runs the next one.
+            if errors == Errors::Tolerated && !matches!(outcome.outcome, Outcome::Exited(_)) {
                 return Ok(None);
             }
             return Err(format!("the worker did not answer: {}", outcome.describe()).into());
@@ -595,9 +601,25 @@ async fn invoke_or_kill(
     Ok(Some(withheld))
 }
 
+/// Whether an invocation that fails as a whole ends the drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Errors {
+    Refused,
+    Tolerated,
+}
+
 /// Runs the plan: the jobs due are delivered; when none is, time passes
 /// and the sweep runs. Stops at the end of the plan or at a kill.
 async fn drive(rig: &Rig<'_>, worker: &mut Running, proxy: &FaultProxy) -> TestResult<Drive> {
+    drive_with(rig, worker, proxy, Errors::Refused).await
+}
+
+async fn drive_with(
+    rig: &Rig<'_>,
+    worker: &mut Running,
+    proxy: &FaultProxy,
+    errors: Errors,
+) -> TestResult<Drive> {
     for _ in 0..MAX_ROUNDS {
         rig.nodes.boot(&rig.deployment().await?).await;
         let batch = receive(&rig.account.sqs, &rig.queue_url).await?;
@@ -610,7 +632,7 @@ async fn drive(rig: &Rig<'_>, worker: &mut Running, proxy: &FaultProxy) -> TestR
         } else {
             sqs_event("floe-kill", &batch)
         };
-        let r = invoke_or_kill(worker, proxy, &event).await?;
+        let r = invoke_or_kill(worker, proxy, &event, errors).await?;
         if let Some(withheld) = r {
             let (plan, _) = rig.plan().await?;
             // The step the dead worker was in: marked running, not ended.
@@ -1052,5 +1074,174 @@ async fn a_create_plan_killed_at_each_call_finishes_and_makes_everything_once() 
         unkilled.is_empty(),
         "no kill point struck in the middle of steps {unkilled:?}"
     );
+    Ok(())
+}
+
+/// One fault injected into one of the worker's AWS calls, `times` in a
+/// row from the operation's first call.
+#[derive(Debug, Clone)]
+struct FaultPoint {
+    service: String,
+    operation: String,
+    fault: Fault,
+    times: u32,
+}
+
+impl FaultPoint {
+    fn name(&self) -> String {
+        format!("{}/{} {}", self.service, self.operation, self.fault.name())
+    }
+}
+
+/// Faults injected together into one create plan.
+#[derive(Debug, Clone)]
+struct FaultRound {
+    name: String,
+    points: Vec<FaultPoint>,
+}
+
+/// How long a hung call stays silent: longer than one attempt of the
+/// worker's AWS calls may take (`floe_wiring::AWS_ATTEMPT_TIMEOUT`, 10 s),
+/// so the worker's own bound ends it, not the proxy.
+const HANG: Duration = Duration::from_secs(14);
+
+/// The operations a hung call is tried on: the launch (its client token
+/// must make the retry start nothing twice) and the store's transaction
+/// (the SDK's request token must keep a retried write from applying twice).
+/// Each costs a full attempt timeout, so not every operation gets one.
+const HUNG_OPERATIONS: [(&str, &str); 2] =
+    [("ec2", "RunInstances"), ("dynamodb", "TransactWriteItems")];
+
+/// Each operation the create plan calls, with each fault a network or a
+/// busy service gives: throttled, a 503 and a connection closed without
+/// an answer, three times in a row from its first call (more than the
+/// SDK's own attempts, so the step itself must fail and be run again); and
+/// a call that hangs until the worker's own timeout ends it.
+///
+/// By default one round per fault, on every operation at once (a plan
+/// that meets every operation's fault and still finishes survives each;
+/// together they are also more hostile than one at a time). With
+/// `FLOE_TEST_FAULTS=each`, one round per operation and fault, to tell
+/// which one a failure comes from.
+fn fault_rounds(log: &[String]) -> Vec<FaultRound> {
+    let operations: BTreeSet<(&str, &str)> = log.iter().filter_map(|c| c.split_once('/')).collect();
+    let point = |(service, operation): (&str, &str), fault: Fault, times: u32| FaultPoint {
+        service: service.to_owned(),
+        operation: operation.to_owned(),
+        fault,
+        times,
+    };
+    let mut cells: Vec<(String, Vec<FaultPoint>)> = Vec::new();
+    for fault in [Fault::Throttle, Fault::Status(503), Fault::Drop] {
+        cells.push((
+            fault.name(),
+            operations
+                .iter()
+                .map(|op| point(*op, fault.clone(), 3))
+                .collect(),
+        ));
+    }
+    cells.push((
+        Fault::Delay(HANG).name(),
+        HUNG_OPERATIONS
+            .iter()
+            .filter(|op| operations.contains(op))
+            .map(|op| point(*op, Fault::Delay(HANG), 1))
+            .collect(),
+    ));
+    let each = std::env::var("FLOE_TEST_FAULTS").is_ok_and(|v| v == "each");
+    cells
+        .into_iter()
+        .flat_map(|(name, points)| {
+            if each {
+                points
+                    .into_iter()
+                    .map(|p| FaultRound {
+                        name: p.name(),
+                        points: vec![p],
+                    })
+                    .collect()
+            } else {
+                vec![FaultRound {
+                    name: format!("{name} on {} operations", points.len()),
+                    points,
+                }]
+            }
+        })
+        .collect()
+}
+
+async fn run_fault_round(account: &Account, round: &FaultRound) -> TestResult<(u32, Vec<String>)> {
+    let rig = Rig::new(account).await?;
+    let proxy = FaultProxy::start(&account.endpoint).await?;
+    for p in &round.points {
+        proxy.add(
+            Rule::new(&p.service, p.fault.clone())
+                .operation(&p.operation)
+                .nth(1)
+                .times(p.times),
+        );
+    }
+    let mut worker = rig.worker(&proxy).await?;
+    match drive_with(&rig, &mut worker, &proxy, Errors::Tolerated).await? {
+        Drive::Finished => {}
+        Drive::Killed { .. } => return Err("a call was withheld with no such rule".into()),
+    }
+    let injected = proxy.injected();
+    Ok((injected, check(&rig).await?))
+}
+
+/// Faults on every AWS call the worker makes in a create plan (issue 12,
+/// the fault-injection suite, on the worker's side): each plan still
+/// finishes, and everything it made exists once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_plan_survives_faults_on_each_aws_call_and_makes_everything_once() -> TestResult {
+    let started = Instant::now();
+    let account = Account::new().await?;
+    let (log, _) = dry_run(&account).await?;
+    let rounds = fault_rounds(&log);
+    let mut failed = Vec::new();
+    let mut injected = 0;
+    // Two at a time, as the kill points run.
+    for pair in rounds.chunks(2) {
+        let results = match pair {
+            [a, b] => {
+                let (ra, rb) =
+                    tokio::join!(run_fault_round(&account, a), run_fault_round(&account, b));
+                vec![(a, ra), (b, rb)]
+            }
+            [a] => vec![(a, run_fault_round(&account, a).await)],
+            _ => continue,
+        };
+        for (round, result) in results {
+            match result {
+                Ok((n, problems)) => {
+                    injected += n;
+                    println!(
+                        "worker_faults: {} ({n} injected): {}",
+                        round.name,
+                        if problems.is_empty() {
+                            "finished, everything once".to_owned()
+                        } else {
+                            problems.join("; ")
+                        }
+                    );
+                    if !problems.is_empty() {
+                        failed.push(format!("{}: {}", round.name, problems.join("; ")));
+                    }
+                }
+                Err(e) => failed.push(format!("{}: {e}", round.name)),
+            }
+        }
+    }
+    let operations: BTreeSet<&str> = log.iter().map(String::as_str).collect();
+    println!(
+        "worker_faults: {} rounds over {} operations, {injected} faults injected, {} with problems, in {:?}",
+        rounds.len(),
+        operations.len(),
+        failed.len(),
+        started.elapsed()
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
     Ok(())
 }

@@ -167,8 +167,10 @@ pub struct EngineConfig {
     pub lease: Duration,
     /// Transient failures of one step before it fails for good.
     pub max_retries: u32,
-    /// First retry delay; doubles each time.
+    /// First retry delay; doubles each time, up to `max_backoff`.
     pub backoff: Duration,
+    /// The longest delay between two tries of a step.
+    pub max_backoff: Duration,
     /// One invocation yields (re-queues itself) after this, so a Lambda
     /// never runs into its timeout mid-step.
     pub budget: Duration,
@@ -186,8 +188,14 @@ impl Default for EngineConfig {
             // Longer than a worker invocation may run (the template's
             // worker timeout), so a live worker never loses its lease.
             lease: Duration::from_secs(180),
-            max_retries: 5,
+            // A step fails for good only after about six minutes of
+            // transient errors (2, 4, 8, 16, 32 s, then a minute each):
+            // a burst of AWS throttling or 5xx, even on each of a step's
+            // calls in turn (the node identity step makes six), is waited
+            // out, since failing would unwind through the same service.
+            max_retries: 10,
             backoff: Duration::from_secs(2),
+            max_backoff: Duration::from_secs(60),
             budget: Duration::from_secs(60),
             undo_limit: Duration::from_secs(2 * 3600),
         }
@@ -492,7 +500,11 @@ impl Engine {
                         .filter(|l| l.starts_with("transient error"))
                         .count() as u32;
                     if failures < self.config.max_retries {
-                        let delay = self.config.backoff * 2u32.saturating_pow(failures);
+                        let delay = self
+                            .config
+                            .backoff
+                            .saturating_mul(2u32.saturating_pow(failures))
+                            .min(self.config.max_backoff);
                         let jitter = rand::random::<u64>() % (delay.as_millis() as u64 / 4 + 1);
                         let delay = delay + Duration::from_millis(jitter);
                         step.info_log.push(format!(

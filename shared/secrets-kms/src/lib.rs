@@ -80,10 +80,19 @@ impl Cipher for KmsCipher {
         for (k, v) in Self::context(owner) {
             req = req.encryption_context(k, v);
         }
-        let out = req
-            .send()
-            .await
-            .map_err(|e| SecretError::CannotOpen(describe(&e)))?;
+        let out = req.send().await.map_err(|e| {
+            // Only KMS's verdict on the ciphertext says it cannot be
+            // opened; throttling, an internal error or a lost connection
+            // say nothing about it, and a later try may open it.
+            let verdict = e.as_service_error().is_some_and(|s| {
+                s.is_invalid_ciphertext_exception() || s.is_incorrect_key_exception()
+            });
+            if verdict {
+                SecretError::CannotOpen(describe(&e))
+            } else {
+                SecretError::KeyUnavailable(describe(&e))
+            }
+        })?;
         let pt = out
             .plaintext()
             .ok_or_else(|| SecretError::CannotOpen("KMS returned no plaintext".into()))?;
