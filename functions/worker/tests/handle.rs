@@ -51,7 +51,9 @@ impl Backend for Unreachable {
     async fn write(&self, writes: Vec<Write>) -> Result<(), BackendError> {
         let hit = writes.iter().any(|w| match w {
             Write::Create(r) | Write::Update { record: r, .. } => self.hits(&r.key),
-            Write::Delete { key, .. } | Write::Refs { key, .. } => self.hits(key),
+            Write::Delete { key, .. } | Write::Refs { key, .. } | Write::RefsAt { key, .. } => {
+                self.hits(key)
+            }
         });
         if hit {
             return Err(self.error());

@@ -1446,3 +1446,75 @@ async fn clone_sources_are_recorded_pinned_and_never_written() -> TestResult {
     );
     Ok(())
 }
+
+/// Issue 12 (a clone and a delete racing for one snapshot): a snapshot
+/// whose delete has begun (its record marked, as a delete that stopped
+/// half-way leaves it) is no clone's source. By name a clone of it is
+/// refused (409), `__latest_success__` passes over it to the newest
+/// snapshot not being deleted, and the next delete finishes the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_being_deleted_is_no_clones_source() -> TestResult {
+    let w = world().await?;
+    let (source, first) = w.source().await?;
+    let second = w.snapshot(&source).await?;
+    let stored = w
+        .store
+        .get_snapshot(ORG, &source, &second)
+        .await?
+        .ok_or("second's record")?;
+    let mut marked = stored.value.clone();
+    marked.deleting = Some(Utc::now());
+    w.store.update_snapshot(&marked, stored.version).await?;
+
+    let clone_path = format!("/api/v1/deployments/{source}/_clone");
+    let (status, body) = w
+        .call(
+            "POST",
+            &clone_path,
+            Some(json!({"name": "by-name", "snapshot_name": second})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(code(&body).0, "restore.snapshot_not_restorable", "{body}");
+    let message = body["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("being deleted"), "{message}");
+
+    let (clone, d) = w.create_at(&clone_path, json!({"name": "latest"})).await?;
+    assert_eq!(d["status"], "running", "{d}");
+    assert_eq!(
+        d["clone_source"]["snapshot"].as_str(),
+        Some(first.as_str()),
+        "the newest success not being deleted: {d}"
+    );
+    assert_eq!(w.count(&clone, "orders").await?, Some(30));
+
+    let (status, body) = w
+        .call(
+            "DELETE",
+            &format!("/api/v1/deployments/{source}/snapshots/{second}"),
+            None,
+        )
+        .await?;
+    assert!(status.is_success(), "{status} {body}");
+    assert!(
+        w.store.get_snapshot(ORG, &source, &second).await?.is_none(),
+        "the record is gone"
+    );
+    assert!(
+        es_snapshot_missing(&w, &source, &second).await?,
+        "and the snapshot in the repository"
+    );
+    Ok(())
+}
+
+/// Whether the source's cluster no longer has `name` in `main`.
+async fn es_snapshot_missing(w: &World, id: &str, name: &str) -> Fallible<bool> {
+    let url = w.url(id).await?;
+    let status = w
+        .http
+        .get(format!("{url}/_snapshot/main/{name}"))
+        .send()
+        .await?
+        .status();
+    Ok(status == StatusCode::NOT_FOUND)
+}

@@ -453,6 +453,7 @@ async fn unhealthy_when_the_latest_failed_and_no_success_is_recent() -> TestResu
             failure: (state == SnapshotState::Failed).then(|| "disk full".to_string()),
             sort_millis: start.timestamp_millis(),
             updated: start,
+            deleting: None,
         }
     };
     api.store

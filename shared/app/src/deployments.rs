@@ -235,10 +235,14 @@ impl App {
         // The plan restores the clone's source; the deployment keeps what it
         // depends on (and pins the snapshot) as its `clone_source`.
         let params = PlanParams::Create(spec.clone());
-        let clone_source = params
-            .restore()
-            .zip(resolved.snapshot_sort_millis)
-            .map(|(target, millis)| CloneSource::of(&target, millis));
+        let clone_source =
+            params
+                .restore()
+                .zip(resolved.snapshot_sort_millis)
+                .map(|(target, millis)| CloneSource {
+                    snapshot_version: resolved.snapshot_version,
+                    ..CloneSource::of(&target, millis)
+                });
         spec.restore_snapshot = None;
         let plan = Plan::new(
             &who.org,

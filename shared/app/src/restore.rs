@@ -18,7 +18,7 @@ use floe_domain::restore::{
     LATEST_SUCCESS, RestoreMode, RestoreRequest, RestoreSnapshot, RestoreTarget,
 };
 use floe_domain::snapshot::{SnapshotRecord, SnapshotState};
-use floe_store::PageRequest;
+use floe_store::{PageRequest, Versioned};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -47,6 +47,8 @@ pub struct CloneRequest {
 pub(crate) struct ResolvedClone {
     pub warnings: Vec<String>,
     pub snapshot_sort_millis: Option<i64>,
+    /// The version of the snapshot's record as resolved: the pin holds it.
+    pub snapshot_version: Option<u64>,
 }
 
 /// Refuses a change that would register the name under which a clone reads
@@ -75,9 +77,11 @@ pub(crate) fn check_source_path(
     ))
 }
 
-/// A snapshot resolved: its record and repository.
+/// A snapshot resolved: its record (and the record's version, at which a
+/// clone pins it) and repository.
 struct Resolved {
     record: SnapshotRecord,
+    version: u64,
     repository: Repository,
 }
 
@@ -139,17 +143,18 @@ impl App {
                 .list_snapshots(org, deployment_id, None, &page)
                 .await?;
             for item in listed.items {
-                let s = item.value;
+                let s = &item.value;
                 if repository.is_some_and(|r| r != s.repository) {
                     continue;
                 }
+                // A snapshot being deleted is never the newest success.
                 let wanted = if name == LATEST_SUCCESS {
-                    s.state == SnapshotState::Success
+                    s.state == SnapshotState::Success && s.deleting.is_none()
                 } else {
                     s.name == name
                 };
                 if wanted {
-                    found = Some(s);
+                    found = Some(item);
                     break 'pages;
                 }
             }
@@ -161,7 +166,12 @@ impl App {
         let in_repo = repository
             .map(|r| format!(" in repository {r}"))
             .unwrap_or_default();
-        let Some(record) = found else {
+        let Some(Versioned {
+            value: record,
+            version,
+            ..
+        }) = found
+        else {
             return Err(if name == LATEST_SUCCESS {
                 AppError::conflict_on(
                     "restore.no_successful_snapshot",
@@ -176,6 +186,16 @@ impl App {
                 )
             });
         };
+        if record.deleting.is_some() {
+            return Err(AppError::conflict_on(
+                "restore.snapshot_not_restorable",
+                format!("{field}snapshot_name"),
+                format!(
+                    "snapshot {} is being deleted; it can no longer be restored",
+                    record.name
+                ),
+            ));
+        }
         if !matches!(
             record.state,
             SnapshotState::Success | SnapshotState::Partial
@@ -205,7 +225,11 @@ impl App {
                 )
             })?
             .value;
-        Ok(Resolved { record, repository })
+        Ok(Resolved {
+            record,
+            version,
+            repository,
+        })
     }
 
     async fn repository_named(
@@ -231,6 +255,7 @@ impl App {
             return Ok(ResolvedClone {
                 warnings: Vec::new(),
                 snapshot_sort_millis: None,
+                snapshot_version: None,
             });
         };
         let source = self
@@ -274,6 +299,7 @@ impl App {
         Ok(ResolvedClone {
             warnings: cache_warnings(spec, &resolved.record),
             snapshot_sort_millis: Some(resolved.record.sort_millis),
+            snapshot_version: Some(resolved.version),
         })
     }
 

@@ -1006,6 +1006,7 @@ async fn a_mount_clone_keeps_its_sources_registration_and_client() -> TestResult
                 snapshot_sort_millis: 0,
                 mode,
                 pinned: false,
+                snapshot_version: None,
             });
             app.store.replace_deployment(&next, &current, None).await?;
             Ok::<(), Box<dyn std::error::Error>>(())

@@ -160,6 +160,12 @@ pub struct CloneSource {
     /// Whether the snapshot is pinned: a mount clone's until it is deleted,
     /// a restore clone's until its create plan has recovered the data.
     pub pinned: bool,
+    /// The version of the snapshot's record when the clone resolved it; the
+    /// pin is counted only while the record is still at it, so a snapshot
+    /// whose delete began since is not pinned. Used by the write that
+    /// creates the pin, never stored.
+    #[serde(skip)]
+    pub snapshot_version: Option<u64>,
 }
 
 impl CloneSource {
@@ -173,6 +179,7 @@ impl CloneSource {
             snapshot_sort_millis,
             mode: target.mode,
             pinned: true,
+            snapshot_version: None,
         }
     }
 
@@ -488,6 +495,7 @@ mod tests {
             snapshot_sort_millis: 1_700_000_000_000,
             mode: RestoreMode::Mount,
             pinned: true,
+            snapshot_version: None,
         });
         let written = serde_json::to_value(&new).expect("serializes");
         let back: crate::deployment::Deployment =

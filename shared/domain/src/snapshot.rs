@@ -77,6 +77,14 @@ pub struct SnapshotRecord {
     /// a later, more exact start time from the cluster never moves the record.
     pub sort_millis: i64,
     pub updated: DateTime<Utc>,
+    /// When a delete of it began: from then on no clone may pin it (the
+    /// pin is counted only on the record as the clone read it, and this
+    /// mark gives it a new version). Set until the delete removes the
+    /// record, or cleared when the delete is refused or fails on the
+    /// cluster; one left by a delete that stopped half-way is finished by
+    /// the next delete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleting: Option<DateTime<Utc>>,
 }
 
 /// A snapshot as the API shows it.

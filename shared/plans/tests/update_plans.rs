@@ -944,6 +944,7 @@ async fn an_update_gives_a_clones_new_nodes_its_sources_client() -> TestResult {
         snapshot_sort_millis: 0,
         mode: RestoreMode::Mount,
         pinned: false,
+        snapshot_version: None,
     });
     world
         .store

@@ -209,6 +209,7 @@ mod tests {
                     failure: None,
                     sort_millis: start.timestamp_millis(),
                     updated: start,
+                    deleting: None,
                 }
             })
             .collect()

@@ -88,6 +88,11 @@ struct RetentionDone {
 /// Random enough to keep a policy's names apart when its name pattern
 /// resolves to the same text twice (every run of `<nightly-{now/d}>` on one
 /// day), as SLM appends a random suffix.
+/// How often a delete tries to mark a snapshot's record when other
+/// writes keep winning (a refresh, another delete): each loss is read
+/// back, so a few tries settle any real race.
+const MARK_ATTEMPTS: usize = 4;
+
 fn unique_suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }
@@ -145,6 +150,7 @@ fn started_record(
         failure: None,
         sort_millis: start.timestamp_millis(),
         updated: start,
+        deleting: None,
     }
 }
 
@@ -642,14 +648,115 @@ impl Snapshotter {
         }
         Self::require_running(&deployment)?;
         let client = self.clusters.client(&deployment, &[]).await?;
-        self.delete_on_cluster(&client, org, &stored.value).await?;
-        match self.store.delete_snapshot(&stored).await {
+        self.delete_unpinned(&client, org, stored).await
+    }
+
+    /// Deletes the recorded snapshot `stored` on the cluster, then its
+    /// record, unless a clone pins it (`Pinned`, and nothing is deleted).
+    ///
+    /// A clone pins a snapshot's record at the version it read
+    /// (`Write::RefsAt`), so a pin and a delete cannot both win: the delete
+    /// first marks the record (`deleting`, a new version: from then on no
+    /// clone can pin it), then reads it again, where a pin counted before
+    /// the mark shows; then it stops and clears its mark. Only a record
+    /// marked and unpinned is deleted on the cluster. A cluster error
+    /// leaves the mark (the snapshot may be gone already), so no clone
+    /// starts from it; the next delete finishes the job.
+    async fn delete_unpinned(
+        &self,
+        client: &ElasticClient,
+        org: &str,
+        stored: Versioned<SnapshotRecord>,
+    ) -> Result<(), SnapshotError> {
+        let Some(marked) = self.mark_deleting(stored).await? else {
+            return Ok(());
+        };
+        let Some(now) = self
+            .store
+            .get_snapshot(org, &marked.value.deployment_id, &marked.value.name)
+            .await?
+        else {
+            return Ok(());
+        };
+        if now.refs > 0 {
+            let by = self.pinned_by(&now.value).await;
+            self.unmark_deleting(now).await;
+            return Err(SnapshotError::Pinned {
+                snapshot: marked.value.name,
+                by,
+            });
+        }
+        self.delete_on_cluster(client, org, &now.value).await?;
+        match self.store.delete_snapshot(&now).await {
             Ok(()) | Err(StoreError::NotFound) => Ok(()),
+            // Written since the re-read: by another delete finishing the
+            // same job, or a refresh; the record is as good as deleted and
+            // the next delete (or retention run) removes it.
+            Err(StoreError::VersionMismatch { .. }) => Ok(()),
             Err(StoreError::InUse { .. }) => Err(SnapshotError::Pinned {
-                snapshot: name.to_string(),
-                by: self.pinned_by(&stored.value).await,
+                snapshot: now.value.name.clone(),
+                by: self.pinned_by(&now.value).await,
             }),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The record `stored` marked as being deleted (or as it is, when an
+    /// earlier delete marked it and stopped half-way); `None` once it is
+    /// gone. A write that won the race is read back and looked at again.
+    async fn mark_deleting(
+        &self,
+        stored: Versioned<SnapshotRecord>,
+    ) -> Result<Option<Versioned<SnapshotRecord>>, SnapshotError> {
+        let mut current = stored;
+        for _ in 0..MARK_ATTEMPTS {
+            if current.refs > 0 {
+                return Err(SnapshotError::Pinned {
+                    snapshot: current.value.name.clone(),
+                    by: self.pinned_by(&current.value).await,
+                });
+            }
+            if current.value.deleting.is_some() {
+                return Ok(Some(current));
+            }
+            let mut next = current.value.clone();
+            next.deleting = Some(Utc::now());
+            match self.store.update_snapshot(&next, current.version).await {
+                Ok(version) => {
+                    return Ok(Some(Versioned {
+                        value: next,
+                        version,
+                        refs: current.refs,
+                    }));
+                }
+                Err(StoreError::VersionMismatch { .. }) => {
+                    let s = &current.value;
+                    match self
+                        .store
+                        .get_snapshot(&s.org, &s.deployment_id, &s.name)
+                        .await?
+                    {
+                        Some(again) => current = again,
+                        None => return Ok(None),
+                    }
+                }
+                Err(StoreError::NotFound) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(SnapshotError::Store(StoreError::VersionMismatch {
+            current: current.version,
+        }))
+    }
+
+    /// Clears the mark of a delete that stopped because a clone pins the
+    /// snapshot. A lost race leaves it to the writer that won; a failure
+    /// leaves the mark, which only refuses new clones until a delete ends.
+    async fn unmark_deleting(&self, marked: Versioned<SnapshotRecord>) {
+        let mut next = marked.value.clone();
+        next.deleting = None;
+        if let Err(e) = self.store.update_snapshot(&next, marked.version).await {
+            tracing::warn!(deployment = %next.deployment_id, snapshot = %next.name, error = %e, "cannot clear a refused delete's mark");
         }
     }
 
@@ -895,22 +1002,16 @@ impl Snapshotter {
             let Some(stored) = all.iter().find(|v| v.value.name == name) else {
                 continue;
             };
-            if stored.refs > 0 {
-                let by = self.pinned_by(&stored.value).await;
-                tracing::info!(deployment = %deployment.id, policy = %policy.id, snapshot = %name, pinned_by = %by.join(","), "retention keeps a snapshot clones depend on");
-                done.skipped
-                    .push(format!("{name}: pinned by {}", by.join(", ")));
-                continue;
-            }
-            if let Err(e) = self
-                .delete_on_cluster(&client, &deployment.org, &stored.value)
+            match self
+                .delete_unpinned(&client, &deployment.org, stored.clone())
                 .await
             {
-                done.errors.push(format!("{name}: {e}"));
-                continue;
-            }
-            match self.store.delete_snapshot(stored).await {
-                Ok(()) | Err(StoreError::NotFound) => done.deleted.push(name),
+                Ok(()) => done.deleted.push(name),
+                Err(SnapshotError::Pinned { by, .. }) => {
+                    tracing::info!(deployment = %deployment.id, policy = %policy.id, snapshot = %name, pinned_by = %by.join(","), "retention keeps a snapshot clones depend on");
+                    done.skipped
+                        .push(format!("{name}: pinned by {}", by.join(", ")));
+                }
                 Err(e) => done.errors.push(format!("{name}: {e}")),
             }
         }

@@ -883,6 +883,7 @@ async fn retention_keeps_a_snapshot_a_clone_pins_and_says_so() -> TestResult {
             snapshot_sort_millis: record.sort_millis,
             mode: RestoreMode::Mount,
             pinned: true,
+            snapshot_version: None,
         }),
         health: None,
         created: now,
@@ -984,6 +985,7 @@ async fn a_policy_on_a_mount_clones_source_registration_skips() -> TestResult {
         snapshot_sort_millis: 0,
         mode: RestoreMode::Mount,
         pinned: false,
+        snapshot_version: None,
     });
     w.store.replace_deployment(&clone, &previous, None).await?;
     let run = w.snapshotter.run_scheduled(ORG, &d.id, &p.id).await?;

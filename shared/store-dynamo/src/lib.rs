@@ -10,7 +10,7 @@
 //! | `sk`         | S    | sort key, `{kind prefix}#{key}` (`REPO#backups`)    |
 //! | `body`       | S    | the entity as JSON                                  |
 //! | `version`    | N    | starts at 1                                         |
-//! | `refs`       | N    | changed only by `Write::Refs`                       |
+//! | `refs`       | N    | changed only by `Write::Refs` and `Write::RefsAt`   |
 //! | `name`       | S    | optional, for list filters                          |
 //! | `status`     | S    | optional, for list filters                          |
 //! | `tags`       | SS   | `key:value`; absent when empty                      |
@@ -595,7 +595,14 @@ fn classify(write: &Write, old: Option<&Item>, now: i64) -> Result<WriteFailure,
         Write::Delete {
             unreferenced: true, ..
         } if stored.refs > 0 => Ok(WriteFailure::Referenced { refs: stored.refs }),
-        Write::Refs { delta, .. } if *delta < 0 && stored.refs < delta.unsigned_abs() => {
+        Write::RefsAt { expected, .. } if stored.version != *expected => {
+            Ok(WriteFailure::VersionMismatch {
+                current: stored.version,
+            })
+        }
+        Write::Refs { delta, .. } | Write::RefsAt { delta, .. }
+            if *delta < 0 && stored.refs < delta.unsigned_abs() =>
+        {
             Ok(WriteFailure::Underflow)
         }
         _ => Err(BackendError::Unavailable(format!(
@@ -715,27 +722,45 @@ fn prepare(write: &Write, now: i64) -> Prepared {
                 expr,
             }
         }
-        Write::Refs { key, delta } => {
-            let refs = expr.name(REFS);
-            let expression = format!(
-                "SET {refs} = {refs} + {}",
-                expr.value("delta", number(*delta))
-            );
-            let mut condition =
-                format!("attribute_exists({}) AND {}", expr.name(PK), expr.live(now));
-            if *delta < 0 {
-                let abs = expr.value("abs", number(delta.unsigned_abs()));
-                condition.push_str(&format!(" AND {refs} >= {abs}"));
-            }
-            Prepared {
-                action: Action::Update {
-                    key: key_item(key),
-                    expression,
-                },
-                condition,
-                expr,
-            }
-        }
+        Write::Refs { key, delta } => prepare_refs(expr, key, *delta, None, now),
+        Write::RefsAt {
+            key,
+            delta,
+            expected,
+        } => prepare_refs(expr, key, *delta, Some(*expected), now),
+    }
+}
+
+/// `Refs` and `RefsAt`: `delta` added to an existing live item's refs,
+/// never below zero, and with `expected` only while the item is at that
+/// version.
+fn prepare_refs(
+    mut expr: Expr,
+    key: &RecordKey,
+    delta: i64,
+    expected: Option<u64>,
+    now: i64,
+) -> Prepared {
+    let refs = expr.name(REFS);
+    let expression = format!(
+        "SET {refs} = {refs} + {}",
+        expr.value("delta", number(delta))
+    );
+    let mut condition = match expected {
+        Some(expected) => expr.current_version(expected, now),
+        None => format!("attribute_exists({}) AND {}", expr.name(PK), expr.live(now)),
+    };
+    if delta < 0 {
+        let abs = expr.value("abs", number(delta.unsigned_abs()));
+        condition.push_str(&format!(" AND {refs} >= {abs}"));
+    }
+    Prepared {
+        action: Action::Update {
+            key: key_item(key),
+            expression,
+        },
+        condition,
+        expr,
     }
 }
 

@@ -237,27 +237,46 @@ fn apply(
             .map_err(unavailable)?;
             Ok(Ok(()))
         }
-        Write::Refs { key, delta } => {
-            let Some((_, refs, _)) = current(tx, key)? else {
-                return Ok(Err(WriteFailure::Missing));
-            };
-            let next = i128::from(refs) + i128::from(*delta);
-            if next < 0 {
-                return Ok(Err(WriteFailure::Underflow));
-            }
-            tx.execute(
-                "UPDATE records SET refs = ?4 WHERE org = ?1 AND kind = ?2 AND key = ?3",
-                params![
-                    key.org,
-                    key.kind.prefix(),
-                    key.key,
-                    i64::try_from(next).unwrap_or(i64::MAX)
-                ],
-            )
-            .map_err(unavailable)?;
-            Ok(Ok(()))
-        }
+        Write::Refs { key, delta } => add_refs(tx, key, *delta, None),
+        Write::RefsAt {
+            key,
+            delta,
+            expected,
+        } => add_refs(tx, key, *delta, Some(*expected)),
     }
+}
+
+/// `Refs` and `RefsAt`: `delta` added to the record's refs, never below
+/// zero, and with `expected` only while the record is at that version.
+fn add_refs(
+    tx: &Transaction<'_>,
+    key: &RecordKey,
+    delta: i64,
+    expected: Option<u64>,
+) -> Result<Result<(), WriteFailure>, BackendError> {
+    let Some((version, refs, _)) = current(tx, key)? else {
+        return Ok(Err(WriteFailure::Missing));
+    };
+    if let Some(expected) = expected
+        && version != expected
+    {
+        return Ok(Err(WriteFailure::VersionMismatch { current: version }));
+    }
+    let next = i128::from(refs) + i128::from(delta);
+    if next < 0 {
+        return Ok(Err(WriteFailure::Underflow));
+    }
+    tx.execute(
+        "UPDATE records SET refs = ?4 WHERE org = ?1 AND kind = ?2 AND key = ?3",
+        params![
+            key.org,
+            key.kind.prefix(),
+            key.key,
+            i64::try_from(next).unwrap_or(i64::MAX)
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(Ok(()))
 }
 
 #[async_trait]

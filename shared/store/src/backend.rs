@@ -113,7 +113,8 @@ pub struct Record {
     /// condition on `expected` still holds it back from a record that moved.
     pub version: u64,
     /// How many other records reference this one (deployments using a
-    /// repository, say). Maintained only by `Write::Refs`, never by updates.
+    /// repository, say). Maintained only by `Write::Refs` and
+    /// `Write::RefsAt`, never by updates.
     pub refs: u64,
     pub attrs: Attrs,
     /// Epoch seconds after which the record counts as absent (idempotency
@@ -139,6 +140,15 @@ pub enum Write {
     /// Adds `delta` to the refs of an existing record; fails with `Missing`
     /// if there is none and with `Underflow` if refs would go below zero.
     Refs { key: RecordKey, delta: i64 },
+    /// As `Refs`, and only while the record's version is `expected`
+    /// (`VersionMismatch` otherwise): a reference counted on the record as
+    /// its writer read it, so that a change written since (a snapshot whose
+    /// delete has begun) refuses it in the same batch.
+    RefsAt {
+        key: RecordKey,
+        delta: i64,
+        expected: u64,
+    },
 }
 
 /// Why one write of a batch failed (and so the whole batch did nothing).

@@ -568,6 +568,7 @@ fn snapshot(
         failure: None,
         sort_millis: start.timestamp_millis(),
         updated: start,
+        deleting: None,
     }
 }
 
@@ -815,6 +816,7 @@ pub async fn clone_pins_guard_snapshots(store: Store) -> TestResult {
         snapshot_sort_millis: millis,
         mode: RestoreMode::Mount,
         pinned: true,
+        snapshot_version: None,
     };
     // A clone of a snapshot that does not exist writes nothing.
     let (mut orphan, plan) = deployment(&org, "orphan", None, &[], &[]);
@@ -923,6 +925,90 @@ pub async fn clone_pins_guard_snapshots(store: Store) -> TestResult {
         .ok_or("snapshot")?;
     assert_eq!(stored.refs, 0);
     store.delete_snapshot(&stored).await?;
+    Ok(())
+}
+
+/// A clone pins the snapshot as it read it: once a delete has marked the
+/// record (a new version), a pin written with the version read before is
+/// refused and writes nothing; one read after the mark is refused by the
+/// caller, and one counted before the mark is seen by the delete's
+/// re-read. So no snapshot is deleted under a clone that pinned it.
+pub async fn a_pin_holds_only_the_snapshot_it_read(store: Store) -> TestResult {
+    use floe_domain::restore::{CloneSource, RestoreMode};
+    let org = org();
+    store.create_repository(&repo(&org, "main")).await?;
+    let (source, plan) = deployment(&org, "source", Some("main"), &[], &[]);
+    store.create_deployment(&source, &plan, None).await?;
+    let mut snap = snapshot(&org, &source.id, "nightly-1", 1_700_000_000, None);
+    snap.state = SnapshotState::Success;
+    store.create_snapshot(&snap).await?;
+    let read = store
+        .get_snapshot(&org, &source.id, &snap.name)
+        .await?
+        .ok_or("snapshot")?;
+    let pin_at = |version: u64| CloneSource {
+        source_deployment_id: source.id.clone(),
+        repository: "main".into(),
+        registered_as: "main".into(),
+        snapshot: snap.name.clone(),
+        snapshot_sort_millis: snap.sort_millis,
+        mode: RestoreMode::Mount,
+        pinned: true,
+        snapshot_version: Some(version),
+    };
+
+    // A pin counted at the version read, before any delete began.
+    let (mut early, plan) = deployment(&org, "early", None, &[], &[]);
+    early.clone_source = Some(pin_at(read.version));
+    store.create_deployment(&early, &plan, None).await?;
+    let after_pin = store
+        .get_snapshot(&org, &source.id, &snap.name)
+        .await?
+        .ok_or("snapshot")?;
+    assert_eq!(
+        (after_pin.version, after_pin.refs),
+        (read.version, 1),
+        "a pin counts without a new version"
+    );
+
+    // A delete begins: it marks the record, which takes a new version.
+    let mut marked = after_pin.value.clone();
+    marked.deleting = Some(chrono::Utc::now());
+    let marked_at = store.update_snapshot(&marked, after_pin.version).await?;
+    assert!(marked_at > read.version);
+
+    // A clone that read the record before the mark may not pin it.
+    let (mut late, plan) = deployment(&org, "late", None, &[], &[]);
+    late.clone_source = Some(pin_at(read.version));
+    match store.create_deployment(&late, &plan, None).await {
+        Err(StoreError::MissingReference {
+            kind: Kind::Snapshot,
+            ..
+        }) => {}
+        other => {
+            return Err(
+                format!("a pin on a record read before its delete began: {other:?}").into(),
+            );
+        }
+    }
+    assert!(store.get_deployment(&org, &late.id).await?.is_none());
+    assert!(
+        store
+            .snapshot_pins(&org, &source.id, &snap.name)
+            .await?
+            .iter()
+            .all(|p| p.deployment_id != late.id),
+        "the refused clone left no pin record"
+    );
+    let now = store
+        .get_snapshot(&org, &source.id, &snap.name)
+        .await?
+        .ok_or("snapshot")?;
+    assert_eq!(
+        (now.version, now.refs),
+        (marked_at, 1),
+        "the delete's re-read sees the pin counted before its mark"
+    );
     Ok(())
 }
 
@@ -1037,7 +1123,7 @@ pub async fn health_is_recorded_without_a_new_version(store: Store) -> TestResul
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:path) => {
-        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version);
+        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, a_pin_holds_only_the_snapshot_it_read, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version);
     };
     (@tests $make:path; $($test:ident),* $(,)?) => {
         $(

@@ -178,6 +178,19 @@ impl Batch {
         before: &[(Kind, String)],
         after: &[(Kind, String)],
     ) {
+        self.reference_changes_held(org, before, after, None);
+    }
+
+    /// As [`Batch::reference_changes`]; a reference gained on `held`'s
+    /// record is counted only while that record is at `held`'s version
+    /// (the version its writer read).
+    fn reference_changes_held(
+        &mut self,
+        org: &str,
+        before: &[(Kind, String)],
+        after: &[(Kind, String)],
+        held: Option<&((Kind, String), u64)>,
+    ) {
         let mut delta: BTreeMap<(Kind, String), i64> = BTreeMap::new();
         for r in before {
             *delta.entry(r.clone()).or_default() -= 1;
@@ -186,15 +199,24 @@ impl Batch {
             *delta.entry(r.clone()).or_default() += 1;
         }
         for ((kind, key), d) in delta {
-            if d != 0 {
-                self.push(
-                    Write::Refs {
-                        key: RecordKey::new(org, kind, &key),
-                        delta: d,
-                    },
-                    Meaning::Reference(kind, key),
-                );
+            if d == 0 {
+                continue;
             }
+            let record = RecordKey::new(org, kind, &key);
+            let write = match held {
+                Some(((k, held_key), version)) if d > 0 && *k == kind && *held_key == key => {
+                    Write::RefsAt {
+                        key: record,
+                        delta: d,
+                        expected: *version,
+                    }
+                }
+                _ => Write::Refs {
+                    key: record,
+                    delta: d,
+                },
+            };
+            self.push(write, Meaning::Reference(kind, key));
         }
     }
 
@@ -265,6 +287,12 @@ impl Batch {
                     failure,
                 ) {
                     (Meaning::Reference(kind, key), WriteFailure::Missing) => {
+                        StoreError::MissingReference { kind, key }
+                    }
+                    // A reference held at a version that moved on: the
+                    // record is no longer the one its writer read (a
+                    // snapshot whose delete began), as good as gone.
+                    (Meaning::Reference(kind, key), WriteFailure::VersionMismatch { .. }) => {
                         StoreError::MissingReference { kind, key }
                     }
                     (Meaning::IdempotencyKey, WriteFailure::Exists) => {
@@ -419,6 +447,27 @@ fn deployment_refs(d: &Deployment) -> Vec<(Kind, String)> {
         }
     }
     refs
+}
+
+/// The snapshot record `d` starts to pin, with the version at which its
+/// writer read it (`CloneSource::snapshot_version`): the pin is counted
+/// only while the record is still at that version, so a snapshot whose
+/// delete began after the read (which writes its record first) is not
+/// pinned by a clone that would find it gone.
+fn snapshot_held(d: &Deployment) -> Option<((Kind, String), u64)> {
+    let src = d.clone_source.as_ref().filter(|s| s.pinned)?;
+    let version = src.snapshot_version?;
+    Some((
+        (
+            Kind::Snapshot,
+            snapshot_key(
+                &src.source_deployment_id,
+                src.snapshot_sort_millis,
+                &src.snapshot,
+            ),
+        ),
+        version,
+    ))
 }
 
 /// A clone's pin on its source's snapshot, listed by snapshot to name the
@@ -762,7 +811,12 @@ impl Store {
         let mut b = Batch::default();
         push_new_deployment(&mut b, deployment)?;
         push_new_plan(&mut b, plan)?;
-        b.reference_changes(org, &[], &deployment_refs(deployment));
+        b.reference_changes_held(
+            org,
+            &[],
+            &deployment_refs(deployment),
+            snapshot_held(deployment).as_ref(),
+        );
         b.pin_changes(None, Some(deployment))?;
         if let Some(idem) = idempotency {
             let body = encode(&IdempotencyRecord {
@@ -807,10 +861,11 @@ impl Store {
         if let Some(plan) = plan {
             push_new_plan(&mut b, plan)?;
         }
-        b.reference_changes(
+        b.reference_changes_held(
             org,
             &deployment_refs(&previous.value),
             &deployment_refs(deployment),
+            snapshot_held(deployment).as_ref(),
         );
         b.pin_changes(Some(&previous.value), Some(deployment))?;
         b.run(self.backend.as_ref()).await?;

@@ -207,6 +207,7 @@ mod tests {
             snapshot_sort_millis: 0,
             mode: RestoreMode::Mount,
             pinned: true,
+            snapshot_version: None,
         };
         let ids = saga(&current, &grown, Some(&source)).ids();
         assert!(ids.iter().any(|s| s == "repository-credentials"), "{ids:?}");
