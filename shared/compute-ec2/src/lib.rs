@@ -663,7 +663,8 @@ impl Compute for Ec2Compute {
 const STATUS_IDS_PER_CALL: usize = 100;
 
 /// The checks EC2 reports for one instance. A check EC2 leaves out (it
-/// reports none for an instance that is not running) judges nothing.
+/// reports none for an instance that is not running, and the attached EBS
+/// check only on Nitro instances; moto reports none of it) judges nothing.
 fn to_status_checks(status: &aws_sdk_ec2::types::InstanceStatus) -> Option<StatusChecks> {
     let check = |summary: Option<&aws_sdk_ec2::types::InstanceStatusSummary>| {
         summary
@@ -675,6 +676,11 @@ fn to_status_checks(status: &aws_sdk_ec2::types::InstanceStatus) -> Option<Statu
         id: status.instance_id()?.to_owned(),
         system: check(status.system_status()),
         instance: check(status.instance_status()),
+        attached_ebs: status
+            .attached_ebs_status()
+            .and_then(|s| s.status())
+            .map(check_status)
+            .unwrap_or(CheckStatus::InsufficientData),
     })
 }
 
@@ -870,6 +876,51 @@ mod tests {
         );
         // An answer without an instance id names nothing.
         assert_eq!(to_status_checks(&InstanceStatus::builder().build()), None);
+    }
+
+    /// The attached EBS check (a Nitro instance that cannot reach its
+    /// volumes): impaired only when EC2 says so; left out, as moto and
+    /// older instance types leave it, it judges nothing.
+    #[test]
+    fn a_failing_attached_ebs_check_is_impaired() {
+        use aws_sdk_ec2::types::{
+            EbsStatusSummary, InstanceStatus, InstanceStatusSummary, SummaryStatus,
+        };
+        let ok = || {
+            InstanceStatusSummary::builder()
+                .status(SummaryStatus::Ok)
+                .build()
+        };
+        let status = |ebs: Option<&str>| {
+            let status = InstanceStatus::builder()
+                .instance_id("i-0123456789abcdef0")
+                .system_status(ok())
+                .instance_status(ok())
+                .set_attached_ebs_status(ebs.map(|s| {
+                    EbsStatusSummary::builder()
+                        .status(SummaryStatus::from(s))
+                        .build()
+                }))
+                .build();
+            to_status_checks(&status)
+        };
+        let hung = status(Some("impaired")).expect("an id");
+        assert_eq!(hung.attached_ebs, CheckStatus::Impaired);
+        assert_eq!(hung.failing(), ["attached EBS status check"]);
+        for ebs in [
+            Some("ok"),
+            Some("initializing"),
+            Some("insufficient-data"),
+            Some("not-applicable"),
+            None,
+        ] {
+            let checks = status(ebs).expect("an id");
+            assert!(!checks.impaired(), "{ebs:?}: {checks:?}");
+        }
+        assert_eq!(
+            status(None).map(|c| c.attached_ebs),
+            Some(CheckStatus::InsufficientData)
+        );
     }
 
     #[test]

@@ -77,8 +77,8 @@ pub struct SimulatedConfig {
     /// Local mode's way to impair an instance, as a failing EC2 status
     /// check does: a file named after a running instance in this folder
     /// fails its instance status check (its system status check when the
-    /// file says `system`) from when instances are next listed; the file
-    /// is removed. The instance keeps running, impaired, until terminated.
+    /// file says `system`, its attached EBS status check when it says
+    /// `ebs`) from when instances are next listed; the file is removed. The instance keeps running, impaired, until terminated.
     pub impair_dir: Option<std::path::PathBuf>,
     /// Local mode's way to stop an instance, as someone may in the EC2
     /// console: a file named after a running instance in this folder
@@ -284,6 +284,8 @@ pub enum Impairment {
     Instance,
     /// AWS's side (the host).
     System,
+    /// Its EBS volumes cannot be reached (I/O hangs).
+    AttachedEbs,
 }
 
 impl SimInstance {
@@ -315,6 +317,7 @@ impl SimInstance {
             id: self.id.clone(),
             system: failing(Impairment::System),
             instance: failing(Impairment::Instance),
+            attached_ebs: failing(Impairment::AttachedEbs),
         }
     }
 }
@@ -423,10 +426,10 @@ impl SimulatedCompute {
             }
         });
         for_each_request(self.impair_dir.as_deref(), |name, content| {
-            let which = if content.trim() == "system" {
-                Impairment::System
-            } else {
-                Impairment::Instance
+            let which = match content.trim() {
+                "system" => Impairment::System,
+                "ebs" => Impairment::AttachedEbs,
+                _ => Impairment::Instance,
             };
             if !self.impair(name, which) {
                 tracing::warn!(instance = %name, "simulated compute: no such running instance to impair");
@@ -1393,7 +1396,7 @@ mod tests {
             ..SimulatedConfig::default()
         });
         with_template(&sim).await?;
-        let ids = sim.launch(&request("lt-hot", 4, 0, "t1", "dep-1")).await?;
+        let ids = sim.launch(&request("lt-hot", 5, 0, "t1", "dep-1")).await?;
         let write = |d: &std::path::Path, name: &str, text: &str| {
             std::fs::write(d.join(name), text).map_err(|e| ComputeError::Permanent {
                 failure_type: "test_setup".into(),
@@ -1404,6 +1407,7 @@ mod tests {
         write(&impair, &ids[1], "")?;
         write(&impair, &ids[2], "system\n")?;
         write(&stop, &ids[3], "")?;
+        write(&impair, &ids[4], "ebs")?;
         write(&stop, "i-unknown", "")?;
         let listed = sim.instances("dep-1").await?;
         let states: Vec<InstanceState> = listed.iter().map(|i| i.state).collect();
@@ -1413,7 +1417,8 @@ mod tests {
                 InstanceState::Terminated,
                 InstanceState::Running,
                 InstanceState::Running,
-                InstanceState::Stopped
+                InstanceState::Stopped,
+                InstanceState::Running
             ]
         );
         let checks = sim.status_checks(&ids).await?;
@@ -1423,7 +1428,8 @@ mod tests {
             failing,
             [
                 (ids[1].clone(), vec!["instance status check"]),
-                (ids[2].clone(), vec!["system status check"])
+                (ids[2].clone(), vec!["system status check"]),
+                (ids[4].clone(), vec!["attached EBS status check"])
             ]
         );
         // Each file acted once and is gone.

@@ -106,13 +106,24 @@ pub enum CheckStatus {
 
 /// The status checks of one running instance, as EC2 reports them
 /// (`DescribeInstanceStatus`): the system check (AWS's side: host, power,
-/// network) and the instance check (the instance's own: kernel, OS,
-/// network configuration).
+/// network), the instance check (the instance's own: kernel, OS,
+/// network configuration) and the attached EBS check (whether the
+/// instance can reach its EBS volumes; a node whose data volume hangs
+/// holds its shards and its vote while serving neither).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StatusChecks {
     pub id: String,
     pub system: CheckStatus,
     pub instance: CheckStatus,
+    /// EC2 reports it only for Nitro instances, and older answers (or an
+    /// emulator) may leave it out: then it judges nothing.
+    #[serde(default = "no_verdict")]
+    pub attached_ebs: CheckStatus,
+}
+
+/// What a check that was not reported says: nothing.
+fn no_verdict() -> CheckStatus {
+    CheckStatus::InsufficientData
 }
 
 impl StatusChecks {
@@ -125,6 +136,9 @@ impl StatusChecks {
         }
         if self.instance == CheckStatus::Impaired {
             failing.push("instance status check");
+        }
+        if self.attached_ebs == CheckStatus::Impaired {
+            failing.push("attached EBS status check");
         }
         failing
     }
@@ -179,5 +193,36 @@ pub trait Compute: Send + Sync + 'static {
     async fn status_checks(&self, ids: &[String]) -> Result<Vec<StatusChecks>, ComputeError> {
         let _ = ids;
         Ok(Vec::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CheckStatus, StatusChecks};
+
+    /// Each of the three checks fails the instance on its own; a check
+    /// without a verdict (starting, not reported) fails nothing.
+    #[test]
+    fn any_failing_check_impairs_the_instance() {
+        let checks = |system, instance, attached_ebs| StatusChecks {
+            id: "i-1".into(),
+            system,
+            instance,
+            attached_ebs,
+        };
+        use CheckStatus::{Impaired, InsufficientData, Ok};
+        assert!(!checks(Ok, Ok, InsufficientData).impaired());
+        assert_eq!(
+            checks(Ok, Ok, Impaired).failing(),
+            ["attached EBS status check"]
+        );
+        assert_eq!(
+            checks(Impaired, Ok, Impaired).failing(),
+            ["system status check", "attached EBS status check"]
+        );
+        assert_eq!(
+            checks(Ok, Impaired, Ok).failing(),
+            ["instance status check"]
+        );
     }
 }

@@ -17,7 +17,11 @@
 //! update:   grow and shrink: begin, new nodes first, then the old ones go
 //!           (master-eligible ones out of the voting configuration first)
 //! heal:     template:{group} and replace:{group} for each group with lost
-//!           nodes, wait-running, wait-joined, record-access
+//!           nodes, wait-running, wait-joined, retire-lost (lost nodes
+//!           still there terminated; lost master-eligible ones first
+//!           excluded from voting: exclude-lost-masters,
+//!           wait-lost-masters-excluded, and clear-lost-exclusion after),
+//!           record-access
 
 use crate::engine::{Outcome, StepContext, Steps, fail};
 use async_trait::async_trait;

@@ -720,7 +720,10 @@ async fn a_heal_runs_every_step_twice_and_replaces_each_lost_node_once() -> Test
             "replace:masters",
             "wait-running",
             "wait-joined",
+            "exclude-lost-masters",
+            "wait-lost-masters-excluded",
             "retire-lost",
+            "clear-lost-exclusion",
             "record-access"
         ]
     );
@@ -800,7 +803,7 @@ async fn a_failure_after_any_heal_step_leaves_nothing_behind() -> TestResult {
         let summary = engine.check_health().await;
         assert_eq!(summary.heals_started, 0, "after {at}");
     }
-    assert_eq!(index, 8, "{layout:?}");
+    assert_eq!(index, 11, "{layout:?}");
     Ok(())
 }
 

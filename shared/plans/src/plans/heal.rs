@@ -5,21 +5,34 @@
 //! there (stopped, or impaired: failing an EC2 status check), and records
 //! the nodes for the api.
 //!
+//! Steps: template:{group} and replace:{group} for each group with lost
+//! nodes (groups that do not vote first), wait-running, wait-joined, then,
+//! when lost nodes of a master-eligible group are named,
+//! exclude-lost-masters and wait-lost-masters-excluded, retire-lost,
+//! clear-lost-exclusion; and record-access.
+//!
 //! A heal adds nodes before it removes any: a node that is gone is gone
 //! already, and one that is stopped or impaired is terminated only once its
 //! replacement has joined, so the cluster never has fewer working nodes
-//! than when the check looked. A lost master-eligible node leaves the
-//! voting configuration as Elasticsearch shrinks it by itself; its
-//! replacement joins and may vote. A cluster that lost a majority of its
-//! masters has no master to join: its heal waits, times out and unwinds,
-//! terminating only the nodes it started (such a cluster needs an
-//! operator).
+//! than when the check looked. A lost master-eligible node that is gone
+//! leaves the voting configuration as Elasticsearch shrinks it by itself;
+//! its replacement joins and may vote. One that is still there (an
+//! impaired node may still be a member of the cluster and of its voting
+//! configuration) is excluded from voting and terminated only once out of
+//! the configuration, as an update retires masters, and the exclusions
+//! are cleared once it left (see [`crate::steps::heal`]). A cluster that
+//! lost a majority of its masters has no master to join: its heal waits,
+//! times out and unwinds, terminating only the nodes it started (such a
+//! cluster needs an operator). Unwinding clears the exclusions the heal
+//! added, and takes joined master-eligible replacements out of the voting
+//! configuration before it terminates them.
 //!
 //! `retire-lost` is the point after which the replacements stay: once the
 //! lost nodes may be terminated, unwinding keeps the nodes that took their
 //! place.
 
 use crate::step::{Saga, action};
+use crate::steps::heal::replaces_lost_masters;
 use crate::steps::voting::is_master_group;
 use floe_domain::plan::HealParams;
 
@@ -50,7 +63,29 @@ pub fn saga(params: &HealParams) -> Saga {
     }
     saga.step("wait-running", action!(wait_running), action!(nothing));
     saga.step("wait-joined", action!(wait_joined), action!(nothing));
+    // Lost masters still there leave the voting configuration before they
+    // go, once their replacements joined to take the votes.
+    let voting = replaces_lost_masters(params);
+    if voting {
+        saga.step(
+            "exclude-lost-masters",
+            action!(exclude_lost_masters),
+            action!(restore_lost_voting),
+        );
+        saga.step(
+            "wait-lost-masters-excluded",
+            action!(wait_lost_masters_excluded),
+            action!(nothing),
+        );
+    }
     saga.step("retire-lost", action!(retire_lost), action!(nothing));
+    if voting {
+        saga.step(
+            "clear-lost-exclusion",
+            action!(clear_lost_exclusion),
+            action!(nothing),
+        );
+    }
     saga.step("record-access", action!(record_access), action!(nothing));
     saga
 }
@@ -76,6 +111,10 @@ mod tests {
             count: 1,
             lost: vec![],
         };
+        let lost = |group: &str, zone, id: &str| Replacement {
+            lost: vec![id.to_string()],
+            ..r(group, zone)
+        };
         let params = HealParams {
             spec,
             replacements: vec![r("masters", 0), r("hot", 1), r("hot", 0)],
@@ -87,6 +126,43 @@ mod tests {
                 "replace:hot",
                 "template:masters",
                 "replace:masters",
+                "wait-running",
+                "wait-joined",
+                "retire-lost",
+                "record-access"
+            ]
+        );
+        // Lost masters named: they leave the voting configuration first.
+        let params = HealParams {
+            replacements: vec![lost("masters", 0, "i-1"), lost("hot", 1, "i-2")],
+            ..params
+        };
+        assert_eq!(
+            saga(&params).ids(),
+            [
+                "template:hot",
+                "replace:hot",
+                "template:masters",
+                "replace:masters",
+                "wait-running",
+                "wait-joined",
+                "exclude-lost-masters",
+                "wait-lost-masters-excluded",
+                "retire-lost",
+                "clear-lost-exclusion",
+                "record-access"
+            ]
+        );
+        // Only data nodes lost: no voting steps.
+        let params = HealParams {
+            replacements: vec![lost("hot", 1, "i-2")],
+            ..params
+        };
+        assert_eq!(
+            saga(&params).ids(),
+            [
+                "template:hot",
+                "replace:hot",
                 "wait-running",
                 "wait-joined",
                 "retire-lost",

@@ -1,14 +1,26 @@
 //! A heal's `replace:{group}`: the group's lost nodes started again in the
 //! zones they were lost from, and what the health check reads of a zone;
-//! and its `retire-lost`: the lost nodes still there (stopped, impaired)
-//! terminated once their replacements joined.
+//! its `retire-lost`: the lost nodes still there (stopped, impaired)
+//! terminated once their replacements joined; and, when master-eligible
+//! nodes were lost, `exclude-lost-masters`, `wait-lost-masters-excluded`
+//! and `clear-lost-exclusion` around it.
+//!
+//! An impaired master-eligible node may still be a member of the cluster
+//! and hold a vote: terminating it (or several at once) without a voting
+//! exclusion costs the quorum as retiring any master does (see
+//! [`crate::steps::voting`]). So the lost master-eligible nodes still
+//! there leave the voting configuration first, the voting steps of an
+//! update doing it. A lost node that is gone already needs no exclusion:
+//! Elasticsearch shrinks the configuration without it by itself once
+//! the replacements join.
 
+use super::voting::{MAX_VOTING_EXCLUSIONS, is_master_group};
 use super::{is_gone, outcome_of, tags, template_name};
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done, fail};
-use crate::outputs::{LaunchOutput, TerminatedOutput};
+use crate::outputs::{LaunchOutput, TerminatedOutput, VotingExclusionsOutput};
 use floe_compute::{ComputeError, Instance, LaunchRequest, TAG_LAUNCH};
-use floe_domain::plan::{Plan, PlanParams, StepStatus};
+use floe_domain::plan::{HealParams, Plan, PlanParams, StepStatus};
 use std::collections::BTreeSet;
 
 /// The instances a heal replaces (none for any other plan).
@@ -21,6 +33,41 @@ pub(crate) fn lost_ids(plan: &Plan) -> BTreeSet<&str> {
             .collect(),
         _ => BTreeSet::new(),
     }
+}
+
+/// Whether a heal replaces lost nodes of a master-eligible group: its
+/// layout then takes them out of the voting configuration before
+/// `retire-lost` and clears the exclusions after it.
+pub fn replaces_lost_masters(params: &HealParams) -> bool {
+    params
+        .replacements
+        .iter()
+        .any(|r| !r.lost.is_empty() && is_master_group(&params.spec, &r.group))
+}
+
+/// The lost instances of the heal's master-eligible groups.
+fn lost_masters(plan: &Plan) -> BTreeSet<&str> {
+    match &plan.params {
+        PlanParams::Heal(p) => p
+            .replacements
+            .iter()
+            .filter(|r| is_master_group(&p.spec, &r.group))
+            .flat_map(|r| r.lost.iter().map(String::as_str))
+            .collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
+/// The nodes a heal talks to the cluster without: the lost ones (an
+/// impaired node may not answer, or answer late).
+fn avoid_lost(plan: &Plan) -> Vec<String> {
+    lost_ids(plan).into_iter().map(String::from).collect()
+}
+
+/// Whether step `id` is in the plan's layout (a plan recorded before
+/// the step existed has none).
+fn has_step(plan: &Plan, id: &str) -> bool {
+    plan.steps.iter().any(|s| s.step_id == id)
 }
 
 /// Once `retire-lost` has started, lost nodes may be terminated even if
@@ -123,24 +170,118 @@ impl DeploymentSteps {
     }
 
     /// Undoes `replace:{group}`: the replacements go, unless the nodes
-    /// they replace may be gone already.
+    /// they replace may be gone already. Master-eligible replacements
+    /// that joined may hold votes the quorum needs (the lost nodes vote
+    /// again once the undo of `exclude-lost-masters` cleared their
+    /// exclusions): they leave the voting configuration before they go,
+    /// as an unwinding update's new nodes do, and their exclusions are
+    /// cleared once they have left the cluster.
     pub(crate) async fn unreplace(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
         if retire_started(ctx.plan) {
             ctx.log("the lost nodes may be terminated: their replacements stay");
             return Outcome::Done(serde_json::Value::Null);
         }
-        self.terminate_launched(ctx, group_id).await
+        // Replacements that never joined hold no vote, and a cluster
+        // that could not take them (no elected master) could not drop
+        // them from its configuration either. `wait-joined` keeps its
+        // output once undone.
+        let joined = ctx.output("wait-joined").is_some();
+        if joined && let Some(waiting) = self.unvote_new_nodes(ctx, group_id).await {
+            return waiting;
+        }
+        let terminated = self.terminate_launched(ctx, group_id).await;
+        let voted = match &ctx.plan.params {
+            PlanParams::Heal(p) => joined && is_master_group(&p.spec, group_id),
+            _ => false,
+        };
+        if !voted || !matches!(terminated, Outcome::Done(_)) {
+            return terminated;
+        }
+        match self.clear_voting(ctx, &[], true).await {
+            Outcome::Done(_) => terminated,
+            other => self.waiting(ctx, other, "exclusion_timeout"),
+        }
+    }
+
+    /// The lost master-eligible nodes still there (not terminated or
+    /// shutting down): the ones that may still hold a vote, sorted.
+    async fn lost_masters_there(&self, ctx: &StepContext<'_>) -> Result<Vec<String>, Outcome> {
+        let masters = lost_masters(ctx.plan);
+        if masters.is_empty() {
+            return Ok(Vec::new());
+        }
+        let instances = self
+            .compute
+            .instances(&ctx.plan.deployment_id)
+            .await
+            .map_err(outcome_of)?;
+        let mut there: Vec<String> = instances
+            .into_iter()
+            .filter(|i| masters.contains(i.id.as_str()) && !is_gone(i.state))
+            .map(|i| i.id)
+            .collect();
+        there.sort();
+        Ok(there)
+    }
+
+    /// `exclude-lost-masters`: the lost master-eligible nodes still there
+    /// (one round of them: more go in rounds inside `retire-lost`) are
+    /// excluded from voting, through a node that was not lost, once their
+    /// replacements have joined and can take their votes.
+    pub(crate) async fn exclude_lost_masters(&self, ctx: &StepContext<'_>) -> Outcome {
+        let mut nodes = match self.lost_masters_there(ctx).await {
+            Ok(n) => n,
+            Err(stop) => return stop,
+        };
+        if nodes.is_empty() {
+            ctx.log(
+                "the lost master-eligible nodes are gone already: Elasticsearch drops them from the voting configuration by itself",
+            );
+        }
+        nodes.truncate(MAX_VOTING_EXCLUSIONS);
+        self.exclude_voters(ctx, nodes, &avoid_lost(ctx.plan)).await
+    }
+
+    /// `wait-lost-masters-excluded`: the nodes `exclude-lost-masters`
+    /// excluded are out of the voting configuration.
+    pub(crate) async fn wait_lost_masters_excluded(&self, ctx: &StepContext<'_>) -> Outcome {
+        let nodes = match ctx.optional_output_of::<VotingExclusionsOutput>("exclude-lost-masters") {
+            Ok(out) => out.map(|o| o.nodes).unwrap_or_default(),
+            Err(e) => return Outcome::Fail(e),
+        };
+        self.wait_voters_excluded(ctx, nodes, &avoid_lost(ctx.plan))
+            .await
+    }
+
+    /// Undoes `exclude-lost-masters`: the lost nodes were not terminated,
+    /// so they vote again as before the heal (a stopped or impaired
+    /// master keeps counting towards the quorum either way).
+    pub(crate) async fn restore_lost_voting(&self, ctx: &StepContext<'_>) -> Outcome {
+        self.clear_voting(ctx, &avoid_lost(ctx.plan), false).await
+    }
+
+    /// `clear-lost-exclusion`: the voting exclusions of the lost nodes
+    /// go once they have left the cluster, so that none counts towards
+    /// Elasticsearch's limit or keeps a node of that name from voting.
+    pub(crate) async fn clear_lost_exclusion(&self, ctx: &StepContext<'_>) -> Outcome {
+        let cleared = self.clear_voting(ctx, &avoid_lost(ctx.plan), true).await;
+        self.waiting(ctx, cleared, "exclusion_timeout")
     }
 
     /// `retire-lost`: the nodes the heal replaced that are still there
     /// (stopped, impaired) are terminated, so that none keeps its volume,
     /// its address or a stale place in the cluster. Only the deployment's
     /// own instances are looked at; those gone already need nothing.
+    /// Nodes that do not vote go at once; master-eligible ones only once
+    /// out of the voting configuration, in rounds as an update's `retire`
+    /// takes them. Each run looks at what is, so a second run (or a
+    /// resumed one) carries on where the first stopped.
     pub(crate) async fn retire_lost(&self, ctx: &StepContext<'_>) -> Outcome {
         let lost = lost_ids(ctx.plan);
         if lost.is_empty() {
             return done(&TerminatedOutput { terminated: vec![] });
         }
+        let masters = lost_masters(ctx.plan);
         let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
             Ok(i) => i,
             Err(e) => return outcome_of(e),
@@ -150,13 +291,42 @@ impl DeploymentSteps {
             .filter(|i| lost.contains(i.id.as_str()) && !is_gone(i.state))
             .map(|i| i.id)
             .collect();
+        let (voters, others): (Vec<String>, Vec<String>) = there
+            .iter()
+            .cloned()
+            .partition(|id| masters.contains(id.as_str()));
         if there.is_empty() {
             ctx.log("the replaced nodes are gone already");
-        } else {
-            if let Err(e) = self.compute.terminate(&there).await {
+        }
+        if !others.is_empty() {
+            if let Err(e) = self.compute.terminate(&others).await {
                 return outcome_of(e);
             }
-            ctx.log(format!("terminated {}, replaced", there.join(", ")));
+            ctx.log(format!("terminated {}, replaced", others.join(", ")));
+        }
+        if !voters.is_empty() {
+            match self
+                .retire_voters(ctx, &voters, &avoid_lost(ctx.plan))
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Outcome::Wait {
+                        after: self.settings.poll,
+                        note: format!("{} lost master-eligible nodes to retire", voters.len()),
+                    };
+                }
+                Err(stop) => return stop,
+            }
+        }
+        // A heal recorded before the voting steps existed has no
+        // `clear-lost-exclusion`: the exclusions `retire_voters` added
+        // are cleared here.
+        if !masters.is_empty() && !has_step(ctx.plan, "clear-lost-exclusion") {
+            let cleared = self.clear_lost_exclusion(ctx).await;
+            if !matches!(cleared, Outcome::Done(_)) {
+                return cleared;
+            }
         }
         done(&TerminatedOutput { terminated: there })
     }

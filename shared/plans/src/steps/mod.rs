@@ -11,7 +11,8 @@
 //!   clear-exclusion, forget-templates
 //! - [`voting`], an update's exclude-masters, wait-masters-excluded, retire
 //! - [`restore`], register-source, restore, mount, wait-restored
-//! - [`heal`], a heal's replace:{group}, retire-lost
+//! - [`heal`], a heal's replace:{group}, exclude-lost-masters,
+//!   wait-lost-masters-excluded, retire-lost, clear-lost-exclusion
 //! - [`templates`], a delete's forget-templates
 //! - [`identity`], node-identity, forget-identity
 

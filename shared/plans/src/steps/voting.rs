@@ -16,6 +16,13 @@
 //! configuration while a live majority remains (it commits no
 //! configuration without one), and terminates only nodes already out of
 //! it, so no round removes a vote the quorum needs.
+//!
+//! A heal does the same for the lost master-eligible nodes still there
+//! (stopped, or impaired: an impaired node may still be a member of the
+//! cluster and of its voting configuration): `exclude-lost-masters` and
+//! `wait-lost-masters-excluded` after its replacements joined, then
+//! `retire-lost` (in rounds, through [`DeploymentSteps::retire_voters`]),
+//! then `clear-lost-exclusion` (see [`crate::steps::heal`]).
 
 use super::{cluster_outcome, elastic_outcome, is_gone, outcome_of};
 use crate::deployment_steps::DeploymentSteps;
@@ -75,10 +82,14 @@ fn old_names(ctx: &StepContext<'_>) -> Vec<String> {
 }
 
 impl DeploymentSteps {
-    /// A client through a node that stays.
-    async fn staying_client(&self, ctx: &StepContext<'_>) -> Result<ElasticClient, Outcome> {
+    /// A client through a node that stays (none of `avoid`).
+    async fn staying_client(
+        &self,
+        ctx: &StepContext<'_>,
+        avoid: &[String],
+    ) -> Result<ElasticClient, Outcome> {
         self.clusters
-            .client(ctx.deployment, &old_names(ctx))
+            .client(ctx.deployment, avoid)
             .await
             .map_err(|e| cluster_outcome(e, "reaching the cluster", self.settings.poll))
     }
@@ -86,15 +97,25 @@ impl DeploymentSteps {
     /// `exclude-masters`: the first round of old master-eligible nodes is
     /// excluded from voting.
     pub(crate) async fn exclude_masters(&self, ctx: &StepContext<'_>) -> Outcome {
+        match first_round(ctx) {
+            Ok(nodes) => self.exclude_voters(ctx, nodes, &old_names(ctx)).await,
+            Err(e) => Outcome::Fail(e),
+        }
+    }
+
+    /// `nodes` (one round, at most [`MAX_VOTING_EXCLUSIONS`]) excluded
+    /// from voting, through a node that is none of `avoid`.
+    pub(crate) async fn exclude_voters(
+        &self,
+        ctx: &StepContext<'_>,
+        nodes: Vec<String>,
+        avoid: &[String],
+    ) -> Outcome {
         let poll = self.settings.poll;
-        let nodes = match first_round(ctx) {
-            Ok(n) => n,
-            Err(e) => return Outcome::Fail(e),
-        };
         if nodes.is_empty() {
             return done(&VotingExclusionsOutput { nodes });
         }
-        let client = match self.staying_client(ctx).await {
+        let client = match self.staying_client(ctx, avoid).await {
             Ok(c) => c,
             Err(stop) => return stop,
         };
@@ -105,22 +126,32 @@ impl DeploymentSteps {
                 ctx.log(format!("excluded {} from voting", nodes.join(", ")));
                 done(&VotingExclusionsOutput { nodes })
             }
-            Err(e) => elastic_outcome(e, "excluding the old masters from voting", poll),
+            Err(e) => elastic_outcome(e, "excluding master-eligible nodes from voting", poll),
         }
     }
 
     /// `wait-masters-excluded`: the cluster's voting configuration no
     /// longer holds the excluded nodes.
     pub(crate) async fn wait_masters_excluded(&self, ctx: &StepContext<'_>) -> Outcome {
+        match first_round(ctx) {
+            Ok(nodes) => self.wait_voters_excluded(ctx, nodes, &old_names(ctx)).await,
+            Err(e) => Outcome::Fail(e),
+        }
+    }
+
+    /// Waits until the voting configuration no longer holds `nodes`,
+    /// read through a node that is none of `avoid`.
+    pub(crate) async fn wait_voters_excluded(
+        &self,
+        ctx: &StepContext<'_>,
+        nodes: Vec<String>,
+        avoid: &[String],
+    ) -> Outcome {
         let poll = self.settings.poll;
-        let nodes = match first_round(ctx) {
-            Ok(n) => n,
-            Err(e) => return Outcome::Fail(e),
-        };
         if nodes.is_empty() {
             return done(&VotingExclusionsOutput { nodes });
         }
-        let client = match self.staying_client(ctx).await {
+        let client = match self.staying_client(ctx, avoid).await {
             Ok(c) => c,
             Err(stop) => return self.waiting(ctx, stop, "voting_exclusion_timeout"),
         };
@@ -157,12 +188,26 @@ impl DeploymentSteps {
     /// plan left): the old masters stay, so they vote again. Not waiting
     /// for them to leave: they are not leaving.
     pub(crate) async fn restore_voting(&self, ctx: &StepContext<'_>) -> Outcome {
+        self.clear_voting(ctx, &[], false).await
+    }
+
+    /// Every voting exclusion cleared, through a node that is none of
+    /// `avoid`. With `nodes_gone` Elasticsearch first waits until the
+    /// excluded nodes have left the cluster (clearing the exclusion of a
+    /// node still there would let it vote again); without, at once (for
+    /// nodes that stay).
+    pub(crate) async fn clear_voting(
+        &self,
+        ctx: &StepContext<'_>,
+        avoid: &[String],
+        nodes_gone: bool,
+    ) -> Outcome {
         let poll = self.settings.poll;
-        let client = match self.clusters.client(ctx.deployment, &[]).await {
+        let client = match self.clusters.client(ctx.deployment, avoid).await {
             Ok(c) => c,
             Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
         };
-        match client.clear_voting_config_exclusions(false).await {
+        match client.clear_voting_config_exclusions(nodes_gone).await {
             Ok(()) => Outcome::Done(Value::Null),
             Err(e) => elastic_outcome(e, "clearing the voting exclusions", poll),
         }
@@ -308,9 +353,10 @@ impl DeploymentSteps {
 }
 
 impl DeploymentSteps {
-    /// Before an unwinding update terminates the master-eligible nodes it
-    /// launched in `group`: once they joined they may hold votes the old
-    /// nodes' quorum needs, so they leave the voting configuration first.
+    /// Before an unwinding update (or heal) terminates the
+    /// master-eligible nodes it launched in `group`: once they joined they
+    /// may hold votes the old nodes' quorum needs, so they leave the
+    /// voting configuration first.
     /// `None` once none of them is running any more or they hold no vote.
     pub(crate) async fn unvote_new_nodes(
         &self,
