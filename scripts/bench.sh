@@ -4,6 +4,10 @@
 # Benchmarks print figures; none asserts a time, and nothing here is a test.
 #
 # Usage: scripts/bench.sh [PROFILE]   (default release, as deployed)
+#        FLOE_BENCH_ONLY=warm scripts/bench.sh [PROFILE]
+#                                     (the warm-throughput and local-mode
+#                                     memory figures alone: no bench runner,
+#                                     no moto)
 #
 # PROFILE builds the measured binaries and their baselines in one cargo run;
 # the benchmark runners themselves are built in the dev profile (they only
@@ -19,6 +23,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 profile=${1:-release}
+only=${FLOE_BENCH_ONLY:-}
+case "$only" in
+  "" | warm) ;;
+  *)
+    echo "FLOE_BENCH_ONLY must be empty or warm, not $only" >&2
+    exit 2
+    ;;
+esac
 venv=${FLOE_VENV:-$root/.venv}
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 bin_dir=$target_dir/$profile
@@ -41,9 +53,11 @@ if [ -n "${FLOE_BENCH_BIN_DIR:-}" ]; then
 else
   cargo build --quiet --profile "$profile" --workspace --bins
 fi
-bench_args=()
-for b in "${benches[@]}"; do bench_args+=(--bench "$b"); done
-cargo bench --quiet --profile dev --workspace "${bench_args[@]}" --no-run
+if [ -z "$only" ]; then
+  bench_args=()
+  for b in "${benches[@]}"; do bench_args+=(--bench "$b"); done
+  cargo bench --quiet --profile dev --workspace "${bench_args[@]}" --no-run
+fi
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
@@ -55,14 +69,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-moto_port=$(free_port)
-"$venv/bin/python" scripts/moto_serial.py 127.0.0.1 "$moto_port" > "$out/moto.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do
-  if curl -s -o /dev/null "http://127.0.0.1:$moto_port/moto-api/"; then break; fi
-  sleep 0.2
-done
-export FLOE_TEST_AWS_ENDPOINT="http://127.0.0.1:$moto_port"
+if [ -z "$only" ]; then
+  moto_port=$(free_port)
+  "$venv/bin/python" scripts/moto_serial.py 127.0.0.1 "$moto_port" > "$out/moto.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 100); do
+    if curl -s -o /dev/null "http://127.0.0.1:$moto_port/moto-api/"; then break; fi
+    sleep 0.2
+  done
+  export FLOE_TEST_AWS_ENDPOINT="http://127.0.0.1:$moto_port"
+fi
 
 # Runs one bench runner, keeping its output and its BENCH rows.
 run_bench() {
@@ -133,7 +149,7 @@ wrk_figures() {
 
 create_body='{"name":"bench","version":"8.15.3","node_groups":[{"id":"hot","roles":["master","data_hot","data_content","ingest"],"instance_type":"m6g.xlarge","count":1,"zone_count":1,"storage":{"size_gb":20}}]}'
 
-echo "== warm throughput: floe-local and axum-baseline ($profile), wrk ${wrk_opts[*]}"
+echo "== warm throughput: floe-local and axum-baseline ($profile), wrk ${wrk_opts[*]}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 floe_data=$(mktemp -d)
 # Plans start but their nodes never finish booting, so the in-process
 # worker stays idle while wrk runs (its work is not the API's).
@@ -142,9 +158,6 @@ floe_env=(env FLOE_DATA_DIR="$floe_data" FLOE_LISTEN=127.0.0.1:0 FLOE_LOCAL_S3=o
 start_server "$out/floe-local.log" "${floe_env[@]}" "$bin_dir/floe-local" serve
 floe_pid=$server_pid
 floe_addr=$server_addr
-start_server "$out/axum-baseline.log" env FLOE_LISTEN=127.0.0.1:0 "$bin_dir/axum-baseline"
-base_pid=$server_pid
-base_addr=$server_addr
 token=$("${floe_env[@]}" "$bin_dir/floe-local" token --org bench --role platform_admin)
 auth="Authorization: Bearer $token"
 
@@ -155,6 +168,20 @@ for i in $(seq 1 100); do
     -d "$create_body" > "$out/seed.json"
 done
 dep_id=$(jq -r .id "$out/seed.json")
+# Floe's own answers, which the baseline's same-body routes serialise from
+# memory: the bare route for an answer of that size and shape.
+curl -sf "http://$floe_addr/api/v1/deployments/$dep_id" -H "$auth" > "$out/one-body.json"
+curl -sf "http://$floe_addr/api/v1/deployments?size=100" -H "$auth" > "$out/list-body.json"
+[ "$(jq '.deployments | length' "$out/list-body.json")" = 100 ] || {
+  echo "the seeded list page does not hold 100 deployments: see $out/list-body.json" >&2
+  exit 1
+}
+
+start_server "$out/axum-baseline.log" env FLOE_LISTEN=127.0.0.1:0 \
+  FLOE_BASELINE_ONE_BODY="$out/one-body.json" FLOE_BASELINE_LIST_BODY="$out/list-body.json" \
+  "$bin_dir/axum-baseline"
+base_pid=$server_pid
+base_addr=$server_addr
 
 # Load of 1 first (one connection, one request at a time), so that each
 # server's peak RSS is that load's, not the throughput runs'.
@@ -167,47 +194,70 @@ done
 row "peak RSS floe-local, local mode, load 1, MB (baseline axum-baseline)" \
   "$(peak_rss_mb "$floe_pid")" "$(peak_rss_mb "$base_pid")" "-"
 
-# One endpoint: floe-local, then the baseline, same settings.
+# One wrk run with the shared settings; prints rps, p50, p99, non-2xx.
+run_wrk() {
+  local log=$1 url=$2 post=$3
+  if [ "$post" = post ]; then
+    BODY=$create_body wrk "${wrk_opts[@]}" --latency -H "$auth" -s scripts/bench/create.lua \
+      "$url" -- "run-$RANDOM$RANDOM" > "$log"
+  else
+    wrk "${wrk_opts[@]}" --latency -H "$auth" "$url" > "$log"
+  fi
+  wrk_figures "$log"
+}
+
+# One endpoint: floe-local, then each of its baselines, same settings.
+# Arguments: label, Floe's path, get|post, then one or more baselines as
+# NAME=PATH on axum-baseline; the first one is what the targets are judged
+# against, the others are printed beside it without a target.
 measure_endpoint() {
-  local label=$1 path=$2 post=$3 who addr log
-  local -a figures=()
-  for who in floe base; do
-    if [ "$who" = floe ]; then addr=$floe_addr; else addr=$base_addr; fi
-    log=$out/wrk-$who-${label//[^a-z]/_}.log
-    if [ "$post" = post ]; then
-      BODY=$create_body wrk "${wrk_opts[@]}" --latency -H "$auth" -s scripts/bench/create.lua \
-        "http://$addr$path" -- "run-$who-$RANDOM$RANDOM" > "$log"
-    else
-      wrk "${wrk_opts[@]}" --latency -H "$auth" "http://$addr$path" > "$log"
-    fi
-    figures+=("$(wrk_figures "$log")")
-  done
-  local f_rps f_p50 f_p99 f_bad b_rps b_p50 b_p99 b_bad
-  read -r f_rps f_p50 f_p99 f_bad <<< "${figures[0]}"
-  read -r b_rps b_p50 b_p99 b_bad <<< "${figures[1]}"
+  local label=$1 path=$2 post=$3
+  shift 3
+  local slug=${label//[^a-z]/_}
+  local f_rps f_p50 f_p99 f_bad
+  read -r f_rps f_p50 f_p99 f_bad <<< "$(run_wrk "$out/wrk-floe-$slug.log" "http://$floe_addr$path" "$post")"
   local note=""
   [ "$f_bad" != 0 ] && note=" ($f_bad non-2xx)"
-  echo "$label: floe-local $f_rps rps p50 $f_p50 ms p99 $f_p99 ms$note; axum-baseline $b_rps rps p50 $b_p50 ms p99 $b_p99 ms ($b_bad non-2xx)"
-  local rps_target="-" p99_target="-"
-  if [ "$post" != post ]; then
-    rps_target=">= 0.5x"
-    p99_target="<= 2x"
-  fi
-  row "warm $label: requests/s$note" "$f_rps" "$b_rps" "$rps_target"
-  row "warm $label: p50 ms" "$f_p50" "$b_p50" "-"
-  row "warm $label: p99 ms" "$f_p99" "$b_p99" "$p99_target"
+  local first=yes spec name base_path b_rps b_p50 b_p99 b_bad rps_target p99_target suffix
+  for spec in "$@"; do
+    name=${spec%%=*}
+    base_path=${spec#*=}
+    read -r b_rps b_p50 b_p99 b_bad <<< "$(run_wrk "$out/wrk-base-$name-$slug.log" "http://$base_addr$base_path" "$post")"
+    echo "$label: floe-local $f_rps rps p50 $f_p50 ms p99 $f_p99 ms$note; axum-baseline ($name, $base_path) $b_rps rps p50 $b_p50 ms p99 $b_p99 ms ($b_bad non-2xx)"
+    rps_target="-"
+    p99_target="-"
+    if [ "$post" != post ] && [ "$first" = yes ]; then
+      rps_target=">= 0.5x"
+      p99_target="<= 2x"
+    fi
+    suffix=""
+    [ $# -gt 1 ] && suffix=" [baseline: $name]"
+    row "warm $label: requests/s$note$suffix" "$f_rps" "$b_rps" "$rps_target"
+    row "warm $label: p50 ms$suffix" "$f_p50" "$b_p50" "-"
+    row "warm $label: p99 ms$suffix" "$f_p99" "$b_p99" "$p99_target"
+    first=no
+  done
 }
-measure_endpoint "GET /deployments/{id}" "/api/v1/deployments/$dep_id" get
-measure_endpoint "GET /deployments?size=100" "/api/v1/deployments?size=100" get
-measure_endpoint "POST /deployments" "/api/v1/deployments" post
+# A read of one deployment is judged against the bare route's small body,
+# and shown beside a route that serialises Floe's own answer too.
+measure_endpoint "GET /deployments/{id}" "/api/v1/deployments/$dep_id" get \
+  "bare=/api/v1/deployments/$dep_id" "same-body=/baseline/deployments/$dep_id"
+# A page of 100 is judged against a route answering the same 100 records
+# (serialised from memory per request): the bare route for that answer.
+# The empty page is shown beside it: it measures only what HTTP costs.
+measure_endpoint "GET /deployments?size=100" "/api/v1/deployments?size=100" get \
+  "same-body=/baseline/deployments?size=100" "empty-list=/api/v1/deployments?size=100"
+measure_endpoint "POST /deployments" "/api/v1/deployments" post "bare=/api/v1/deployments"
 kill "$floe_pid" "$base_pid" 2> /dev/null || true
 rm -rf "$floe_data"
 
-run_bench create_plan env
-run_bench clone env
-run_bench cold_start env FLOE_COLD_START_DIR="$bin_dir" FLOE_COLD_START_RUNS="${FLOE_COLD_START_RUNS:-10}"
-run_bench dynamo_calls env
-run_bench list_scale env
+if [ -z "$only" ]; then
+  run_bench create_plan env
+  run_bench clone env
+  run_bench cold_start env FLOE_COLD_START_DIR="$bin_dir" FLOE_COLD_START_RUNS="${FLOE_COLD_START_RUNS:-10}"
+  run_bench dynamo_calls env
+  run_bench list_scale env
+fi
 
 echo
 echo "== figures ($profile build; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg); $(git rev-parse --short HEAD))"

@@ -83,6 +83,10 @@ pub struct Verifier {
     audience: String,
     leeway_secs: u64,
     keys: Keys,
+    /// The checks of each algorithm the keys allow, built once: they are
+    /// the same for every token, and building them is a few allocations
+    /// that every request would pay for.
+    validations: Vec<(Algorithm, Validation)>,
 }
 
 enum Keys {
@@ -155,11 +159,25 @@ impl Verifier {
             // The cache refuses a set without a usable key when it fetches.
             KeySource::Remote(cache) => Keys::Remote(cache),
         };
+        let algorithms: &[Algorithm] = match &keys {
+            Keys::Hmac(_) => &[Algorithm::HS256],
+            Keys::Public(_) | Keys::Remote(_) => &[Algorithm::RS256, Algorithm::ES256],
+        };
+        let validations = algorithms
+            .iter()
+            .map(|alg| {
+                (
+                    *alg,
+                    validation(*alg, &config.issuer, &config.audience, config.leeway_secs),
+                )
+            })
+            .collect();
         Ok(Verifier {
             issuer: config.issuer,
             audience: config.audience,
             leeway_secs: config.leeway_secs,
             keys,
+            validations,
         })
     }
 
@@ -227,19 +245,30 @@ impl Verifier {
         alg: Algorithm,
         key: &DecodingKey,
     ) -> Result<Principal, AuthError> {
-        let mut validation = Validation::new(alg);
-        validation.leeway = self.leeway_secs;
-        validation.validate_exp = true;
-        validation.validate_nbf = true;
-        validation.validate_aud = true;
-        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-        validation.set_issuer(&[self.issuer.as_str()]);
-        validation.set_audience(&[self.audience.as_str()]);
-
-        let data = jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation)
+        // `alg` was chosen among the keys' algorithms, so it has checks;
+        // if it ever had none, the token is refused, never let through.
+        let Some((_, validation)) = self.validations.iter().find(|(a, _)| *a == alg) else {
+            return Err(unsupported(&format!("{alg:?}")));
+        };
+        let data = jsonwebtoken::decode::<Map<String, Value>>(token, key, validation)
             .map_err(|e| map_jwt_error(e.kind()))?;
         principal_from_claims(&data.claims)
     }
+}
+
+/// What every token verified with `alg` must pass: signature, `exp` and
+/// `nbf` (with `leeway_secs` of skew), and `exp`, `iss` and `aud` present
+/// and equal to ours.
+fn validation(alg: Algorithm, issuer: &str, audience: &str, leeway_secs: u64) -> Validation {
+    let mut validation = Validation::new(alg);
+    validation.leeway = leeway_secs;
+    validation.validate_exp = true;
+    validation.validate_nbf = true;
+    validation.validate_aud = true;
+    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+    validation.set_issuer(&[issuer]);
+    validation.set_audience(&[audience]);
+    validation
 }
 
 fn public_alg(alg: &str) -> Result<Algorithm, AuthError> {
