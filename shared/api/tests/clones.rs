@@ -1518,3 +1518,54 @@ async fn es_snapshot_missing(w: &World, id: &str, name: &str) -> Fallible<bool> 
         .status();
     Ok(status == StatusCode::NOT_FOUND)
 }
+
+/// Issue 12, defect 13: a snapshot taken before its repository moved is
+/// not at the new place; a clone of it is refused (409, saying where it
+/// was taken) rather than restoring from where it is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_taken_before_its_repository_moved_is_no_clones_source() -> TestResult {
+    let w = world().await?;
+    let (source, snapshot) = w.source().await?;
+    let stored = w
+        .store
+        .get_repository(ORG, "main")
+        .await?
+        .ok_or("repository")?;
+    let mut moved = stored.value.clone();
+    moved.settings = RepositorySettings::Fs(FsSettings {
+        location: format!("{ORG}-moved"),
+        compress: None,
+        max_snapshot_bytes_per_sec: None,
+        max_restore_bytes_per_sec: None,
+    });
+    w.store.replace_repository(&moved, stored.version).await?;
+
+    let (status, body) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{source}/_clone"),
+            Some(json!({"name": "from-the-old-place", "snapshot_name": snapshot})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(code(&body).0, "restore.snapshot_not_restorable", "{body}");
+    let message = body["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("fs:{ORG}-main/{source}"))
+            && message.contains(&format!("fs:{ORG}-moved/{source}")),
+        "{message}"
+    );
+    let (status, body) = w
+        .call(
+            "DELETE",
+            &format!("/api/v1/deployments/{source}/snapshots/{snapshot}"),
+            None,
+        )
+        .await?;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::CONFLICT, ("snapshots.snapshot_moved", "name")),
+        "{body}"
+    );
+    Ok(())
+}

@@ -454,6 +454,7 @@ async fn unhealthy_when_the_latest_failed_and_no_success_is_recent() -> TestResu
             sort_millis: start.timestamp_millis(),
             updated: start,
             deleting: None,
+            place: None,
         }
     };
     api.store

@@ -218,6 +218,17 @@ impl From<SnapshotError> for AppError {
                     by.join(", ")
                 ),
             ),
+            SnapshotError::Moved {
+                snapshot,
+                taken_at,
+                now_at,
+            } => AppError::conflict_on(
+                "snapshots.snapshot_moved",
+                "name",
+                format!(
+                    "snapshot {snapshot} was taken at {taken_at}, but its repository now keeps this deployment's snapshots at {now_at}: it cannot be deleted there (point the repository back to delete it)"
+                ),
+            ),
             SnapshotError::AlreadyRunning { repository } => AppError::conflict(
                 "snapshots.concurrent_snapshot",
                 format!(

@@ -225,6 +225,19 @@ impl App {
                 )
             })?
             .value;
+        if let Some(taken_at) = &record.place {
+            let now_at = floe_snapshots::snapshot_place(&repository, deployment_id);
+            if *taken_at != now_at {
+                return Err(AppError::conflict_on(
+                    "restore.snapshot_not_restorable",
+                    format!("{field}snapshot_name"),
+                    format!(
+                        "snapshot {} was taken at {taken_at}, but repository {} now keeps this deployment's snapshots at {now_at}; it cannot be restored from there",
+                        record.name, repository.name
+                    ),
+                ));
+            }
+        }
         Ok(Resolved {
             record,
             version,

@@ -85,6 +85,13 @@ pub struct SnapshotRecord {
     /// the next delete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleting: Option<DateTime<Utc>>,
+    /// Where its repository kept it when it was recorded
+    /// (`s3://{bucket}/{base_path}` or `fs:{location}`, the deployment's
+    /// own path). A repository that moved since no longer holds it: it is
+    /// then neither restored from, nor deleted, nor dropped by retention
+    /// at the new place. `None` on records written before Floe kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<String>,
 }
 
 /// A snapshot as the API shows it.

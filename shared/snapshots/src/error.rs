@@ -27,6 +27,16 @@ pub enum SnapshotError {
     /// pin is being written right now).
     #[error("snapshot {snapshot} is pinned by {}", by.join(", "))]
     Pinned { snapshot: String, by: Vec<String> },
+    /// Taken at `taken_at`, where its repository no longer keeps the
+    /// deployment's snapshots (`now_at`): its data is at the old place.
+    #[error(
+        "snapshot {snapshot} was taken at {taken_at}; its repository now keeps snapshots at {now_at}"
+    )]
+    Moved {
+        snapshot: String,
+        taken_at: String,
+        now_at: String,
+    },
     /// Elasticsearch's `concurrent_snapshot_execution_exception`, or a
     /// snapshot seen running in the repository before starting one.
     #[error("a snapshot is already running in repository {repository}")]

@@ -12,6 +12,6 @@ pub mod retention;
 mod snapshotter;
 
 pub use error::SnapshotError;
-pub use registration::repository_registration;
+pub use registration::{repository_registration, snapshot_place};
 pub use retention::{RetentionRules, expired};
 pub use snapshotter::{MAX_INDICES, RunSummary, Snapshotter, SnapshotterSettings};

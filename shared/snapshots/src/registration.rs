@@ -34,11 +34,10 @@ pub fn repository_registration(
         RepositorySettings::S3(s) => {
             put("client", Value::from(floe_nodeconfig::S3_CLIENT));
             put("bucket", Value::from(s.bucket.clone()));
-            let base_path = match s.base_path.as_deref().map(|b| b.trim_matches('/')) {
-                Some(b) if !b.is_empty() => format!("{b}/{deployment_id}"),
-                _ => deployment_id.to_string(),
-            };
-            put("base_path", Value::from(base_path));
+            put(
+                "base_path",
+                Value::from(s3_base_path(s.base_path.as_deref(), deployment_id)),
+            );
             if let Some(endpoint) = &s.endpoint {
                 put("endpoint", Value::from(endpoint.clone()));
             }
@@ -75,10 +74,7 @@ pub fn repository_registration(
         RepositorySettings::Fs(f) => {
             put(
                 "location",
-                Value::from(format!(
-                    "{}/{deployment_id}",
-                    f.location.trim_end_matches('/')
-                )),
+                Value::from(fs_location(&f.location, deployment_id)),
             );
             if let Some(compress) = f.compress {
                 put("compress", Value::from(compress));
@@ -102,6 +98,35 @@ pub fn repository_registration(
     } else {
         registration
     }
+}
+
+/// Where `repo` keeps the snapshots of `deployment_id`, as one string:
+/// `s3://{bucket}/{base_path}` or `fs:{location}`. Each snapshot's record
+/// keeps the place it was taken at, so that one taken before its
+/// repository moved is never looked for, restored from or deleted at the
+/// new place (where it is not, and its data would be left behind).
+pub fn snapshot_place(repo: &Repository, deployment_id: &str) -> String {
+    match &repo.settings {
+        RepositorySettings::S3(s) => format!(
+            "s3://{}/{}",
+            s.bucket,
+            s3_base_path(s.base_path.as_deref(), deployment_id)
+        ),
+        RepositorySettings::Fs(f) => format!("fs:{}", fs_location(&f.location, deployment_id)),
+    }
+}
+
+/// A deployment's own path in an S3 repository: `{base_path}/{id}`.
+fn s3_base_path(base_path: Option<&str>, deployment_id: &str) -> String {
+    match base_path.map(|b| b.trim_matches('/')) {
+        Some(b) if !b.is_empty() => format!("{b}/{deployment_id}"),
+        _ => deployment_id.to_string(),
+    }
+}
+
+/// A deployment's own folder in a shared filesystem repository.
+fn fs_location(location: &str, deployment_id: &str) -> String {
+    format!("{}/{deployment_id}", location.trim_end_matches('/'))
 }
 
 #[cfg(test)]
@@ -187,6 +212,48 @@ mod tests {
         assert_eq!(
             repository_registration(&bare, "d2", false).settings["base_path"],
             "d2"
+        );
+    }
+
+    #[test]
+    fn the_place_of_a_deployments_snapshots_moves_with_bucket_and_path_only() {
+        let s3 = |bucket: &str, base: Option<&str>, endpoint: Option<&str>| {
+            repo(RepositorySettings::S3(S3Settings {
+                bucket: bucket.into(),
+                base_path: base.map(String::from),
+                endpoint: endpoint.map(String::from),
+                ..S3Settings::default()
+            }))
+        };
+        let place = |r: &Repository| snapshot_place(r, "d1");
+        assert_eq!(place(&s3("b", Some("/prod/"), None)), "s3://b/prod/d1");
+        assert_eq!(place(&s3("b", None, None)), "s3://b/d1");
+        assert_eq!(place(&s3("b", Some(""), None)), "s3://b/d1");
+        // A client setting is not a place.
+        assert_eq!(
+            place(&s3("b", Some("prod"), Some("minio.internal:9000"))),
+            place(&s3("b", Some("prod"), None))
+        );
+        assert_ne!(
+            place(&s3("b", Some("prod"), None)),
+            place(&s3("c", Some("prod"), None))
+        );
+        assert_ne!(
+            place(&s3("b", Some("prod"), None)),
+            place(&s3("b", Some("dev"), None))
+        );
+        let fs = repo(RepositorySettings::Fs(FsSettings {
+            location: "/mnt/backups/".into(),
+            compress: None,
+            max_snapshot_bytes_per_sec: None,
+            max_restore_bytes_per_sec: None,
+        }));
+        assert_eq!(place(&fs), "fs:/mnt/backups/d1");
+        assert_eq!(
+            repository_registration(&fs, "d1", false)
+                .settings
+                .get("location"),
+            Some(&json!("/mnt/backups/d1"))
         );
     }
 }

@@ -210,6 +210,7 @@ mod tests {
                     sort_millis: start.timestamp_millis(),
                     updated: start,
                     deleting: None,
+                    place: None,
                 }
             })
             .collect()

@@ -4,7 +4,7 @@
 //! and, in local mode, from the in-process scheduler.
 
 use crate::error::{SnapshotError, from_elastic};
-use crate::registration::repository_registration;
+use crate::registration::{repository_registration, snapshot_place};
 use crate::retention::{RetentionRules, expired};
 use chrono::{DateTime, Utc};
 use floe_clusters::Clusters;
@@ -129,14 +129,14 @@ fn failure_reason(info: &SnapshotInfo) -> Option<String> {
 /// cluster has said more about it. Its storage key sorts by `start`.
 fn started_record(
     deployment: &Deployment,
-    repository: &str,
+    repository: &Repository,
     name: String,
     start: DateTime<Utc>,
 ) -> SnapshotRecord {
     SnapshotRecord {
         org: deployment.org.clone(),
         deployment_id: deployment.id.clone(),
-        repository: repository.to_string(),
+        repository: repository.name.clone(),
         name,
         uuid: String::new(),
         state: SnapshotState::InProgress,
@@ -151,6 +151,7 @@ fn started_record(
         sort_millis: start.timestamp_millis(),
         updated: start,
         deleting: None,
+        place: Some(snapshot_place(repository, &deployment.id)),
     }
 }
 
@@ -293,7 +294,7 @@ impl Snapshotter {
                 other => from_elastic(other, &repo.name),
             })?;
         let now = Utc::now();
-        let mut record = started_record(deployment, &repo.name, name, now);
+        let mut record = started_record(deployment, repo, name, now);
         record.indices.clone_from(&request.indices);
         record.policy_id = policy_id.map(str::to_string);
         self.store.create_snapshot(&record).await?;
@@ -487,18 +488,26 @@ impl Snapshotter {
                 None => break,
             }
         }
+        let new: Vec<SnapshotInfo> = listed
+            .into_iter()
+            .filter(|info| {
+                !matches!(
+                    info.state,
+                    None | Some(floe_elastic::SnapshotState::InProgress)
+                ) && !known.contains(&info.snapshot)
+            })
+            .collect();
+        if new.is_empty() {
+            return Ok(0);
+        }
+        // Read only when there is something to record: a listing's usual
+        // adopt finds nothing new.
+        let repo = self.repository(&deployment.org, repo).await?;
         let mut adopted = 0;
-        for info in listed {
-            let finished = !matches!(
-                info.state,
-                None | Some(floe_elastic::SnapshotState::InProgress)
-            );
-            if !finished || known.contains(&info.snapshot) {
-                continue;
-            }
+        for info in new {
             let now = Utc::now();
             let start = info.start_time().unwrap_or(now);
-            let mut record = started_record(deployment, repo, info.snapshot.clone(), start);
+            let mut record = started_record(deployment, &repo, info.snapshot.clone(), start);
             apply_info(&mut record, &info, now);
             match self.store.create_snapshot(&record).await {
                 Ok(()) => adopted += 1,
@@ -668,6 +677,7 @@ impl Snapshotter {
         org: &str,
         stored: Versioned<SnapshotRecord>,
     ) -> Result<(), SnapshotError> {
+        self.check_place(org, &stored.value).await?;
         let Some(marked) = self.mark_deleting(stored).await? else {
             return Ok(());
         };
@@ -698,6 +708,26 @@ impl Snapshotter {
                 by: self.pinned_by(&now.value).await,
             }),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `Moved` when `s` was taken where its repository no longer keeps the
+    /// deployment's snapshots: deleting it at the new place would delete
+    /// nothing there and drop the record of data left at the old one.
+    async fn check_place(&self, org: &str, s: &SnapshotRecord) -> Result<(), SnapshotError> {
+        let Some(taken_at) = &s.place else {
+            return Ok(());
+        };
+        let repo = self.repository(org, &s.repository).await?;
+        let now_at = snapshot_place(&repo, &s.deployment_id);
+        if *taken_at == now_at {
+            Ok(())
+        } else {
+            Err(SnapshotError::Moved {
+                snapshot: s.name.clone(),
+                taken_at: taken_at.clone(),
+                now_at,
+            })
         }
     }
 
@@ -1011,6 +1041,12 @@ impl Snapshotter {
                     tracing::info!(deployment = %deployment.id, policy = %policy.id, snapshot = %name, pinned_by = %by.join(","), "retention keeps a snapshot clones depend on");
                     done.skipped
                         .push(format!("{name}: pinned by {}", by.join(", ")));
+                }
+                Err(SnapshotError::Moved { taken_at, .. }) => {
+                    tracing::info!(deployment = %deployment.id, policy = %policy.id, snapshot = %name, taken_at = %taken_at, "retention keeps a snapshot taken before its repository moved");
+                    done.skipped.push(format!(
+                        "{name}: taken at {taken_at}, where the repository no longer points"
+                    ));
                 }
                 Err(e) => done.errors.push(format!("{name}: {e}")),
             }

@@ -999,3 +999,87 @@ async fn a_policy_on_a_mount_clones_source_registration_skips() -> TestResult {
     assert!(stored_names(&w, &d).await?.is_empty());
     Ok(())
 }
+
+/// Issue 12, defect 13: each snapshot's record keeps the place it was
+/// taken at. Once its repository has moved (one that nothing used, moved,
+/// then attached again), a snapshot from the old place is not deleted at
+/// the new one, where it is not: a delete answers `Moved`, and retention
+/// keeps it and says why, instead of counting it deleted and dropping the
+/// record of data left at the old place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_taken_before_its_repository_moved_is_kept_and_said_so() -> TestResult {
+    let w = world(SimFaults::default())?;
+    let repo = fs_repository("main");
+    let p = policy(
+        "main",
+        Some(Retention {
+            expire_after: None,
+            min_count: None,
+            max_count: Some(1),
+        }),
+    );
+    let d = deployment(&w, &repo, &p).await?;
+    let first = w.snapshotter.run_scheduled(ORG, &d.id, &p.id).await?;
+    let old = first.snapshot.clone().ok_or("first")?;
+    let record = w
+        .store
+        .get_snapshot(ORG, &d.id, &old)
+        .await?
+        .ok_or("record")?
+        .value;
+    let old_place = format!("fs:main/{}", d.id);
+    assert_eq!(record.place.as_deref(), Some(old_place.as_str()));
+
+    let stored = w
+        .store
+        .get_repository(ORG, "main")
+        .await?
+        .ok_or("repository")?;
+    let mut moved = stored.value.clone();
+    moved.settings = RepositorySettings::Fs(FsSettings {
+        location: "elsewhere".into(),
+        compress: None,
+        max_snapshot_bytes_per_sec: None,
+        max_restore_bytes_per_sec: None,
+    });
+    w.store.replace_repository(&moved, stored.version).await?;
+
+    match w.snapshotter.delete(ORG, &d.id, &old).await {
+        Err(SnapshotError::Moved {
+            snapshot,
+            taken_at,
+            now_at,
+        }) => {
+            assert_eq!(snapshot, old);
+            assert_eq!(taken_at, old_place);
+            assert_eq!(now_at, format!("fs:elsewhere/{}", d.id));
+        }
+        other => return Err(format!("deleted at the new place: {other:?}").into()),
+    }
+    assert!(w.store.get_snapshot(ORG, &d.id, &old).await?.is_some());
+
+    // The next run takes its snapshot at the new place; retention would
+    // drop the old one (max_count 1) but keeps it, saying why.
+    let second = w.snapshotter.run_scheduled(ORG, &d.id, &p.id).await?;
+    let new = second.snapshot.clone().ok_or("second")?;
+    assert!(second.deleted.is_empty(), "{second:?}");
+    assert_eq!(second.retention_skipped.len(), 1, "{second:?}");
+    assert!(
+        second.retention_skipped[0].starts_with(&old)
+            && second.retention_skipped[0].contains(&old_place),
+        "{second:?}"
+    );
+    let record = w
+        .store
+        .get_snapshot(ORG, &d.id, &new)
+        .await?
+        .ok_or("new record")?
+        .value;
+    assert_eq!(
+        record.place,
+        Some(format!("fs:elsewhere/{}", d.id)),
+        "taken at the new place"
+    );
+    assert_eq!(stored_names(&w, &d).await?, vec![new, old]);
+    Ok(())
+}

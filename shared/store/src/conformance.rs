@@ -569,6 +569,7 @@ fn snapshot(
         sort_millis: start.timestamp_millis(),
         updated: start,
         deleting: None,
+        place: None,
     }
 }
 
