@@ -6,6 +6,7 @@
 //! Either way the result is a [`Principal`]: who is calling, for which
 //! organization, with which of ECE's four roles.
 
+mod accepted;
 mod error;
 mod issue;
 mod jwks;

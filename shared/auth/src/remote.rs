@@ -83,6 +83,18 @@ pub(crate) struct KeySet {
     expires_at: Instant,
 }
 
+#[cfg(test)]
+impl KeySet {
+    /// A set with no keys, for tests that only tell sets apart.
+    pub(crate) fn empty_for_tests() -> KeySet {
+        KeySet {
+            keys: Vec::new(),
+            generation: 0,
+            expires_at: Instant::now(),
+        }
+    }
+}
+
 /// What the fetch lock guards: when the provider was last asked, and how
 /// that went.
 struct FetchLog {

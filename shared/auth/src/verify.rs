@@ -11,6 +11,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, DecodingKeyKind, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::accepted::{Accepted, Window, unix_now};
 use crate::error::{AuthError, ConfigError};
 use crate::remote::{JwksCache, KeySet, Miss};
 use crate::role::{Principal, Role};
@@ -87,6 +88,9 @@ pub struct Verifier {
     /// the same for every token, and building them is a few allocations
     /// that every request would pay for.
     validations: Vec<(Algorithm, Validation)>,
+    /// Tokens accepted lately, each valid for as long as its own claims
+    /// and its keys say (see `accepted.rs`).
+    accepted: Accepted,
 }
 
 enum Keys {
@@ -178,6 +182,7 @@ impl Verifier {
             leeway_secs: config.leeway_secs,
             keys,
             validations,
+            accepted: Accepted::default(),
         })
     }
 
@@ -187,26 +192,65 @@ impl Verifier {
         if token.len() > MAX_TOKEN_LEN {
             return Err(AuthError::Malformed);
         }
+        let now = unix_now();
+        // Keys fetched from a URL may change; a token is taken from the
+        // cache only while the set it was checked against is current.
+        let fetched = match &self.keys {
+            Keys::Remote(cache) => Some(cache.keys().await),
+            Keys::Hmac(_) | Keys::Public(_) => None,
+        };
+        if let Some(principal) = self.accepted.get(token, now, fetched.as_ref()) {
+            return Ok(principal);
+        }
+        let (principal, window) = self.verify_fully(token, fetched.as_ref()).await?;
+        // A token verified against a set fetched since is not kept: the
+        // entry would be tied to the older set.
+        let checked_against = match (&self.keys, fetched) {
+            (Keys::Remote(cache), Some(before)) => {
+                let now_current = cache.keys().await;
+                if !Arc::ptr_eq(&before, &now_current) {
+                    return Ok(principal);
+                }
+                Some(before)
+            }
+            _ => None,
+        };
+        self.accepted
+            .put(token, &principal, window, checked_against);
+        Ok(principal)
+    }
+
+    /// Every check of [`Verifier::verify`], with no cache; also returns the
+    /// window in which the token stays valid. `fetched` is the current set
+    /// of keys fetched from a URL.
+    async fn verify_fully(
+        &self,
+        token: &str,
+        fetched: Option<&Arc<KeySet>>,
+    ) -> Result<(Principal, Window), AuthError> {
         let header = read_header(token)?;
 
         // The token's `alg` may only pick among what our key material allows,
         // and the chosen key must be of that algorithm's type: that is what
         // shuts out `none` and HS256 keyed with a public key.
-        match &self.keys {
-            Keys::Hmac(key) => {
+        match (&self.keys, fetched) {
+            (Keys::Hmac(key), _) => {
                 if header.alg != "HS256" {
                     return Err(unsupported(&header.alg));
                 }
                 self.decode(token, Algorithm::HS256, key)
             }
-            Keys::Public(keys) => {
+            (Keys::Public(keys), _) => {
                 let alg = public_alg(&header.alg)?;
                 self.decode(token, alg, select_key(keys, header.kid.as_deref(), alg)?)
             }
-            Keys::Remote(cache) => {
+            (Keys::Remote(cache), fetched) => {
                 let alg = public_alg(&header.alg)?;
                 let kid = header.kid.as_deref();
-                let set = cache.keys().await;
+                let set = match fetched {
+                    Some(set) => Arc::clone(set),
+                    None => cache.keys().await,
+                };
                 match select_key(&set.keys, kid, alg) {
                     Ok(key) => self.decode(token, alg, key),
                     // A kid the cache does not hold may be a key the provider
@@ -228,7 +272,7 @@ impl Verifier {
         kid: Option<&str>,
         cache: &JwksCache,
         seen: &KeySet,
-    ) -> Result<Principal, AuthError> {
+    ) -> Result<(Principal, Window), AuthError> {
         let set: Arc<KeySet> = cache
             .keys_after_miss(seen)
             .await
@@ -244,7 +288,7 @@ impl Verifier {
         token: &str,
         alg: Algorithm,
         key: &DecodingKey,
-    ) -> Result<Principal, AuthError> {
+    ) -> Result<(Principal, Window), AuthError> {
         // `alg` was chosen among the keys' algorithms, so it has checks;
         // if it ever had none, the token is refused, never let through.
         let Some((_, validation)) = self.validations.iter().find(|(a, _)| *a == alg) else {
@@ -252,7 +296,33 @@ impl Verifier {
         };
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, key, validation)
             .map_err(|e| map_jwt_error(e.kind()))?;
-        principal_from_claims(&data.claims)
+        let principal = principal_from_claims(&data.claims)?;
+        Ok((principal, self.window(&data.claims)))
+    }
+
+    /// Where a token that passed every check stays valid: from `nbf` (or
+    /// always) to `exp`, widened by the leeway as jsonwebtoken's checks
+    /// widen it. A claim that is not a whole number of seconds gives an
+    /// empty window: such a token is checked in full every time.
+    fn window(&self, claims: &Map<String, Value>) -> Window {
+        let empty = Window {
+            not_before: u64::MAX,
+            until: 0,
+        };
+        let Some(exp) = claims.get("exp").and_then(Value::as_u64) else {
+            return empty;
+        };
+        let not_before = match claims.get("nbf") {
+            None => 0,
+            Some(nbf) => match nbf.as_u64() {
+                Some(n) => n.saturating_sub(self.leeway_secs),
+                None => return empty,
+            },
+        };
+        Window {
+            not_before,
+            until: exp.saturating_add(self.leeway_secs),
+        }
     }
 }
 

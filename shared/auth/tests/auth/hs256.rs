@@ -143,6 +143,29 @@ async fn expired_token_is_refused() {
     assert_eq!(verify_claims(&claims).await, Err(AuthError::Expired));
 }
 
+/// A verifier keeps the tokens it accepted (issue 16), but a kept token
+/// expires exactly as a checked one does.
+#[tokio::test]
+async fn an_accepted_token_is_refused_once_it_expires() {
+    let verifier = hs256_verifier();
+    let exp = now() + 2;
+    let token = hs256(&claims_with(|c| {
+        c.insert("exp".into(), json!(exp));
+    }));
+    assert!(verifier.verify(&token).await.is_ok());
+    assert!(verifier.verify(&token).await.is_ok(), "accepted again");
+    while now() <= exp {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(verifier.verify(&token).await, Err(AuthError::Expired));
+    // And a token not yet valid is not made valid by being seen twice.
+    let early = hs256(&claims_with(|c| {
+        c.insert("nbf".into(), json!(now() + 600));
+    }));
+    assert_eq!(verifier.verify(&early).await, Err(AuthError::NotYetValid));
+    assert_eq!(verifier.verify(&early).await, Err(AuthError::NotYetValid));
+}
+
 #[tokio::test]
 async fn leeway_tolerates_small_skew() {
     let verifier = Verifier::new(VerifierConfig {
