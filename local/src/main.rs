@@ -49,7 +49,9 @@ fn config() -> Result<LocalConfig, WiringError> {
 }
 
 async fn serve() -> ExitCode {
-    floe_telemetry::init();
+    // A server answering many requests a second writes its lines in
+    // batches; the guard writes the last ones when serving ends.
+    let _flush = floe_telemetry::init_batched();
     match serve_with(config()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
