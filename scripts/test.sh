@@ -91,8 +91,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
 phase build
-echo "== cargo build (the black-box tests start the real binaries)"
-cargo build --workspace --quiet
+# Every target the tests run, in the one feature set they are tested with
+# (dev-dependencies unified in): the binaries the black-box tests start and
+# the test binaries themselves. Building the binaries alone (`cargo build`)
+# resolved features without the dev-dependencies, so the tests phase then
+# rebuilt the crates whose features differ, and linked every binary again.
+echo "== cargo build --all-targets (the tests, and the binaries the black-box tests start)"
+cargo build --workspace --all-targets --quiet
 
 phase clippy
 echo "== cargo clippy (warnings are errors)"
