@@ -562,14 +562,18 @@ impl App {
             .list_deployments(&who.org, filter, &query.page)
             .await?;
         Ok(DeploymentList {
-            deployments: result.items.iter().map(view).collect(),
+            deployments: result
+                .items
+                .into_iter()
+                .map(|d| DeploymentView::of(d.value, d.version))
+                .collect(),
             next_cursor: result.next_cursor,
         })
     }
 
     pub async fn get_deployment(&self, who: &Reader, id: &str) -> Result<DeploymentView, AppError> {
         let d = self.load_deployment(&who.org, id).await?;
-        Ok(view(&d))
+        Ok(DeploymentView::of(d.value, d.version))
     }
 
     /// Replace a deployment's spec (see [`App::replace_deployment`]).

@@ -860,51 +860,58 @@ pub struct PlansSummary {
 
 impl DeploymentView {
     pub fn new(d: &Deployment, version: u64) -> DeploymentView {
-        let node_groups = d
-            .spec
+        DeploymentView::of(d.clone(), version)
+    }
+
+    /// The view of a deployment read to be shown: its fields move into the
+    /// view rather than being copied (a list page shows a hundred).
+    pub fn of(d: Deployment, version: u64) -> DeploymentView {
+        let elasticsearch = d
+            .access
+            .as_ref()
+            .filter(|a| !a.nodes.is_empty())
+            .map(|a| crate::access::ElasticsearchAccess::of(&d.id, a));
+        let (healthy, health_reason, nodes) = match d.health {
+            Some(h) => (Some(h.healthy), h.reason, h.nodes),
+            None => (None, None, Vec::new()),
+        };
+        let spec = d.spec;
+        let node_groups = spec
             .node_groups
-            .iter()
+            .into_iter()
             .map(|g| {
                 // Stored specs were validated, so the type is in the catalog;
                 // a type later removed from it is shown without derived figures
                 // rather than failing the whole read.
                 let t = catalog::lookup(&g.instance_type);
                 NodeGroupView {
-                    spec: g.clone(),
                     arch: t.map(|t| t.arch),
                     vcpus: t.map(|t| t.vcpus).unwrap_or(0),
                     memory_mib: t.map(|t| t.memory_mib).unwrap_or(0),
                     jvm_heap_mib: t.map(|t| catalog::jvm_heap_mib(t.memory_mib)).unwrap_or(0),
+                    spec: g,
                 }
             })
             .collect();
         DeploymentView {
-            id: d.id.clone(),
-            name: d.spec.name.clone(),
-            version: d.spec.version.clone(),
+            id: d.id,
+            name: spec.name,
+            version: spec.version,
             status: d.status,
             node_groups,
-            user_settings: d.spec.user_settings.clone(),
-            snapshot: d.spec.snapshot.clone(),
-            metadata: d.spec.metadata.clone(),
+            user_settings: spec.user_settings,
+            snapshot: spec.snapshot,
+            metadata: spec.metadata,
             plans: PlansSummary {
-                pending: d.pending_plan.clone(),
+                pending: d.pending_plan,
             },
             warnings: Vec::new(),
-            elasticsearch: d
-                .access
-                .as_ref()
-                .filter(|a| !a.nodes.is_empty())
-                .map(|a| crate::access::ElasticsearchAccess::of(&d.id, a)),
+            elasticsearch,
             credentials: None,
-            clone_source: d.clone_source.clone(),
-            healthy: d.health.as_ref().map(|h| h.healthy),
-            health_reason: d.health.as_ref().and_then(|h| h.reason.clone()),
-            nodes: d
-                .health
-                .as_ref()
-                .map(|h| h.nodes.clone())
-                .unwrap_or_default(),
+            clone_source: d.clone_source,
+            healthy,
+            health_reason,
+            nodes,
             resource_version: version,
             created: d.created,
             updated: d.updated,
