@@ -26,6 +26,14 @@ use crate::role::Principal;
 /// full checks.
 const CAPACITY: usize = 1024;
 
+/// Tokens longer than this are checked in full every time rather than kept:
+/// the cache is keyed by the whole token, and a verifier accepts tokens of
+/// up to 16 KiB, so without it 1,024 entries could hold 16 MiB (a Lambda
+/// function's whole memory target is 32 MB). With it they hold at most
+/// 4 MiB of keys; identity providers' tokens are a few hundred bytes to a
+/// couple of KiB.
+const MAX_KEPT_TOKEN_LEN: usize = 4 * 1024;
+
 /// The unix-time window in which a verified token is valid, as its claims
 /// and the verifier's leeway set it: valid while `not_before <= now < until`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +87,9 @@ impl Accepted {
         window: Window,
         keys: Option<Arc<KeySet>>,
     ) {
+        if token.len() > MAX_KEPT_TOKEN_LEN {
+            return;
+        }
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if entries.len() >= CAPACITY && !entries.contains_key(token) {
             entries.clear();
@@ -158,6 +169,18 @@ mod tests {
             None,
             "fixed keys never match fetched ones"
         );
+    }
+
+    #[test]
+    fn a_long_token_is_never_kept() {
+        let cache = Accepted::default();
+        let long = "t".repeat(MAX_KEPT_TOKEN_LEN + 1);
+        cache.put(&long, &alice(), WINDOW, None);
+        assert_eq!(cache.get(&long, 150, None), None);
+        assert_eq!(cache.len(), 0);
+        let longest = "t".repeat(MAX_KEPT_TOKEN_LEN);
+        cache.put(&longest, &alice(), WINDOW, None);
+        assert_eq!(cache.get(&longest, 150, None), Some(alice()));
     }
 
     #[test]
