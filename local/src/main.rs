@@ -104,6 +104,7 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
         } else {
             Arc::new(floe_ports::SystemResolver)
         },
+        views: Default::default(),
     };
     let app = floe_api::app(floe_api::ApiState::new(app, Arc::new(verifier)));
     let listener = tokio::net::TcpListener::bind(&config.listen)

@@ -50,6 +50,7 @@ pub async fn state() -> Result<ApiState, WiringError> {
         queue,
         schedules,
         resolver: Arc::new(floe_ports::SystemResolver),
+        views: Default::default(),
     };
     Ok(ApiState::new(app, Arc::new(verifier)))
 }

@@ -146,6 +146,7 @@ async fn world(root: &std::path::Path) -> Fallible<World> {
                 Arc::new(floe_schedules::NoScheduler),
             )),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
+            views: Default::default(),
         },
         support::verifier()?,
     );

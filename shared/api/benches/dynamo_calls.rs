@@ -240,6 +240,7 @@ async fn world() -> Fallible<World> {
             clusters,
             schedules: Arc::new(ToTheWorker),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
+            views: Default::default(),
         },
         support::verifier()?,
     );

@@ -191,6 +191,7 @@ fn router(backend: Arc<dyn Backend>) -> Fallible<axum::Router> {
                 Arc::new(floe_schedules::NoScheduler),
             )),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
+            views: Default::default(),
         },
         support::verifier()?,
     );

@@ -42,6 +42,12 @@ impl HasVersion for DeploymentView {
     }
 }
 
+impl<T> HasVersion for floe_app::shown::Shown<T> {
+    fn version(&self) -> u64 {
+        floe_app::shown::Shown::version(self)
+    }
+}
+
 impl HasVersion for RepositoryView {
     fn version(&self) -> u64 {
         self.resource_version

@@ -178,6 +178,7 @@ async fn world() -> Fallible<World> {
                 Arc::new(floe_schedules::NoScheduler),
             )),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
+            views: Default::default(),
         },
         Arc::new(verifier),
     );

@@ -186,6 +186,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
                 ))),
             )),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
+            views: Default::default(),
         },
         Arc::new(verifier),
     );

@@ -1,6 +1,7 @@
 //! Deployments: create (and clone), read, list, update, shut down, delete.
 
 use crate::error::{Holder, reference_error};
+use crate::shown::Shown;
 use crate::validation::{self, Checked, DeploymentValidation, Mode, ValidationOutcome};
 use crate::{App, AppError, Manager, Reader, Resource};
 use floe_domain::access::{ELASTIC_USER, ElasticCredentials, PASSWORD_FIELD, sealing_resource};
@@ -18,7 +19,8 @@ use utoipa::ToSchema;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DeploymentList {
-    pub deployments: Vec<DeploymentView>,
+    #[schema(value_type = Vec<DeploymentView>)]
+    pub deployments: Vec<Shown<DeploymentView>>,
     /// Present when more may follow. A page can hold fewer than `size`
     /// deployments when filters are given; follow the cursor until it is absent.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -65,6 +67,13 @@ fn hash(parts: &[&[u8]]) -> String {
         h.update(p);
     }
     hex::encode(h.finalize())
+}
+
+/// A stored deployment's view, as JSON: what [`crate::shown`] keeps. It
+/// depends on the record alone (the catalog it looks instance types up in
+/// is fixed at build time).
+fn show(d: Versioned<Deployment>) -> Result<Shown<DeploymentView>, AppError> {
+    Shown::new(&DeploymentView::of(d.value, d.version), d.version)
 }
 
 impl App {
@@ -559,16 +568,27 @@ impl App {
         };
         let result = self
             .store
-            .list_deployments(&who.org, filter, &query.page)
+            .show_deployments(&who.org, filter, &query.page, &self.views.0, show)
             .await?;
         Ok(DeploymentList {
-            deployments: result
-                .items
-                .into_iter()
-                .map(|d| DeploymentView::of(d.value, d.version))
-                .collect(),
+            deployments: result.items,
             next_cursor: result.next_cursor,
         })
+    }
+
+    /// A deployment as the API shows it (see [`crate::shown`]).
+    pub async fn show_deployment(
+        &self,
+        who: &Reader,
+        id: &str,
+    ) -> Result<Shown<DeploymentView>, AppError> {
+        if !is_resource_id(id) {
+            return Err(AppError::not_found(Resource::Deployment, id));
+        }
+        self.store
+            .show_deployment(&who.org, id, &self.views.0, show)
+            .await?
+            .ok_or_else(|| AppError::not_found(Resource::Deployment, id))
     }
 
     pub async fn get_deployment(&self, who: &Reader, id: &str) -> Result<DeploymentView, AppError> {

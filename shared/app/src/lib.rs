@@ -18,6 +18,7 @@ pub mod policies;
 pub mod proxy;
 pub mod repositories;
 pub mod restore;
+pub mod shown;
 pub mod snapshots;
 pub mod validation;
 
@@ -47,6 +48,9 @@ pub struct App {
     /// Resolves the names of repository endpoints, to check the addresses
     /// behind them.
     pub resolver: Arc<dyn floe_ports::Resolver>,
+    /// The deployments' views as last shown, answered again while their
+    /// records are unchanged.
+    pub views: Arc<shown::DeploymentViews>,
 }
 
 /// A page of a listing: `size` (1 to the store's maximum) and the cursor

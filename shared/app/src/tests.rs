@@ -119,6 +119,7 @@ fn world() -> Result<World, Box<dyn std::error::Error>> {
                     &[std::net::IpAddr::from([203, 0, 113, 11])],
                 ),
         ),
+        views: Default::default(),
     };
     Ok(World {
         app,
@@ -1058,6 +1059,101 @@ async fn a_mount_clone_keeps_its_sources_registration_and_client() -> TestResult
     assert!(
         updated.plans.pending.is_some(),
         "an update plan registers it"
+    );
+    Ok(())
+}
+
+/// A view shown before is answered again without decoding its record, but
+/// only while the record is as it was: a change of spec (a new version) and
+/// a health check's write (which keeps the version) are both shown at once,
+/// in a read of one deployment and in a page. Every read still asks the
+/// store for the record.
+#[tokio::test]
+async fn a_kept_view_is_never_older_than_its_record() -> TestResult {
+    let w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let reader = caller(&[Role::DeploymentViewer]).reader()?;
+    let id = created(w.app.create_deployment(&who, spec(1)?, None).await?)?.id;
+    let page = || crate::deployments::DeploymentQuery::default();
+    let shown =
+        |json: &str| -> Result<serde_json::Value, serde_json::Error> { serde_json::from_str(json) };
+
+    let first = w.app.show_deployment(&reader, &id).await?;
+    let again = w.app.show_deployment(&reader, &id).await?;
+    assert_eq!(first.json(), again.json());
+    assert_eq!(w.app.views.usage().0, 1, "the view was not kept");
+    w.backend.take();
+    let listed = w.app.list_deployments(&reader, page()).await?;
+    assert_eq!(w.backend.take(), ["list"]);
+    assert_eq!(listed.deployments.len(), 1);
+    assert_eq!(listed.deployments[0].json(), first.json());
+
+    // A health write keeps the version and changes the body.
+    let stored = w
+        .app
+        .store
+        .get_deployment("acme", &id)
+        .await?
+        .ok_or("stored")?;
+    let health = floe_domain::health::Health {
+        healthy: false,
+        reason: Some("node group hot has 0 of 1 nodes running".into()),
+        nodes: Vec::new(),
+        since: chrono::Utc::now(),
+        heal_started: None,
+    };
+    w.app.store.record_health(&stored, &health).await?;
+    let after_health = w.app.show_deployment(&reader, &id).await?;
+    assert_eq!(after_health.version(), first.version());
+    let body = shown(after_health.json())?;
+    assert_eq!(body["healthy"], json!(false), "{body}");
+    assert_eq!(
+        body["health_reason"],
+        json!("node group hot has 0 of 1 nodes running")
+    );
+    let listed = w.app.list_deployments(&reader, page()).await?;
+    assert_eq!(listed.deployments[0].json(), after_health.json());
+
+    // A change of spec is a new version.
+    let stored = w
+        .app
+        .store
+        .get_deployment("acme", &id)
+        .await?
+        .ok_or("stored")?;
+    let mut renamed = stored.value.clone();
+    renamed.spec.name = "renamed".into();
+    w.app
+        .store
+        .replace_deployment(&renamed, &stored, None)
+        .await?;
+    let after_rename = w.app.show_deployment(&reader, &id).await?;
+    assert!(after_rename.version() > first.version());
+    assert_eq!(shown(after_rename.json())?["name"], json!("renamed"));
+    assert_eq!(
+        shown(after_rename.json())?["resource_version"],
+        json!(after_rename.version())
+    );
+    let listed = w.app.list_deployments(&reader, page()).await?;
+    assert_eq!(listed.deployments[0].json(), after_rename.json());
+
+    // Another organization's reader is answered from its own records only.
+    let stranger = Caller {
+        org: "other".into(),
+        ..caller(&[Role::DeploymentViewer])
+    }
+    .reader()?;
+    let refused = w.app.show_deployment(&stranger, &id).await;
+    assert_eq!(
+        refused.err(),
+        Some(AppError::not_found(Resource::Deployment, &id))
+    );
+    assert!(
+        w.app
+            .list_deployments(&stranger, page())
+            .await?
+            .deployments
+            .is_empty()
     );
     Ok(())
 }

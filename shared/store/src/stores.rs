@@ -5,6 +5,7 @@
 use crate::backend::{
     Attrs, Backend, BackendError, Filter, Kind, ListQuery, Record, RecordKey, Write, WriteFailure,
 };
+use crate::memo::{Memo, Weigh};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use floe_domain::deployment::Deployment;
@@ -116,6 +117,10 @@ fn encode<T: Serialize>(value: &T) -> Result<String, StoreError> {
 }
 
 fn decode<T: DeserializeOwned>(record: Record) -> Result<Versioned<T>, StoreError> {
+    decode_ref(&record)
+}
+
+fn decode_ref<T: DeserializeOwned>(record: &Record) -> Result<Versioned<T>, StoreError> {
     let value = serde_json::from_str(&record.body).map_err(|e| {
         StoreError::Corrupt(format!("{:?} {}: {e}", record.key.kind, record.key.key))
     })?;
@@ -598,6 +603,29 @@ impl Store {
         filter: Filter,
         page: &PageRequest,
     ) -> Result<Page<Versioned<T>>, StoreError> {
+        let records = self
+            .list_records(org, kind, key_prefix, filter, page)
+            .await?;
+        let items = records
+            .items
+            .into_iter()
+            .map(decode)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Page {
+            items,
+            next_cursor: records.next_cursor,
+        })
+    }
+
+    /// One page of stored records, not yet decoded.
+    async fn list_records(
+        &self,
+        org: &str,
+        kind: Kind,
+        key_prefix: String,
+        filter: Filter,
+        page: &PageRequest,
+    ) -> Result<Page<Record>, StoreError> {
         let limit = page
             .size
             .unwrap_or(DEFAULT_PAGE_SIZE)
@@ -616,13 +644,8 @@ impl Store {
             filter,
         };
         let result = self.backend.list(&query).await.map_err(backend_error)?;
-        let items = result
-            .records
-            .into_iter()
-            .map(decode)
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Page {
-            items,
+            items: result.records,
             next_cursor: result.next.as_deref().map(encode_cursor),
         })
     }
@@ -910,6 +933,44 @@ impl Store {
     ) -> Result<Page<Versioned<Deployment>>, StoreError> {
         self.list(org, Kind::Deployment, String::new(), filter, page)
             .await
+    }
+
+    /// A deployment as `show` shows it, or `None` when there is none. What
+    /// `show` made of the record as it is stored now is kept in `memo`, and
+    /// answered again without decoding the record while it is unchanged;
+    /// so `show` must depend on nothing but the deployment and its version.
+    pub async fn show_deployment<V: Clone + Weigh, E: From<StoreError>>(
+        &self,
+        org: &str,
+        id: &str,
+        memo: &Memo<V>,
+        show: impl Fn(Versioned<Deployment>) -> Result<V, E>,
+    ) -> Result<Option<V>, E> {
+        let key = RecordKey::new(org, Kind::Deployment, id);
+        match self.backend.get(&key).await.map_err(backend_error)? {
+            Some(record) => memo.make(record, |r| show(decode_ref(r)?)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A page of deployments as `show` shows each (see
+    /// [`Store::show_deployment`]): one query, and a decode only of the
+    /// records `memo` has not seen as they are.
+    pub async fn show_deployments<V: Clone + Weigh, E: From<StoreError>>(
+        &self,
+        org: &str,
+        filter: Filter,
+        page: &PageRequest,
+        memo: &Memo<V>,
+        show: impl Fn(Versioned<Deployment>) -> Result<V, E>,
+    ) -> Result<Page<V>, E> {
+        let records = self
+            .list_records(org, Kind::Deployment, String::new(), filter, page)
+            .await?;
+        Ok(Page {
+            items: memo.make_all(records.items, |r| show(decode_ref(r)?))?,
+            next_cursor: records.next_cursor,
+        })
     }
 
     /// Deletes the deployment record and releases its references. Its plans

@@ -11,6 +11,7 @@ use crate::state::ApiState;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use floe_app::deployments::{DeploymentList, DeploymentQuery};
+use floe_app::shown::Shown;
 use floe_app::validation::{Checked, Mode};
 use floe_domain::deployment::{DeploymentSpec, DeploymentView};
 use std::collections::BTreeMap;
@@ -152,9 +153,9 @@ async fn get_deployment(
     State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
-) -> Result<Versioned<DeploymentView>, ApiError> {
+) -> Result<Versioned<Shown<DeploymentView>>, ApiError> {
     let who = caller.reader()?;
-    Ok(Versioned(state.app.get_deployment(&who, &id).await?))
+    Ok(Versioned(state.app.show_deployment(&who, &id).await?))
 }
 
 /// Replace a deployment's spec.

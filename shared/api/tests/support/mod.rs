@@ -87,6 +87,7 @@ pub fn api() -> Result<Api, Box<dyn std::error::Error>> {
             floe_clusters_sim::SimulatedClustersConfig::default(),
         )),
         resolver: Arc::new(floe_ports::FixedResolver::default()),
+        views: Default::default(),
     };
     let state = ApiState::new(app_layer, Arc::new(verifier));
     Ok(Api { app: app(state) })
