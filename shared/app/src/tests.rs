@@ -1063,6 +1063,18 @@ async fn a_mount_clone_keeps_its_sources_registration_and_client() -> TestResult
     Ok(())
 }
 
+async fn stored_deployment(
+    app: &App,
+    id: &str,
+) -> Result<floe_store::Versioned<floe_domain::deployment::Deployment>, Box<dyn std::error::Error>>
+{
+    Ok(app
+        .store
+        .get_deployment("acme", id)
+        .await?
+        .ok_or("the deployment is stored")?)
+}
+
 /// A view shown before is answered again without decoding its record, but
 /// only while the record is as it was: a change of spec (a new version) and
 /// a health check's write (which keeps the version) are both shown at once,
@@ -1089,12 +1101,7 @@ async fn a_kept_view_is_never_older_than_its_record() -> TestResult {
     assert_eq!(listed.deployments[0].json(), first.json());
 
     // A health write keeps the version and changes the body.
-    let stored = w
-        .app
-        .store
-        .get_deployment("acme", &id)
-        .await?
-        .ok_or("stored")?;
+    let stored = stored_deployment(&w.app, &id).await?;
     let health = floe_domain::health::Health {
         healthy: false,
         reason: Some("node group hot has 0 of 1 nodes running".into()),
@@ -1115,12 +1122,7 @@ async fn a_kept_view_is_never_older_than_its_record() -> TestResult {
     assert_eq!(listed.deployments[0].json(), after_health.json());
 
     // A change of spec is a new version.
-    let stored = w
-        .app
-        .store
-        .get_deployment("acme", &id)
-        .await?
-        .ok_or("stored")?;
+    let stored = stored_deployment(&w.app, &id).await?;
     let mut renamed = stored.value.clone();
     renamed.spec.name = "renamed".into();
     w.app
