@@ -18,8 +18,8 @@ const NAME: &str = "a_second_process_is_refused_while_the_first_holds_the_file";
 /// test's name before it on the same line).
 const HELD: &str = "floe-test: the file is held";
 
-/// The child's part: open the file, write a record, say so, and hold the
-/// file until the parent closes stdin.
+/// The child's part: open the file, write a record and read it back, say
+/// so, and hold the file until the parent closes stdin.
 fn hold(path: &Path) -> TestResult {
     let runtime = tokio::runtime::Builder::new_current_thread().build()?;
     let backend = SqliteBackend::open(path)?;
@@ -31,6 +31,10 @@ fn hold(path: &Path) -> TestResult {
         attrs: Attrs::default(),
         expires_at: None,
     })]))?;
+    // Reads take and drop locks of their own on the same file (through
+    // the read connections): the process's hold must outlast them.
+    let read = runtime.block_on(backend.get(&RecordKey::new("o", Kind::Policy, "held")))?;
+    assert!(read.is_some(), "the write is not read back");
     println!("{HELD}");
     let mut rest = Vec::new();
     std::io::stdin().read_to_end(&mut rest)?;

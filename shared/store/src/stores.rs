@@ -116,11 +116,7 @@ fn encode<T: Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-fn decode<T: DeserializeOwned>(record: Record) -> Result<Versioned<T>, StoreError> {
-    decode_ref(&record)
-}
-
-fn decode_ref<T: DeserializeOwned>(record: &Record) -> Result<Versioned<T>, StoreError> {
+fn decode<T: DeserializeOwned>(record: &Record) -> Result<Versioned<T>, StoreError> {
     let value = serde_json::from_str(&record.body).map_err(|e| {
         StoreError::Corrupt(format!("{:?} {}: {e}", record.key.kind, record.key.key))
     })?;
@@ -590,7 +586,7 @@ impl Store {
         key: RecordKey,
     ) -> Result<Option<Versioned<T>>, StoreError> {
         match self.backend.get(&key).await.map_err(backend_error)? {
-            Some(r) => decode(r).map(Some),
+            Some(r) => decode(&r).map(Some),
             None => Ok(None),
         }
     }
@@ -609,7 +605,7 @@ impl Store {
         let items = records
             .items
             .into_iter()
-            .map(decode)
+            .map(|r| decode(&r))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Page {
             items,
@@ -948,7 +944,7 @@ impl Store {
     ) -> Result<Option<V>, E> {
         let key = RecordKey::new(org, Kind::Deployment, id);
         match self.backend.get(&key).await.map_err(backend_error)? {
-            Some(record) => memo.make(record, |r| show(decode_ref(r)?)).map(Some),
+            Some(record) => memo.make(record, |r| show(decode(r)?)).map(Some),
             None => Ok(None),
         }
     }
@@ -968,7 +964,7 @@ impl Store {
             .list_records(org, Kind::Deployment, String::new(), filter, page)
             .await?;
         Ok(Page {
-            items: memo.make_all(records.items, |r| show(decode_ref(r)?))?,
+            items: memo.make_all(records.items, |r| show(decode(r)?))?,
             next_cursor: records.next_cursor,
         })
     }
