@@ -43,6 +43,11 @@ struct ReadersState {
     idle: Vec<Connection>,
     /// Connections in existence: idle, lent out, or being opened.
     open: usize,
+    /// Threads waiting in [`Readers::take`] for a connection. A notify on
+    /// std's `Condvar` is a system call whether or not anyone waits, and a
+    /// connection goes back after every read: counting the waiters keeps
+    /// that call off the read path, where nobody waits but under overload.
+    waiting: usize,
 }
 
 /// A connection lent out by [`Readers`]; it goes back to the pool when
@@ -84,6 +89,7 @@ impl Readers {
             state: Mutex::new(ReadersState {
                 idle: Vec::new(),
                 open: 0,
+                waiting: 0,
             }),
             freed: Condvar::new(),
         }
@@ -123,26 +129,41 @@ impl Readers {
                     }
                 };
             }
-            state = self.freed.wait(state).map_err(|_| poisoned())?;
+            state.waiting += 1;
+            let woken = self.freed.wait(state);
+            state = woken.map_err(|_| poisoned())?;
+            state.waiting -= 1;
         }
     }
 
     fn give_back(&self, conn: Connection) {
-        match self.state.lock() {
-            Ok(mut state) => state.idle.push(conn),
+        let wake = match self.state.lock() {
+            Ok(mut state) => {
+                state.idle.push(conn);
+                state.waiting > 0
+            }
             // Nothing can be trusted in a poisoned pool: the connection is
             // closed, and `take` reports the poison to its callers.
             Err(_) => return,
+        };
+        if wake {
+            self.freed.notify_one();
         }
-        self.freed.notify_one();
     }
 
     /// A connection that failed to open no longer counts against `max`.
     fn forget_one(&self) {
-        if let Ok(mut state) = self.state.lock() {
-            state.open = state.open.saturating_sub(1);
+        let wake = match self.state.lock() {
+            Ok(mut state) => {
+                state.open = state.open.saturating_sub(1);
+                state.waiting > 0
+            }
+            // A poisoned pool: a waiter woken reports the poison.
+            Err(_) => true,
+        };
+        if wake {
+            self.freed.notify_one();
         }
-        self.freed.notify_one();
     }
 }
 
@@ -624,6 +645,40 @@ impl Backend for SqliteBackend {
 mod tests {
     use super::*;
     use floe_store::backend::Filter;
+
+    /// A read that finds every connection lent waits for the next one given
+    /// back, and is woken by it: the notify is skipped only when nobody
+    /// waits.
+    #[test]
+    fn a_read_waiting_for_a_connection_is_woken_when_one_comes_back()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("floe.db");
+        let _writer = SqliteBackend::open(&path)?;
+        let readers = Arc::new(Readers {
+            max: 1,
+            ..Readers::new(path)
+        });
+        let held = readers.take()?;
+        let waiter = {
+            let readers = readers.clone();
+            std::thread::spawn(move || -> Result<i64, String> {
+                let lent = readers.take().map_err(|e| e.to_string())?;
+                let conn = lent.conn().map_err(|e| e.to_string())?;
+                conn.query_row("SELECT 1", [], |row| row.get(0))
+                    .map_err(|e| e.to_string())
+            })
+        };
+        while readers.state.lock().map_err(|e| e.to_string())?.waiting == 0 {
+            std::thread::yield_now();
+        }
+        drop(held);
+        let answer = waiter.join().map_err(|_| "the waiting read panicked")??;
+        assert_eq!(answer, 1);
+        let state = readers.state.lock().map_err(|e| e.to_string())?;
+        assert_eq!((state.waiting, state.open, state.idle.len()), (0, 1, 1));
+        Ok(())
+    }
 
     /// Without the planner's stability guarantee, binding the list's
     /// parameters expires the statement, and each page prepares it again.
