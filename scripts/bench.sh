@@ -105,7 +105,7 @@ if ! command -v wrk > /dev/null; then
     exit 1
   }
 fi
-# Both servers get exactly these settings, one after the other.
+# Both servers get exactly these settings, in interleaved rounds.
 read -r -a wrk_opts <<< "${FLOE_BENCH_WRK:--t2 -c8 -d5s}"
 
 server_pid=""
@@ -206,24 +206,50 @@ run_wrk() {
   wrk_figures "$log"
 }
 
-# One endpoint: floe-local, then each of its baselines, same settings.
+# The median of column COL (1-based) of the figures file FILE.
+median_col() {
+  cut -d' ' -f"$2" "$1" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+
+# One endpoint: floe-local and each of its baselines, same settings, in
+# interleaved rounds (floe-local, then each baseline, then again), and the
+# median of each: this machine's speed drifts by a tenth or more from one
+# minute to the next, and a server measured a minute after the other would
+# carry that drift into the ratio.
 # Arguments: label, Floe's path, get|post, then one or more baselines as
 # NAME=PATH on axum-baseline; the first one is what the targets are judged
 # against, the others are printed beside it without a target.
+rounds=${FLOE_BENCH_ROUNDS:-3}
 measure_endpoint() {
   local label=$1 path=$2 post=$3
   shift 3
   local slug=${label//[^a-z]/_}
+  local names=(floe) urls=("http://$floe_addr$path") spec round i
+  for spec in "$@"; do
+    names+=("${spec%%=*}")
+    urls+=("http://$base_addr${spec#*=}")
+  done
+  for i in "${!names[@]}"; do : > "$out/figures-$slug-${names[$i]}"; done
+  for round in $(seq 1 "$rounds"); do
+    for i in "${!names[@]}"; do
+      run_wrk "$out/wrk-$slug-${names[$i]}-$round.log" "${urls[$i]}" "$post" \
+        >> "$out/figures-$slug-${names[$i]}"
+    done
+  done
+  # Medians of rps, p50 and p99; the non-2xx answers of all rounds.
+  medians() {
+    local f="$out/figures-$slug-$1"
+    echo "$(median_col "$f" 1) $(median_col "$f" 2) $(median_col "$f" 3) $(awk '{ n += $4 } END { print n + 0 }' "$f")"
+  }
   local f_rps f_p50 f_p99 f_bad
-  read -r f_rps f_p50 f_p99 f_bad <<< "$(run_wrk "$out/wrk-floe-$slug.log" "http://$floe_addr$path" "$post")"
+  read -r f_rps f_p50 f_p99 f_bad <<< "$(medians floe)"
   local note=""
   [ "$f_bad" != 0 ] && note=" ($f_bad non-2xx)"
-  local first=yes spec name base_path b_rps b_p50 b_p99 b_bad rps_target p99_target suffix
-  for spec in "$@"; do
-    name=${spec%%=*}
-    base_path=${spec#*=}
-    read -r b_rps b_p50 b_p99 b_bad <<< "$(run_wrk "$out/wrk-base-$name-$slug.log" "http://$base_addr$base_path" "$post")"
-    echo "$label: floe-local $f_rps rps p50 $f_p50 ms p99 $f_p99 ms$note; axum-baseline ($name, $base_path) $b_rps rps p50 $b_p50 ms p99 $b_p99 ms ($b_bad non-2xx)"
+  local first=yes name b_rps b_p50 b_p99 b_bad rps_target p99_target suffix
+  for i in $(seq 1 $(( ${#names[@]} - 1 ))); do
+    name=${names[$i]}
+    read -r b_rps b_p50 b_p99 b_bad <<< "$(medians "$name")"
+    echo "$label (median of $rounds rounds): floe-local $f_rps rps p50 $f_p50 ms p99 $f_p99 ms$note; axum-baseline ($name, ${urls[$i]#http://"$base_addr"}) $b_rps rps p50 $b_p50 ms p99 $b_p99 ms ($b_bad non-2xx)"
     rps_target="-"
     p99_target="-"
     if [ "$post" != post ] && [ "$first" = yes ]; then
