@@ -211,6 +211,12 @@ median_col() {
   cut -d' ' -f"$2" "$1" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 
+# Of a file of run_wrk lines, one per round: the medians of rps, p50 and
+# p99, and the non-2xx answers of all rounds.
+medians() {
+  echo "$(median_col "$1" 1) $(median_col "$1" 2) $(median_col "$1" 3) $(awk '{ n += $4 } END { print n + 0 }' "$1")"
+}
+
 # One endpoint: floe-local and each of its baselines, same settings, in
 # interleaved rounds (floe-local, then each baseline, then again), and the
 # median of each: this machine's speed drifts by a tenth or more from one
@@ -236,19 +242,14 @@ measure_endpoint() {
         >> "$out/figures-$slug-${names[$i]}"
     done
   done
-  # Medians of rps, p50 and p99; the non-2xx answers of all rounds.
-  medians() {
-    local f="$out/figures-$slug-$1"
-    echo "$(median_col "$f" 1) $(median_col "$f" 2) $(median_col "$f" 3) $(awk '{ n += $4 } END { print n + 0 }' "$f")"
-  }
   local f_rps f_p50 f_p99 f_bad
-  read -r f_rps f_p50 f_p99 f_bad <<< "$(medians floe)"
+  read -r f_rps f_p50 f_p99 f_bad <<< "$(medians "$out/figures-$slug-floe")"
   local note=""
   [ "$f_bad" != 0 ] && note=" ($f_bad non-2xx)"
   local first=yes name b_rps b_p50 b_p99 b_bad rps_target p99_target suffix
   for i in $(seq 1 $(( ${#names[@]} - 1 ))); do
     name=${names[$i]}
-    read -r b_rps b_p50 b_p99 b_bad <<< "$(medians "$name")"
+    read -r b_rps b_p50 b_p99 b_bad <<< "$(medians "$out/figures-$slug-$name")"
     echo "$label (median of $rounds rounds): floe-local $f_rps rps p50 $f_p50 ms p99 $f_p99 ms$note; axum-baseline ($name, ${urls[$i]#http://"$base_addr"}) $b_rps rps p50 $b_p50 ms p99 $b_p99 ms ($b_bad non-2xx)"
     rps_target="-"
     p99_target="-"

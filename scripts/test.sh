@@ -99,7 +99,7 @@ phase "build+clippy"
 #
 # Clippy lints in the same pass. `cargo clippy` is `cargo check` with
 # clippy-driver as the workspace wrapper: a separate run type-checked every
-# dependency a second time (the AWS SDKs in check mode: about four of its
+# dependency a second time (the AWS SDKs in check mode: most of its four to
 # five minutes). Building with that wrapper compiles the dependencies once,
 # with plain rustc, and compiles and lints the workspace's own crates with
 # clippy-driver; `-D warnings` fails the build on any lint, as
