@@ -352,7 +352,7 @@ impl FromRequestParts<ApiState> for Caller {
                 (requested.to_string(), platform)
             }
         };
-        tracing::Span::current().record("org", org.as_str());
+        floe_telemetry::request::record_org(&org);
         Ok(Caller(floe_app::Caller {
             org,
             subject: principal.subject,

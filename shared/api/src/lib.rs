@@ -1,6 +1,7 @@
 //! Floe's HTTP API: one axum router whose OpenAPI document is collected from
 //! the real handlers, served the same way on Lambda and on a local port.
 
+mod access;
 pub mod error;
 mod examples;
 pub mod extract;
@@ -15,13 +16,10 @@ pub use state::ApiState;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, HeaderValue, Request, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
 use axum::routing::get;
-use std::time::Duration;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
@@ -36,6 +34,8 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 deployments on Graviton or x86 EC2 node groups, snapshot policies, restores and clones.\n\n\
 Errors have ECE's shape, `{\"errors\":[{\"code\",\"message\",\"fields\"}]}`, with the codes in `x-cloud-error-codes`. \
 Every resource carries a version (`ETag`, `x-cloud-resource-version`); updates and deletes take `If-Match` or `?version=`. \
+Every answer carries `x-request-id`: the client's own when it is 1 to 128 visible ASCII characters, a new UUID otherwise; \
+the same id is in every log line the request wrote. \
 Platform roles may act in another organization with the `x-floe-organization` header.",
         license(name = "Apache-2.0"),
     ),
@@ -182,8 +182,6 @@ pub fn openapi_json() -> String {
     s
 }
 
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-
 /// The contract as committed: served as it is, so no cold start serialises
 /// it (the drift test proves it equals [`openapi_json`]).
 const COMMITTED_DOCUMENT: &str = include_str!("../../../openapi/openapi.json");
@@ -236,33 +234,7 @@ pub fn app(state: impl Into<ApiState>) -> Router {
             tracing::error!("a handler panicked");
             ApiError::internal().into_response()
         }))
-        .layer(
-            // One span per request. Headers and bodies are never recorded:
-            // they carry tokens and credentials.
-            TraceLayer::new_for_http()
-                .make_span_with(|req: &Request<_>| {
-                    let id = req
-                        .headers()
-                        .get(&REQUEST_ID)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("-");
-                    tracing::info_span!(
-                        "request",
-                        method = %req.method(),
-                        path = %req.uri().path(),
-                        request_id = %id,
-                        org = tracing::field::Empty,
-                    )
-                })
-                .on_request(())
-                .on_response(|res: &Response, latency: Duration, _span: &tracing::Span| {
-                    tracing::info!(
-                        status = res.status().as_u16(),
-                        latency_ms = latency.as_millis() as u64,
-                        "request done"
-                    );
-                }),
-        )
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        // Outermost, so that a panic's line and every other line carry
+        // the request, and even a caught panic's answer has its id.
+        .layer(access::AccessLogLayer)
 }

@@ -782,3 +782,102 @@ async fn a_spec_too_big_to_store_is_refused_on_its_biggest_part() -> TestResult 
     assert_eq!(listed.body["deployments"], json!([]), "nothing stored");
     Ok(())
 }
+
+/// The lines a test's requests write, through the JSON formatter every
+/// function installs. Set for this thread only: `#[tokio::test]` polls the
+/// router on it.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn lines(&self) -> Vec<Value> {
+        let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn every_request_has_an_id_and_one_access_line() -> TestResult {
+    let out = Captured::default();
+    let writer = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .fmt_fields(floe_telemetry::json::Fields)
+        .event_format(floe_telemetry::json::Lines)
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+    let api = api()?;
+    let admin = token("acme", Role::PlatformAdmin);
+    let missing = "/api/v1/deployments/0193a0c4e1f07d2a8b9c0d1e2f3a4b5c";
+    let too_long = "x".repeat(129);
+    // (token, headers sent, whether the client's id is kept)
+    type Case<'a> = (Option<&'a str>, &'a [(&'a str, &'a str)], bool);
+    let cases: [Case; 4] = [
+        (Some(admin.as_str()), &[], false),
+        (
+            Some(admin.as_str()),
+            &[("x-request-id", "trace-4711")],
+            true,
+        ),
+        (
+            Some(admin.as_str()),
+            &[("x-request-id", too_long.as_str())],
+            false,
+        ),
+        (None, &[("x-request-id", "has space")], false),
+    ];
+    let mut ids = Vec::new();
+    for (token, headers, kept) in cases {
+        let r = api.call("GET", missing, token, headers, None).await?;
+        let id = r
+            .headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .ok_or("every answer carries a request id")?
+            .to_string();
+        if kept {
+            assert_eq!(id, "trace-4711", "a usable client id is kept");
+        } else {
+            assert!(uuid::Uuid::parse_str(&id).is_ok(), "made, not echoed: {id}");
+        }
+        ids.push((id, r.status));
+    }
+
+    let done: Vec<Value> = out
+        .lines()
+        .into_iter()
+        .filter(|l| l["fields"]["message"] == "request done")
+        .collect();
+    assert_eq!(done.len(), 4, "one access line per request: {done:?}");
+    for (line, (id, status)) in done.iter().zip(&ids) {
+        assert_eq!(line["span"]["name"], "request");
+        assert_eq!(line["span"]["method"], "GET");
+        assert_eq!(line["span"]["path"], missing);
+        assert_eq!(line["span"]["request_id"], id.as_str());
+        assert_eq!(line["fields"]["status"], status.as_u16());
+        assert!(line["fields"]["latency_ms"].is_u64(), "{line}");
+    }
+    assert_eq!(done[0]["span"]["org"], "acme", "the caller's organization");
+    assert!(done[3]["span"].get("org").is_none(), "no caller, no org");
+    assert_eq!(ids[3].1, StatusCode::UNAUTHORIZED);
+    let text =
+        String::from_utf8_lossy(&out.0.lock().map(|b| b.clone()).unwrap_or_default()).into_owned();
+    assert!(!text.contains(&admin), "a token never reaches the log");
+    Ok(())
+}

@@ -17,7 +17,7 @@
 
 use crate::backend::{Kind, Record};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 /// What the memo counts against its budget for a value it keeps.
 pub trait Weigh {
@@ -30,7 +30,10 @@ const ENTRY_OVERHEAD: usize = 128;
 
 pub struct Memo<V> {
     budget: usize,
-    state: Mutex<State<V>>,
+    /// Read-locked for lookups, so that readers of the same records (a
+    /// dashboard's poll from every worker thread) never wait on each other;
+    /// write-locked only to keep what was made.
+    state: RwLock<State<V>>,
 }
 
 struct State<V> {
@@ -65,7 +68,7 @@ impl<V: Clone + Weigh> Memo<V> {
     pub fn new(budget: usize) -> Memo<V> {
         Memo {
             budget,
-            state: Mutex::new(State {
+            state: RwLock::new(State {
                 entries: HashMap::new(),
                 bytes: 0,
             }),
@@ -75,13 +78,13 @@ impl<V: Clone + Weigh> Memo<V> {
     /// What `make` makes of each record, in order: kept values where the
     /// memo has them, `make`'s answer (then kept) where it has not. `make`
     /// must depend on nothing but the record. The lock is held twice per
-    /// call, never while `make` runs.
+    /// call (to read, then to keep), never while `make` runs.
     pub fn make_all<E>(
         &self,
         records: Vec<Record>,
         make: impl Fn(&Record) -> Result<V, E>,
     ) -> Result<Vec<V>, E> {
-        let mut found: Vec<Option<V>> = match self.state.lock() {
+        let mut found: Vec<Option<V>> = match self.state.read() {
             Ok(state) => records
                 .iter()
                 .map(|r| {
@@ -112,7 +115,7 @@ impl<V: Clone + Weigh> Memo<V> {
 
     /// One record's value (see [`Memo::make_all`]).
     pub fn make<E>(&self, record: Record, make: impl Fn(&Record) -> Result<V, E>) -> Result<V, E> {
-        if let Ok(state) = self.state.lock()
+        if let Ok(state) = self.state.read()
             && let Some(e) = state.entries.get(record.key.key.as_str())
             && e.answers(&record)
         {
@@ -124,7 +127,7 @@ impl<V: Clone + Weigh> Memo<V> {
     }
 
     fn keep(&self, fresh: Vec<(Record, V)>) {
-        let Ok(mut state) = self.state.lock() else {
+        let Ok(mut state) = self.state.write() else {
             return;
         };
         for (record, made) in fresh {
@@ -155,7 +158,7 @@ impl<V: Clone + Weigh> Memo<V> {
     /// Entries kept and the bytes counted for them (for tests and figures).
     pub fn usage(&self) -> (usize, usize) {
         self.state
-            .lock()
+            .read()
             .map_or((0, 0), |s| (s.entries.len(), s.bytes))
     }
 }

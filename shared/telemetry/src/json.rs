@@ -13,6 +13,8 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::request;
+
 /// Formats fields as JSON object members (see the module's comment).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fields;
@@ -57,12 +59,9 @@ where
         event: &Event<'_>,
     ) -> fmt::Result {
         let meta = event.metadata();
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-        write!(
-            writer,
-            "{{\"timestamp\":\"{now}\",\"level\":\"{}\",\"fields\":{{",
-            meta.level()
-        )?;
+        writer.write_str("{\"timestamp\":\"")?;
+        timestamp(&mut writer, chrono::Utc::now())?;
+        write!(writer, "\",\"level\":\"{}\",\"fields\":{{", meta.level())?;
         let mut members = Members::new(&mut writer, true);
         event.record(&mut members);
         members.result?;
@@ -82,9 +81,46 @@ where
             writer.write_str("\"name\":")?;
             string(&mut writer, span.name())?;
             writer.write_char('}')?;
+        } else if let Some(written) = request::write_current(|r| request_members(&mut writer, r)) {
+            written?;
         }
         writer.write_str("}\n")
     }
+}
+
+/// RFC 3339 in UTC with microseconds, `2026-12-04T13:14:15.123456Z`,
+/// written straight into the line (no string is made for it).
+fn timestamp(w: &mut impl fmt::Write, now: chrono::DateTime<chrono::Utc>) -> fmt::Result {
+    use chrono::{Datelike, Timelike};
+    // A leap second's nanoseconds run past a second; RFC 3339 has no room
+    // for that in the fraction, so it stays at the second's last microsecond.
+    let micros = (now.nanosecond() / 1_000).min(999_999);
+    write!(
+        w,
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+        now.year(),
+        now.month(),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    )
+}
+
+/// The API request a line belongs to, as the `request` span it once was,
+/// so that queries over the lines need not know the difference.
+fn request_members(w: &mut impl fmt::Write, r: &request::Members<'_>) -> fmt::Result {
+    w.write_str(",\"span\":{\"method\":")?;
+    string(w, r.method)?;
+    w.write_str(",\"path\":")?;
+    string(w, r.path)?;
+    w.write_str(",\"request_id\":")?;
+    string(w, r.request_id)?;
+    if let Some(org) = r.org {
+        w.write_str(",\"org\":")?;
+        string(w, org)?;
+    }
+    w.write_str(",\"name\":\"request\"}")
 }
 
 /// Writes visited fields as `"name":value` members, comma-separated.
@@ -287,6 +323,27 @@ mod tests {
     }
 
     #[test]
+    fn timestamps_are_rfc3339_as_chrono_writes_them() {
+        use chrono::TimeZone;
+        for (secs, nanos) in [
+            (0, 0),
+            (1_764_850_455, 123_456_789),
+            (253_402_300_799, 999_999_999),
+        ] {
+            let at = chrono::Utc
+                .timestamp_opt(secs, nanos)
+                .single()
+                .expect("a time");
+            let mut mine = String::new();
+            timestamp(&mut mine, at).expect("written");
+            assert_eq!(
+                mine,
+                at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+            );
+        }
+    }
+
+    #[test]
     fn text_from_anywhere_cannot_break_a_line() {
         let nasty = "quote \" backslash \\ newline \n tab \t bell \u{7} del \u{7f} é 😀";
         let got = lines(|| {
@@ -302,6 +359,57 @@ mod tests {
         assert_eq!(line["fields"]["debug"], format!("{nasty:?}"));
         assert_eq!(line["fields"]["nan"], "NaN");
         assert_eq!(line["span"]["path"], nasty);
+    }
+
+    fn in_request(id: &str, work: impl std::future::Future<Output = ()>) {
+        let request = request::Request::new(
+            http::Method::DELETE,
+            http::Uri::from_static("/api/v1/deployments/d-1?force=true"),
+            http::HeaderValue::from_str(id).expect("a header value"),
+        );
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(request::scope(request, work));
+    }
+
+    #[test]
+    fn a_line_inside_a_request_holds_the_request_and_the_org_recorded_later() {
+        let got = lines(|| {
+            in_request("req-\"7\"", async {
+                tracing::info!("before the caller is known");
+                tokio::task::yield_now().await;
+                request::record_org("acme");
+                tracing::warn!(status = 409u16, "request done");
+            });
+            tracing::info!("after the request");
+        });
+        assert_eq!(got.len(), 3);
+        for line in &got[..2] {
+            assert_eq!(line["span"]["name"], "request");
+            assert_eq!(line["span"]["method"], "DELETE");
+            assert_eq!(line["span"]["path"], "/api/v1/deployments/d-1", "no query");
+            assert_eq!(line["span"]["request_id"], "req-\"7\"");
+        }
+        assert!(got[0]["span"].get("org").is_none(), "{}", got[0]);
+        assert_eq!(got[1]["span"]["org"], "acme");
+        assert_eq!(got[1]["fields"]["status"], 409);
+        assert!(got[2].get("span").is_none(), "{}", got[2]);
+        // Outside a request, recording an organization is harmless.
+        request::record_org("nobody");
+    }
+
+    #[test]
+    fn a_span_inside_a_request_is_the_lines_span() {
+        let got = lines(|| {
+            in_request("r", async {
+                let span = tracing::info_span!("step", step = "boot");
+                let _in = span.enter();
+                tracing::info!("inside");
+            })
+        });
+        assert_eq!(got[0]["span"]["name"], "step");
+        assert_eq!(got[0]["span"]["step"], "boot");
     }
 
     #[test]

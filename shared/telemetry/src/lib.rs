@@ -4,8 +4,9 @@
 //!
 //! A line is `{"timestamp","level","fields":{..},"target","span":{..}}`:
 //! the event's fields (its message among them) and, when it happens inside
-//! a span, the innermost span's fields and name (the API's `request` span
-//! carries the method, path, request id and organization).
+//! a span, the innermost span's fields and name; inside an API request and
+//! no span, the request's method, path, id and organization as the span
+//! named `request` (see [`request`]).
 //!
 //! The lines are written by this crate's own formatter ([`json`]) rather
 //! than tracing-subscriber's JSON one, which parses the span's fields back
@@ -15,6 +16,7 @@
 
 mod batched;
 pub mod json;
+pub mod request;
 
 pub use batched::{Batched, Flush};
 
