@@ -225,7 +225,7 @@ medians() {
 # Arguments: label, Floe's path, get|post, then one or more baselines as
 # NAME=PATH on axum-baseline; the first one is what the targets are judged
 # against, the others are printed beside it without a target.
-rounds=${FLOE_BENCH_ROUNDS:-3}
+rounds=${FLOE_BENCH_ROUNDS:-5}
 measure_endpoint() {
   local label=$1 path=$2 post=$3
   shift 3

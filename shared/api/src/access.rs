@@ -18,8 +18,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::http::{HeaderName, HeaderValue, Request};
-use axum::response::Response;
+use axum::http::{HeaderName, HeaderValue, Request, Response};
 use floe_telemetry::request;
 use tower::{Layer, Service};
 
@@ -44,14 +43,15 @@ pub(crate) struct AccessLog<S> {
     inner: S,
 }
 
-impl<S> Service<Request<Body>> for AccessLog<S>
+impl<S, B> Service<Request<Body>> for AccessLog<S>
 where
-    S: Service<Request<Body>, Response = Response, Error = Infallible>,
+    S: Service<Request<Body>, Response = Response<B>, Error = Infallible>,
     S::Future: Send + 'static,
+    B: Send + 'static,
 {
-    type Response = Response;
+    type Response = Response<B>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<B>, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)

@@ -228,13 +228,19 @@ pub fn app(state: impl Into<ApiState>) -> Router {
                 "this path does not take that method",
             )
         })
-        .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
         .with_state(state)
-        .layer(CatchPanicLayer::custom(|_| {
-            tracing::error!("a handler panicked");
-            ApiError::internal().into_response()
-        }))
-        // Outermost, so that a panic's line and every other line carry
-        // the request, and even a caught panic's answer has its id.
-        .layer(access::AccessLogLayer)
+        // One `layer` call for all three: each call wraps every route in
+        // another boxed service, cloned for every request.
+        .layer(
+            tower::ServiceBuilder::new()
+                // Outermost, so that a panic's line and every other line
+                // carry the request, and even a caught panic's answer has
+                // its id.
+                .layer(access::AccessLogLayer)
+                .layer(CatchPanicLayer::custom(|_| {
+                    tracing::error!("a handler panicked");
+                    ApiError::internal().into_response()
+                }))
+                .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES)),
+        )
 }
