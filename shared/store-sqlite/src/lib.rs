@@ -9,6 +9,7 @@ use floe_store::backend::{
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 /// Separates tags in the `tags` column; a control character cannot occur in
@@ -28,6 +29,9 @@ pub struct SqliteBackend {
     // it began: a read made after a write returned sees that write, as it
     // did on the one connection.
     readers: Option<Arc<Readers>>,
+    /// What tells readers that nothing was written (see
+    /// [`Backend::quiet_mark`]).
+    writes: Arc<WriteCounts>,
 }
 
 /// A small pool of read-only connections to the database file, opened on
@@ -273,16 +277,22 @@ impl SqliteBackend {
                     unavailable(e)
                 }
             })?;
-        let mut backend = Self::init(conn)?;
+        // The file exists now: its canonical name is the same for every
+        // spelling of its path (a link, `..`).
+        let file = std::fs::canonicalize(&path).map_err(unavailable)?;
+        let mut backend = Self::init(conn, WriteCounts::of_file(&file))?;
         backend.readers = Some(Arc::new(Readers::new(path)));
         Ok(backend)
     }
 
     pub fn in_memory() -> Result<SqliteBackend, BackendError> {
-        Self::init(Connection::open_in_memory().map_err(unavailable)?)
+        Self::init(
+            Connection::open_in_memory().map_err(unavailable)?,
+            WriteCounts::new(),
+        )
     }
 
-    fn init(conn: Connection) -> Result<SqliteBackend, BackendError> {
+    fn init(conn: Connection, writes: Arc<WriteCounts>) -> Result<SqliteBackend, BackendError> {
         conn.busy_timeout(BUSY_TIMEOUT).map_err(unavailable)?;
         stable_plans(&conn)?;
         // WAL lets the read connections run while a write is under way.
@@ -294,6 +304,7 @@ impl SqliteBackend {
         Ok(SqliteBackend {
             conn: Arc::new(Mutex::new(conn)),
             readers: None,
+            writes,
         })
     }
 
@@ -568,8 +579,77 @@ fn add_refs(
     Ok(Ok(()))
 }
 
+/// Writes begun and ended on one database, for [`Backend::quiet_mark`].
+/// The file's lock (see [`VFS`]) makes this process its only writer, and
+/// every write goes through [`SqliteBackend::write`], so these counters see
+/// every change. Both start at 1: a mark is never 0.
+struct WriteCounts {
+    begun: AtomicU64,
+    ended: AtomicU64,
+}
+
+impl WriteCounts {
+    fn new() -> Arc<WriteCounts> {
+        Arc::new(WriteCounts {
+            begun: AtomicU64::new(1),
+            ended: AtomicU64::new(1),
+        })
+    }
+
+    /// The counts of the file at `path`, shared by every backend of this
+    /// process that has it open: two backends may open one file, and
+    /// each must see the other's writes.
+    fn of_file(path: &Path) -> Arc<WriteCounts> {
+        static FILES: Mutex<Vec<(PathBuf, std::sync::Weak<WriteCounts>)>> = Mutex::new(Vec::new());
+        // A panic elsewhere while the list was locked leaves it whole (its
+        // changes are single pushes and removals): use it all the same,
+        // since counts of this backend's own would miss another's writes.
+        let mut files = FILES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        files.retain(|(_, counts)| counts.strong_count() > 0);
+        if let Some(counts) = files
+            .iter()
+            .find(|(p, _)| p == path)
+            .and_then(|(_, c)| c.upgrade())
+        {
+            return counts;
+        }
+        let counts = WriteCounts::new();
+        files.push((path.to_path_buf(), Arc::downgrade(&counts)));
+        counts
+    }
+
+    /// Counts a write as begun until the guard drops: a write ends when
+    /// its closure returns or panics, committed or not.
+    fn begin(self: &Arc<Self>) -> WriteUnderWay {
+        self.begun.fetch_add(1, Ordering::SeqCst);
+        WriteUnderWay(self.clone())
+    }
+
+    fn quiet_mark(&self) -> Option<u64> {
+        // Ended first: if begun then equals it, no write was under way
+        // when begun was read (ended never passes begun).
+        let ended = self.ended.load(Ordering::SeqCst);
+        let begun = self.begun.load(Ordering::SeqCst);
+        (begun == ended).then_some(begun)
+    }
+}
+
+struct WriteUnderWay(Arc<WriteCounts>);
+
+impl Drop for WriteUnderWay {
+    fn drop(&mut self) {
+        self.0.ended.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 #[async_trait]
 impl Backend for SqliteBackend {
+    fn quiet_mark(&self) -> Option<u64> {
+        self.writes.quiet_mark()
+    }
+
     async fn get(&self, key: &RecordKey) -> Result<Option<Record>, BackendError> {
         let key = key.clone();
         self.with_reader(move |c| {
@@ -626,7 +706,11 @@ impl Backend for SqliteBackend {
     }
 
     async fn write(&self, writes: Vec<Write>) -> Result<(), BackendError> {
+        let counts = self.writes.clone();
         self.with_conn(move |c| {
+            // Counted on the blocking thread, which runs the write to its
+            // end even when the caller stops waiting.
+            let _under_way = counts.begin();
             let tx = c.transaction().map_err(unavailable)?;
             let now = now_epoch();
             for (index, w) in writes.iter().enumerate() {

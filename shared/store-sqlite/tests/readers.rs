@@ -152,3 +152,46 @@ async fn in_memory_reads_see_writes() -> TestResult {
     assert_eq!(backend.list(&page_of("mem")).await?.records.len(), 1);
     Ok(())
 }
+
+/// The quiet mark moves with every write, failed ones too, and is shared
+/// by backends of this process that opened the same file under other
+/// names: a reader that keeps what it read through one must see the
+/// other's writes. Another file's writes leave it alone.
+#[tokio::test]
+async fn the_quiet_mark_moves_with_every_write_to_the_file() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir(dir.path().join("sub"))?;
+    let first = SqliteBackend::open(&dir.path().join("floe.db"))?;
+    let second = SqliteBackend::open(&dir.path().join("sub/../floe.db"))?;
+    let elsewhere = SqliteBackend::open(&dir.path().join("other.db"))?;
+    let org = "marks";
+    let before = first.quiet_mark().ok_or("no write is under way")?;
+    assert_eq!(second.quiet_mark(), Some(before));
+    elsewhere
+        .write(vec![Write::Create(record(org, "p", "0", 1))])
+        .await?;
+    assert_eq!(first.quiet_mark(), Some(before), "another file was written");
+
+    second
+        .write(vec![Write::Create(record(org, "p", "0", 1))])
+        .await?;
+    let created = first.quiet_mark().ok_or("no write is under way")?;
+    assert_ne!(created, before, "a write through the other backend");
+    assert_eq!(second.quiet_mark(), Some(created));
+
+    // Refused (the record exists): nothing changed, but a write began.
+    let refused = first
+        .write(vec![Write::Create(record(org, "p", "1", 1))])
+        .await;
+    assert!(refused.is_err());
+    let after = first.quiet_mark().ok_or("no write is under way")?;
+    assert_ne!(after, created);
+
+    let memory = SqliteBackend::in_memory()?;
+    let quiet = memory.quiet_mark().ok_or("no write is under way")?;
+    memory
+        .write(vec![Write::Create(record(org, "p", "0", 1))])
+        .await?;
+    assert_ne!(memory.quiet_mark(), Some(quiet));
+    Ok(())
+}

@@ -232,6 +232,15 @@ pub trait Backend: Send + Sync + 'static {
     async fn list(&self, query: &ListQuery) -> Result<RecordPage, BackendError>;
     /// Applies every write or none (at most 100 per batch).
     async fn write(&self, writes: Vec<Write>) -> Result<(), BackendError>;
+    /// A mark of the records' state, for a reader that keeps what it read
+    /// (see [`crate::Memo`]): the same `Some` mark taken before a read and
+    /// again later means no write began in between, so what that read
+    /// found is still what is stored. `None` when that cannot be known:
+    /// another process may write these records (DynamoDB), or a write is
+    /// running now. The default never tells.
+    fn quiet_mark(&self) -> Option<u64> {
+        None
+    }
 }
 
 pub fn now_epoch() -> i64 {

@@ -14,10 +14,17 @@
 //! of readers. It holds at most a budget of bytes, counting the bodies
 //! it keeps and what was made of them, and forgets entries at random when
 //! full.
+//!
+//! A backend that is its records' only writer gives quiet marks (see
+//! [`crate::Backend::quiet_mark`]). An entry remembers the mark taken
+//! before the last read that found its record; while the backend's mark is
+//! still that one, nothing has been written since, and the entry answers
+//! without a read at all ([`Memo::unchanged`]).
 
-use crate::backend::{Kind, Record};
+use crate::backend::{Kind, Record, RecordKey, now_epoch};
 use std::collections::HashMap;
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What the memo counts against its budget for a value it keeps.
 pub trait Weigh {
@@ -48,11 +55,22 @@ struct Entry<V> {
     version: u64,
     refs: u64,
     body: Box<str>,
+    expires_at: Option<i64>,
     made: V,
     weight: usize,
+    /// The quiet mark taken before the latest read that found this
+    /// record, 0 for none (marks start at 1). Raised under the read lock
+    /// by readers that found it again.
+    seen: AtomicU64,
 }
 
 impl<V> Entry<V> {
+    fn stamp(&self, mark: Option<u64>) {
+        if let Some(mark) = mark {
+            self.seen.fetch_max(mark, Ordering::Relaxed);
+        }
+    }
+
     fn answers(&self, record: &Record) -> bool {
         self.version == record.version
             && self.refs == record.refs
@@ -79,9 +97,13 @@ impl<V: Clone + Weigh> Memo<V> {
     /// memo has them, `make`'s answer (then kept) where it has not. `make`
     /// must depend on nothing but the record. The lock is held twice per
     /// call (to read, then to keep), never while `make` runs.
+    ///
+    /// `mark` is the backend's quiet mark taken before the read that found
+    /// `records` (see [`Memo::unchanged`]).
     pub fn make_all<E>(
         &self,
         records: Vec<Record>,
+        mark: Option<u64>,
         make: impl Fn(&Record) -> Result<V, E>,
     ) -> Result<Vec<V>, E> {
         let mut found: Vec<Option<V>> = match self.state.read() {
@@ -92,7 +114,10 @@ impl<V: Clone + Weigh> Memo<V> {
                         .entries
                         .get(r.key.key.as_str())
                         .filter(|e| e.answers(r))
-                        .map(|e| e.made.clone())
+                        .map(|e| {
+                            e.stamp(mark);
+                            e.made.clone()
+                        })
                 })
                 .collect(),
             // A panic while the lock was held leaves nothing to trust: make
@@ -108,25 +133,51 @@ impl<V: Clone + Weigh> Memo<V> {
             }
         }
         if !fresh.is_empty() {
-            self.keep(fresh);
+            self.keep(fresh, mark);
         }
         Ok(found.into_iter().flatten().collect())
     }
 
     /// One record's value (see [`Memo::make_all`]).
-    pub fn make<E>(&self, record: Record, make: impl Fn(&Record) -> Result<V, E>) -> Result<V, E> {
+    pub fn make<E>(
+        &self,
+        record: Record,
+        mark: Option<u64>,
+        make: impl Fn(&Record) -> Result<V, E>,
+    ) -> Result<V, E> {
         if let Ok(state) = self.state.read()
             && let Some(e) = state.entries.get(record.key.key.as_str())
             && e.answers(&record)
         {
+            e.stamp(mark);
             return Ok(e.made.clone());
         }
         let made = make(&record)?;
-        self.keep(vec![(record, made.clone())]);
+        self.keep(vec![(record, made.clone())], mark);
         Ok(made)
     }
 
-    fn keep(&self, fresh: Vec<(Record, V)>) {
+    /// The value kept for the record at `key`, when a read that found it
+    /// began at the quiet mark `mark` and the backend's mark is `mark`
+    /// still: then no write has begun since that read, and the record is
+    /// as it found it. `None` sends the caller to read the record.
+    ///
+    /// Exact, not a cache with an age: a mark equal to an entry's means
+    /// the backend's write counters have not moved since before the read
+    /// the entry was checked against (they only grow).
+    pub fn unchanged(&self, key: &RecordKey, mark: u64) -> Option<V> {
+        let state = self.state.read().ok()?;
+        let e = state.entries.get(key.key.as_str())?;
+        let seen = e.seen.load(Ordering::Relaxed);
+        let answers = seen != 0
+            && seen == mark
+            && e.kind == key.kind
+            && *e.org == *key.org
+            && e.expires_at.is_none_or(|at| at > now_epoch());
+        answers.then(|| e.made.clone())
+    }
+
+    fn keep(&self, fresh: Vec<(Record, V)>, mark: Option<u64>) {
         let Ok(mut state) = self.state.write() else {
             return;
         };
@@ -142,8 +193,10 @@ impl<V: Clone + Weigh> Memo<V> {
                 version: record.version,
                 refs: record.refs,
                 body: record.body.into_boxed_str(),
+                expires_at: record.expires_at,
                 made,
                 weight,
+                seen: AtomicU64::new(mark.unwrap_or(0)),
             };
             state.bytes += weight;
             if let Some(old) = state.entries.insert(record.key.key.into_boxed_str(), entry) {
@@ -221,6 +274,7 @@ mod tests {
         for _ in 0..3 {
             let made = memo.make_all(
                 vec![record("o", "a", "{1}", 1), record("o", "b", "{2}", 1)],
+                None,
                 maker(&calls),
             )?;
             assert_eq!(made, ["o/a@1#0:{1}", "o/b@1#0:{2}"]);
@@ -236,7 +290,7 @@ mod tests {
     fn any_change_to_the_record_is_made_afresh() -> Result<(), String> {
         let memo = Memo::new(1 << 20);
         let calls = Cell::new(0);
-        let first = memo.make(record("o", "a", "{1}", 1), maker(&calls))?;
+        let first = memo.make(record("o", "a", "{1}", 1), None, maker(&calls))?;
         assert_eq!(first, "o/a@1#0:{1}");
         let mut changed_refs = record("o", "a", "{1}", 1);
         changed_refs.refs = 2;
@@ -247,9 +301,9 @@ mod tests {
             (record("p", "a", "{1}", 1), "p/a@1#0:{1}"),
         ] {
             let before = calls.get();
-            assert_eq!(memo.make(r.clone(), maker(&calls))?, want);
+            assert_eq!(memo.make(r.clone(), None, maker(&calls))?, want);
             assert_eq!(calls.get(), before + 1, "{want} was not made afresh");
-            assert_eq!(memo.make(r, maker(&calls))?, want);
+            assert_eq!(memo.make(r, None, maker(&calls))?, want);
             assert_eq!(calls.get(), before + 1, "{want} was not kept");
         }
         Ok(())
@@ -266,6 +320,7 @@ mod tests {
         for _ in 0..2 {
             let answer = memo.make_all(
                 vec![record("o", "a", "{", 1), record("o", "b", "{", 1)],
+                None,
                 failing,
             );
             assert_eq!(answer, Err("corrupt".to_string()));
@@ -281,7 +336,7 @@ mod tests {
         let calls = Cell::new(0);
         let body = "x".repeat(500);
         for i in 0..1000 {
-            memo.make(record("o", &format!("k{i}"), &body, 1), maker(&calls))?;
+            memo.make(record("o", &format!("k{i}"), &body, 1), None, maker(&calls))?;
             assert!(memo.usage().1 <= budget, "over budget after {i}");
         }
         let (entries, bytes) = memo.usage();
@@ -297,10 +352,59 @@ mod tests {
         let memo = Memo::new(0);
         let calls = Cell::new(0);
         for _ in 0..2 {
-            memo.make(record("o", "a", "{}", 1), maker(&calls))?;
+            memo.make(record("o", "a", "{}", 1), None, maker(&calls))?;
         }
         assert_eq!(calls.get(), 2);
         assert_eq!(memo.usage(), (0, 0));
+        Ok(())
+    }
+
+    /// An entry answers without a read only at the mark of the read that
+    /// last found its record, and only for its organization and kind, and
+    /// not once it has expired.
+    #[test]
+    fn only_the_mark_of_the_last_read_answers_without_a_read() -> Result<(), String> {
+        let memo = Memo::new(1 << 20);
+        let calls = Cell::new(0);
+        let key = RecordKey::new("o", Kind::Deployment, "a");
+        assert_eq!(memo.unchanged(&key, 7), None, "nothing kept yet");
+        memo.make(record("o", "a", "{1}", 1), Some(7), maker(&calls))?;
+        assert_eq!(memo.unchanged(&key, 7).as_deref(), Some("o/a@1#0:{1}"));
+        assert_eq!(memo.unchanged(&key, 9), None, "a write began since");
+        assert_eq!(
+            memo.unchanged(&RecordKey::new("p", Kind::Deployment, "a"), 7),
+            None,
+            "another organization's record"
+        );
+        assert_eq!(
+            memo.unchanged(&RecordKey::new("o", Kind::Policy, "a"), 7),
+            None,
+            "another kind's record"
+        );
+        // Found again by a read at a later mark: that mark answers now.
+        memo.make(record("o", "a", "{1}", 1), Some(9), maker(&calls))?;
+        assert_eq!(memo.unchanged(&key, 9).as_deref(), Some("o/a@1#0:{1}"));
+        // A slower read that began at an earlier mark does not take the
+        // entry back to it.
+        memo.make_all(vec![record("o", "a", "{1}", 1)], Some(7), maker(&calls))?;
+        assert_eq!(memo.unchanged(&key, 9).as_deref(), Some("o/a@1#0:{1}"));
+        // A read without a mark (a backend that cannot tell) keeps the
+        // record unstamped.
+        memo.make(record("o", "b", "{2}", 1), None, maker(&calls))?;
+        let b = RecordKey::new("o", Kind::Deployment, "b");
+        assert_eq!(memo.unchanged(&b, 0), None);
+        // A changed record, made afresh, carries the mark of its read.
+        memo.make(record("o", "a", "{2}", 2), Some(11), maker(&calls))?;
+        assert_eq!(memo.unchanged(&key, 11).as_deref(), Some("o/a@2#0:{2}"));
+        let mut expired = record("o", "c", "{3}", 1);
+        expired.expires_at = Some(now_epoch() - 1);
+        memo.make(expired, Some(11), maker(&calls))?;
+        assert_eq!(
+            memo.unchanged(&RecordKey::new("o", Kind::Deployment, "c"), 11),
+            None,
+            "an expired record is read again"
+        );
+        assert_eq!(calls.get(), 4);
         Ok(())
     }
 }

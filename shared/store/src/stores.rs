@@ -935,6 +935,8 @@ impl Store {
     /// `show` made of the record as it is stored now is kept in `memo`, and
     /// answered again without decoding the record while it is unchanged;
     /// so `show` must depend on nothing but the deployment and its version.
+    /// When the backend can tell that nothing was written since the memo
+    /// last found the record, the memo answers without reading it.
     pub async fn show_deployment<V: Clone + Weigh, E: From<StoreError>>(
         &self,
         org: &str,
@@ -943,8 +945,14 @@ impl Store {
         show: impl Fn(Versioned<Deployment>) -> Result<V, E>,
     ) -> Result<Option<V>, E> {
         let key = RecordKey::new(org, Kind::Deployment, id);
+        // Taken before the read: a write that begins after it moves the
+        // mark, so the entry stamped with it is not answered again.
+        let mark = self.backend.quiet_mark();
+        if let Some(made) = mark.and_then(|mark| memo.unchanged(&key, mark)) {
+            return Ok(Some(made));
+        }
         match self.backend.get(&key).await.map_err(backend_error)? {
-            Some(record) => memo.make(record, |r| show(decode(r)?)).map(Some),
+            Some(record) => memo.make(record, mark, |r| show(decode(r)?)).map(Some),
             None => Ok(None),
         }
     }
@@ -960,11 +968,12 @@ impl Store {
         memo: &Memo<V>,
         show: impl Fn(Versioned<Deployment>) -> Result<V, E>,
     ) -> Result<Page<V>, E> {
+        let mark = self.backend.quiet_mark();
         let records = self
             .list_records(org, Kind::Deployment, String::new(), filter, page)
             .await?;
         Ok(Page {
-            items: memo.make_all(records.items, |r| show(decode(r)?))?,
+            items: memo.make_all(records.items, mark, |r| show(decode(r)?))?,
             next_cursor: records.next_cursor,
         })
     }
