@@ -1,13 +1,17 @@
-//! The crate graph keeps DESIGN.md §2: dependencies point one way, from the
+//! The crate graph keeps the layering: dependencies point one way, from the
 //! functions down through the wiring, the API, the use cases and the
-//! engine to the ports, with the adapters beside the engine on top of the
-//! ports. An adapter depends on ports (and domain-level libraries) only,
+//! services to the ports, with the adapters beside the services on top of
+//! the ports. An adapter depends on ports (and domain-level libraries) only,
 //! never on the engine or on another adapter; nothing but an adapter links
-//! an AWS SDK; no Lambda function links a simulator.
+//! an AWS SDK; no Lambda function links a simulator. The folders show the
+//! same layers: `shared/domain/`, `shared/ports/`, `shared/adapters/`,
+//! `shared/simulators/`, `shared/services/`, then `shared/app`, `shared/api`
+//! and `shared/wiring` (see [`folder_of`]).
 //!
 //! Read from `cargo metadata`, normal dependencies only: tests and benches
 //! may use whatever they like. A new crate fails [`every_crate_has_a_layer`]
-//! until it is given a layer in [`LAYERS`].
+//! until it is given a layer in [`LAYERS`], and
+//! [`every_crate_sits_in_its_layers_folder`] until it is in that layer's folder.
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,8 +54,7 @@ impl Layer {
     }
 }
 
-/// Every workspace crate's layer. Crates not written yet (floe-app,
-/// floe-wiring) are listed so that they are classified when they land.
+/// Every workspace crate's layer.
 const LAYERS: &[(&str, Layer)] = &[
     ("floe-domain", Layer::Domain),
     ("floe-elastic", Layer::Domain),
@@ -129,6 +132,8 @@ const LAMBDA_FUNCTIONS: &[&str] = &[
 /// normal (not dev, not build) dependencies, by name.
 struct Graph {
     members: BTreeSet<String>,
+    /// Each member's folder, relative to the workspace root.
+    folders: BTreeMap<String, String>,
     normal: BTreeMap<String, BTreeSet<String>>,
 }
 
@@ -158,6 +163,22 @@ impl Graph {
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| panic!("no package {id}"))
         };
+        let root_dir = meta["workspace_root"].as_str().expect("workspace_root");
+        let folders = meta["packages"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .filter_map(|p| {
+                let manifest = p["manifest_path"].as_str()?;
+                let folder = manifest
+                    .strip_prefix(root_dir)?
+                    .strip_suffix("/Cargo.toml")?;
+                Some((
+                    p["name"].as_str()?.to_string(),
+                    folder.trim_start_matches('/').to_string(),
+                ))
+            })
+            .collect();
         let members = meta["workspace_members"]
             .as_array()
             .expect("workspace_members")
@@ -185,7 +206,11 @@ impl Graph {
                 .or_insert_with(BTreeSet::new)
                 .extend(deps);
         }
-        Graph { members, normal }
+        Graph {
+            members,
+            folders,
+            normal,
+        }
     }
 
     /// The workspace crates `from` depends on directly.
@@ -233,6 +258,51 @@ fn every_crate_has_a_layer() {
         missing.is_empty(),
         "crates without a layer in tests/tests/crate_graph.rs LAYERS: {missing:?}"
     );
+}
+
+/// The folder a crate of `layer` lives under. A simulator is an adapter of
+/// local mode and sits apart from the AWS and SQLite adapters, so that
+/// what no Lambda function may link is one folder.
+fn folder_of(name: &str, layer: Layer) -> &'static [&'static str] {
+    match layer {
+        Layer::Domain => &["shared/domain/"],
+        Layer::Ports => &["shared/ports/"],
+        Layer::Adapters if SIMULATORS.contains(&name) => &["shared/simulators/"],
+        Layer::Adapters => &["shared/adapters/"],
+        Layer::Services => &["shared/services/"],
+        Layer::App => &["shared/app"],
+        Layer::Api => &["shared/api"],
+        Layer::Wiring => &["shared/wiring"],
+        Layer::Functions => &["functions/", "local", "cli"],
+        Layer::Tests => &["tests", "tests/"],
+    }
+}
+
+#[test]
+fn every_crate_sits_in_its_layers_folder() {
+    let graph = Graph::load();
+    let mut wrong = Vec::new();
+    for member in &graph.members {
+        let Some(l) = layer(member) else { continue };
+        let folder = graph.folders.get(member).map(String::as_str).unwrap_or("");
+        let expected = folder_of(member, l);
+        let fits = expected.iter().any(|want| {
+            // A folder that names one crate is that crate's; one that ends
+            // in `/` holds several.
+            if want.ends_with('/') {
+                folder.starts_with(want) && !folder[want.len()..].contains('/')
+            } else {
+                folder == *want
+            }
+        });
+        if !fits {
+            wrong.push(format!(
+                "{member} is at {folder}/, but its layer ({}) lives in {expected:?}",
+                l.name()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]

@@ -81,8 +81,8 @@ fn dynamodb_store_registry_matches_its_calls() {
     let mut registry = registered("dynamodb", floe_store_dynamo::OPERATIONS);
     registry.extend(registered("dynamodb", floe_store_dynamo::SETUP_OPERATIONS));
     check(
-        "shared/store-dynamo/src/lib.rs",
-        called_operations(&source("shared/store-dynamo/src/lib.rs")),
+        "shared/adapters/store-dynamo/src/lib.rs",
+        called_operations(&source("shared/adapters/store-dynamo/src/lib.rs")),
         registry,
     );
 }
@@ -90,8 +90,8 @@ fn dynamodb_store_registry_matches_its_calls() {
 #[test]
 fn kms_cipher_registry_matches_its_calls() {
     check(
-        "shared/secrets-kms/src/lib.rs",
-        called_operations(&source("shared/secrets-kms/src/lib.rs")),
+        "shared/adapters/secrets-kms/src/lib.rs",
+        called_operations(&source("shared/adapters/secrets-kms/src/lib.rs")),
         registered("kms", floe_secrets_kms::OPERATIONS),
     );
 }
@@ -99,8 +99,8 @@ fn kms_cipher_registry_matches_its_calls() {
 #[test]
 fn ec2_compute_registry_matches_its_calls() {
     check(
-        "shared/compute-ec2/src/lib.rs",
-        called_operations(&source("shared/compute-ec2/src/lib.rs")),
+        "shared/adapters/compute-ec2/src/lib.rs",
+        called_operations(&source("shared/adapters/compute-ec2/src/lib.rs")),
         registered("ec2", floe_compute_ec2::EC2_OPERATIONS),
     );
 }
@@ -131,8 +131,8 @@ fn snapshotter_function_calls_aws_only_through_its_adapters() {
 #[test]
 fn eventbridge_scheduler_registry_matches_its_calls() {
     check(
-        "shared/scheduler-aws/src/lib.rs",
-        called_operations(&source("shared/scheduler-aws/src/lib.rs")),
+        "shared/adapters/scheduler-aws/src/lib.rs",
+        called_operations(&source("shared/adapters/scheduler-aws/src/lib.rs")),
         registered("scheduler", floe_scheduler_aws::OPERATIONS),
     );
 }
@@ -140,8 +140,8 @@ fn eventbridge_scheduler_registry_matches_its_calls() {
 #[test]
 fn ssm_parameters_registry_matches_its_calls() {
     check(
-        "shared/parameters-ssm/src/lib.rs",
-        called_operations(&source("shared/parameters-ssm/src/lib.rs")),
+        "shared/adapters/parameters-ssm/src/lib.rs",
+        called_operations(&source("shared/adapters/parameters-ssm/src/lib.rs")),
         registered("ssm", floe_parameters_ssm::OPERATIONS),
     );
 }
@@ -149,8 +149,8 @@ fn ssm_parameters_registry_matches_its_calls() {
 #[test]
 fn iam_node_identity_registry_matches_its_calls() {
     check(
-        "shared/identity-iam/src/lib.rs",
-        called_operations(&source("shared/identity-iam/src/lib.rs")),
+        "shared/adapters/identity-iam/src/lib.rs",
+        called_operations(&source("shared/adapters/identity-iam/src/lib.rs")),
         registered("iam", floe_identity_iam::OPERATIONS),
     );
 }

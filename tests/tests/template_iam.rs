@@ -153,7 +153,7 @@ fn store_iam_actions() -> BTreeMap<String, String> {
 }
 
 fn transaction_item_actions() -> Vec<String> {
-    let src = source("shared/store-dynamo/src/lib.rs");
+    let src = source("shared/adapters/store-dynamo/src/lib.rs");
     let code = src.split("#[cfg(test)]").next().unwrap_or("");
     let compact: String = code.split_whitespace().collect();
     let kinds = [
@@ -169,7 +169,7 @@ fn transaction_item_actions() -> Vec<String> {
         .collect();
     assert!(
         !found.is_empty(),
-        "shared/store-dynamo/src/lib.rs: no TransactWriteItem::builder().put/update/delete/condition_check(...) \
+        "shared/adapters/store-dynamo/src/lib.rs: no TransactWriteItem::builder().put/update/delete/condition_check(...) \
          found; has the call style changed?"
     );
     found

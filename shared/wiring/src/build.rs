@@ -115,7 +115,7 @@ mod tests {
     async fn jwks_server() -> (String, Arc<AtomicUsize>) {
         let body = std::fs::read(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../auth/tests/fixtures/test-only-jwks.json"),
+                .join("../domain/auth/tests/fixtures/test-only-jwks.json"),
         )
         .expect("the auth crate's fixture JWKS");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");

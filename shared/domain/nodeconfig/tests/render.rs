@@ -588,8 +588,8 @@ fn boot_script_fits_in_user_data() -> TestResult {
 /// so its source is read.
 #[test]
 fn data_volume_device_is_the_launch_templates() -> TestResult {
-    let adapter =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../compute-ec2/src/lib.rs");
+    let adapter = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../adapters/compute-ec2/src/lib.rs");
     let source = std::fs::read_to_string(&adapter)?;
     let declared = format!(
         "pub const DATA_VOLUME_DEVICE: &str = \"{}\";",

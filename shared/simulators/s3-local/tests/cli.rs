@@ -15,7 +15,7 @@ fn find_cli() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("FLOE_AWS_CLI") {
         return Some(PathBuf::from(path));
     }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/aws");
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../.venv/bin/aws");
     if venv.is_file() {
         return Some(venv);
     }
