@@ -79,10 +79,30 @@ enum ServeError {
     Serve(std::io::Error),
     #[error("{0}")]
     S3(#[from] s3::LocalS3Error),
+    #[error("cannot make the data folder {0} private: {1}")]
+    DataDir(String, std::io::Error),
+}
+
+/// Makes the data folder (`FLOE_DATA_DIR`) this user's alone, before
+/// anything is written into it: it holds the records, the key that seals
+/// repository credentials, the JWT secret and the snapshots of local
+/// repositories, so no other user of the machine may list or read it,
+/// whatever the files inside were created with.
+fn private_data_dir(dir: &std::path::Path) -> Result<(), ServeError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let failed = |e| ServeError::DataDir(dir.display().to_string(), e);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(failed)?;
+    // A folder made before (by an older Floe, or by hand) is tightened too.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(failed)
 }
 
 async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), ServeError> {
     let config = config?;
+    private_data_dir(&config.data_dir)?;
     // The AWS SDK configuration loads only if the store or the cipher is on AWS.
     let store = build::store(&config.store, floe_wiring::Aws::Shared).await?;
     let cipher = build::cipher(&config.secrets, floe_wiring::Aws::Shared).await?;
@@ -224,5 +244,35 @@ fn token(args: &[String]) -> ExitCode {
             eprintln!("floe-local: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod data_dir_tests {
+    use super::private_data_dir;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &std::path::Path) -> u32 {
+        std::fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0)
+    }
+
+    /// A new data folder is made 0700, and one made open before is
+    /// tightened: no other user of the machine lists the records, keys or
+    /// snapshots inside.
+    #[test]
+    fn the_data_folder_is_its_owners_alone() -> Result<(), Box<dyn std::error::Error>> {
+        let root = tempfile::tempdir()?;
+        let new = root.path().join("a").join(".floe");
+        private_data_dir(&new).map_err(|e| e.to_string())?;
+        assert_eq!(mode(&new), 0o700);
+
+        let old = root.path().join("old");
+        std::fs::create_dir(&old)?;
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755))?;
+        private_data_dir(&old).map_err(|e| e.to_string())?;
+        assert_eq!(mode(&old), 0o700);
+        Ok(())
     }
 }

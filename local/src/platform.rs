@@ -9,8 +9,8 @@ use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::Compute;
 use floe_compute_sim::{AddressPool, SimulatedCompute, SimulatedConfig};
 use floe_plans::{
-    DeploymentSteps, Engine, EngineConfig, HealthCheck, HealthConfig, LocalQueue, StepPorts,
-    StepSettings, WorkQueue,
+    DeploymentSteps, Engine, EngineConfig, HealthCheck, HealthConfig, LocalQueue, PlanStarter,
+    StepPorts, StepSettings, WorkQueue,
 };
 use floe_ports::ScheduleSync;
 use floe_schedules::{LocalScheduler, ReconcileNow, SystemClock};
@@ -108,7 +108,14 @@ impl LocalPlatform {
         let queue: Arc<dyn WorkQueue> = Arc::new(queue);
         let scheduler = Arc::new(LocalScheduler::new(Arc::new(SystemClock)));
         let reconcile = Arc::new(ReconcileNow::new(store.clone(), scheduler.clone()));
-        let health = HealthCheck::new(steps.clone(), HealthConfig::default());
+        // The health check runs beside the plans on each sweep; the heals
+        // it starts go to the same queue.
+        let health = HealthCheck::new(
+            store.clone(),
+            Arc::new(PlanStarter::new(store.clone(), queue.clone())),
+            steps.clone(),
+            HealthConfig::default(),
+        );
         let engine = Arc::new(
             Engine::new(
                 store,
@@ -118,7 +125,7 @@ impl LocalPlatform {
                 EngineConfig::default(),
             )
             .with_listener(reconcile.clone())
-            .with_health(health),
+            .with_sweep_task(Arc::new(health)),
         );
         let worker = engine.clone();
         let sweep_interval = config.sweep_interval;

@@ -69,6 +69,10 @@ const LAYERS: &[(&str, Layer)] = &[
     ("floe-clusters", Layer::Ports),
     ("floe-store", Layer::Ports),
     ("floe-secrets", Layer::Ports),
+    // The one reading of an AWS SDK error that every AWS adapter shares:
+    // below the adapters, since no adapter may depend on another, and on
+    // the smithy types alone, since only adapters link an SDK.
+    ("floe-aws-errors", Layer::Ports),
     ("floe-compute-ec2", Layer::Adapters),
     ("floe-compute-sim", Layer::Adapters),
     ("floe-parameters-ssm", Layer::Adapters),

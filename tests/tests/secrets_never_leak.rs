@@ -315,6 +315,10 @@ async fn credentials_never_appear_in_responses_logs_or_files() -> TestResult {
         "credentials leaked:\n{}",
         leaks.join("\n")
     );
+    assert!(
+        s.data_dir().join("floe.db").exists(),
+        "local mode keeps its records in floe.db"
+    );
     check_key_files(&s)
 }
 
@@ -410,10 +414,15 @@ fn leaks_on_disk(s: &Server, store_is_local: bool) -> Vec<String> {
     leaks
 }
 
-/// The key that encrypts credentials at rest, and the token secret, are
-/// readable by their owner only.
+/// The key that encrypts credentials at rest, the token secret and the
+/// records (sealed credentials among them) are readable by their owner
+/// only, and the data folder that holds them (and the local repositories'
+/// snapshots) is the owner's alone.
 fn check_key_files(s: &Server) -> TestResult {
-    for key_file in ["secrets.key", "jwt.secret"] {
+    let dir = std::fs::metadata(s.data_dir())?.permissions().mode() & 0o777;
+    assert_eq!(dir, 0o700, "{} has mode {dir:03o}", s.data_dir().display());
+    let local_db = s.data_dir().join("floe.db").exists().then_some("floe.db");
+    for key_file in ["secrets.key", "jwt.secret"].into_iter().chain(local_db) {
         let path = s.data_dir().join(key_file);
         let mode = std::fs::metadata(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?

@@ -28,7 +28,7 @@ pub struct Adapters {
     pub schedules: Option<Arc<ReconcileNow>>,
     /// The health check each sweep runs (its place in the fleet is kept
     /// while the function stays warm).
-    pub health: floe_plans::HealthCheck,
+    pub health: Arc<floe_plans::HealthCheck>,
 }
 
 /// How long the final snapshot step waits for its snapshot in one go.
@@ -83,8 +83,13 @@ impl Adapters {
             )
             .with_identity(identity),
         );
-        let health =
-            floe_plans::HealthCheck::new(steps.clone(), floe_plans::HealthConfig::default());
+        // Its heals are plans like any other: recorded, then queued.
+        let health = Arc::new(floe_plans::HealthCheck::new(
+            store.clone(),
+            Arc::new(floe_plans::PlanStarter::new(store.clone(), queue.clone())),
+            steps.clone(),
+            floe_plans::HealthConfig::default(),
+        ));
         let schedules = match &config.scheduler {
             Some(s) => {
                 let scheduler = AwsScheduler::new(
@@ -129,7 +134,7 @@ impl Adapters {
             format!("worker/{request_id}"),
             config,
         )
-        .with_health(self.health.clone());
+        .with_sweep_task(self.health.clone());
         match &self.schedules {
             Some(schedules) => engine.with_listener(schedules.clone()),
             None => engine,

@@ -385,17 +385,21 @@ impl Backend for NoFleet {
 /// its jobs go.
 fn with_health(w: &World) -> (Engine, UnboundedReceiver<PlanJob>) {
     let (queue, jobs) = LocalQueue::new();
+    let queue: Arc<dyn floe_plans::WorkQueue> = Arc::new(queue);
+    let health = floe_plans::HealthCheck::new(
+        w.store.clone(),
+        Arc::new(floe_plans::PlanStarter::new(w.store.clone(), queue.clone())),
+        w.steps.clone(),
+        floe_plans::HealthConfig::default(),
+    );
     let engine = Engine::new(
         w.store.clone(),
-        Arc::new(queue),
+        queue,
         w.steps.clone(),
         "worker-test",
         EngineConfig::default(),
     )
-    .with_health(floe_plans::HealthCheck::new(
-        w.steps.clone(),
-        floe_plans::HealthConfig::default(),
-    ));
+    .with_sweep_task(Arc::new(health));
     (engine, jobs)
 }
 

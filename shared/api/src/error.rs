@@ -6,6 +6,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use floe_app::{AppError, Resource};
+use floe_domain::Code;
 use floe_domain::validation::Invalid;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -32,64 +33,46 @@ pub struct ApiError {
     pub errors: Vec<ErrorItem>,
 }
 
+/// The status a code is answered with: the code list's.
+fn status_of(code: Code) -> StatusCode {
+    StatusCode::from_u16(code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
 impl ApiError {
-    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
+    /// A refusal with one code; its status is the code's (see
+    /// [`floe_domain::codes`]).
+    pub fn new(code: Code, message: impl Into<String>) -> ApiError {
         ApiError {
-            status,
+            status: status_of(code),
             errors: vec![ErrorItem {
-                code: code.to_string(),
+                code: code.name().to_string(),
                 message: message.into(),
                 fields: Vec::new(),
             }],
         }
     }
 
-    pub fn field(
-        status: StatusCode,
-        code: &str,
-        field: impl Into<String>,
-        message: impl Into<String>,
-    ) -> ApiError {
+    /// A refusal of one request field.
+    pub fn field(code: Code, field: impl Into<String>, message: impl Into<String>) -> ApiError {
         let field = field.into();
         let message = message.into();
         ApiError {
-            status,
+            status: status_of(code),
             errors: vec![ErrorItem {
-                code: code.to_string(),
+                code: code.name().to_string(),
                 message: format!("{field}: {message}"),
                 fields: vec![field],
             }],
         }
     }
 
-    pub fn bad_request(code: &str, message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, code, message)
-    }
-
-    pub fn invalid_field(
-        code: &str,
-        field: impl Into<String>,
-        message: impl Into<String>,
-    ) -> ApiError {
-        ApiError::field(StatusCode::BAD_REQUEST, code, field, message)
-    }
-
-    pub fn not_found(code: &str, message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, code, message)
-    }
-
-    pub fn conflict(code: &str, message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::CONFLICT, code, message)
-    }
-
     pub fn forbidden(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::FORBIDDEN, "auth.forbidden", message)
+        ApiError::new(Code::AUTH_FORBIDDEN, message)
     }
 
     pub fn precondition_failed(current: u64) -> ApiError {
         ApiError::new(
-            StatusCode::PRECONDITION_FAILED,
-            "request.version_mismatch",
+            Code::REQUEST_VERSION_MISMATCH,
             format!(
                 "the resource is at version {current}; read it again and retry with that version"
             ),
@@ -98,16 +81,15 @@ impl ApiError {
 
     /// Concurrent writers raced and this request lost; nothing was changed.
     pub fn concurrent_change() -> ApiError {
-        ApiError::conflict(
-            "request.concurrent_change",
+        ApiError::new(
+            Code::REQUEST_CONCURRENT_CHANGE,
             "the resource was changed by another request at the same time; nothing was changed, read it again and retry",
         )
     }
 
     pub fn internal() -> ApiError {
         ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal.error",
+            Code::INTERNAL_ERROR,
             "an internal error occurred; it has been logged",
         )
     }
@@ -125,7 +107,7 @@ impl From<Invalid> for ApiError {
                 .0
                 .into_iter()
                 .map(|p| ErrorItem {
-                    code: p.code.into_owned(),
+                    code: p.code.name().to_string(),
                     message: format!("{}: {}", p.field, p.message),
                     fields: vec![p.field],
                 })
@@ -134,7 +116,7 @@ impl From<Invalid> for ApiError {
     }
 }
 
-/// The one place an app error becomes a status and a code.
+/// The one place an app error becomes a code, and so a status.
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> ApiError {
         match e {
@@ -142,52 +124,49 @@ impl From<AppError> for ApiError {
             AppError::NotFound { what, id } => {
                 let (code, message) = match what {
                     Resource::Deployment => (
-                        "deployments.deployment_not_found",
+                        Code::DEPLOYMENTS_DEPLOYMENT_NOT_FOUND,
                         format!("deployment {id} was not found"),
                     ),
                     Resource::Repository => (
-                        "repositories.repository_not_found",
+                        Code::REPOSITORIES_REPOSITORY_NOT_FOUND,
                         format!("snapshot repository '{id}' was not found"),
                     ),
                     Resource::Policy => (
-                        "policies.policy_not_found",
+                        Code::POLICIES_POLICY_NOT_FOUND,
                         format!("snapshot policy {id} was not found"),
                     ),
                     Resource::Snapshot => (
-                        "snapshots.snapshot_not_found",
+                        Code::SNAPSHOTS_SNAPSHOT_NOT_FOUND,
                         format!("snapshot {id} was not found"),
                     ),
                     Resource::PendingPlan => (
-                        "deployments.no_pending_plan",
+                        Code::DEPLOYMENTS_NO_PENDING_PLAN,
                         format!("deployment {id} has no pending plan"),
                     ),
                     Resource::Elasticsearch => (
-                        "deployments.deployment_resource_not_found",
+                        Code::DEPLOYMENTS_DEPLOYMENT_RESOURCE_NOT_FOUND,
                         format!(
                             "no Elasticsearch resource {id}: a Floe deployment has one, main-elasticsearch"
                         ),
                     ),
                 };
-                ApiError::not_found(code, message)
+                ApiError::new(code, message)
             }
             AppError::Invalid(invalid) => invalid.into(),
             AppError::Conflict {
                 code,
                 message,
                 field: None,
-            } => ApiError::conflict(code, message),
+            } => ApiError::new(code, message),
             AppError::Conflict {
                 code,
                 message,
                 field: Some(field),
-            } => ApiError::field(StatusCode::CONFLICT, code, field, message),
+            } => ApiError::field(code, field, message),
             AppError::PreconditionFailed { current } => ApiError::precondition_failed(current),
             AppError::ConcurrentChange => ApiError::concurrent_change(),
-            AppError::Unavailable { code, message } => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
-            }
-            AppError::Upstream { code, message } => {
-                ApiError::new(StatusCode::BAD_GATEWAY, code, message)
+            AppError::Unavailable { code, message } | AppError::Upstream { code, message } => {
+                ApiError::new(code, message)
             }
             AppError::Internal => ApiError::internal(),
         }

@@ -1,5 +1,12 @@
-//! Request extractors: JSON bodies with field-precise errors, the verified
-//! caller, preconditions (`If-Match` / `?version=`) and idempotency keys.
+//! Request extractors: JSON bodies with field-precise errors, query
+//! parameters, the verified caller, preconditions (`If-Match` /
+//! `?version=`) and idempotency keys.
+
+mod json;
+mod query;
+
+pub use json::{BodyError, parse_json, parse_value_at};
+pub use query::{ParamError, Params, parse_query, refusing};
 
 use crate::error::ApiError;
 use crate::state::ApiState;
@@ -7,12 +14,12 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use floe_auth::Role;
+use floe_domain::Code;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -27,19 +34,17 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         if !is_json(req.headers()) {
             return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "request.unsupported_media_type",
+                Code::REQUEST_UNSUPPORTED_MEDIA_TYPE,
                 "send the body as JSON with Content-Type: application/json",
             ));
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|e| match e {
             BytesRejection::FailedToBufferBody(_) => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request.body_too_large",
+                Code::REQUEST_BODY_TOO_LARGE,
                 format!("the body must be at most {MAX_BODY_BYTES} bytes"),
             ),
-            _ => ApiError::bad_request(
-                "request.unreadable_body",
+            _ => ApiError::new(
+                Code::REQUEST_UNREADABLE_BODY,
                 "the request body could not be read",
             ),
         })?;
@@ -61,90 +66,6 @@ fn is_json(headers: &HeaderMap) -> bool {
         .trim()
         .to_ascii_lowercase();
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
-}
-
-/// Parses a JSON object body, then deserialises it with the path of the
-/// first offending field. Only objects are accepted at the top: serde would
-/// otherwise take an array as a struct's fields in order.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err(ApiError::bad_request(
-            "request.body_required",
-            "a JSON body is required",
-        ));
-    }
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::bad_request(
-            "request.malformed_json",
-            format!("malformed JSON at line {} column {}", e.line(), e.column()),
-        )
-    })?;
-    if !value.is_object() {
-        return Err(ApiError::invalid_field(
-            "validation.type",
-            "body",
-            "must be a JSON object",
-        ));
-    }
-    parse_value_at(value, "")
-}
-
-/// Deserialises `value`, naming fields relative to `prefix` (a request body
-/// parsed in parts keeps exact field paths whatever its key order).
-///
-/// JSON has one kind of number: `2344.0` is the integer 2344 to JSON Schema
-/// (and so to the document's `integer` fields and the clients generated from
-/// it). Where the type wants an integer and finds a whole float, that field
-/// alone becomes the integer and parsing goes on; free-form maps
-/// (`user_settings`) keep their floats.
-pub fn parse_value_at<T: DeserializeOwned>(mut value: Value, prefix: &str) -> Result<T, ApiError> {
-    // A bound on the fields mended, so that no body loops.
-    for _ in 0..64 {
-        let e = match serde_path_to_error::deserialize(&value) {
-            Ok(parsed) => return Ok(parsed),
-            Err(e) => e,
-        };
-        if !e
-            .inner()
-            .to_string()
-            .starts_with("invalid type: floating point")
-            || !whole_float_to_integer(&mut value, e.path())
-        {
-            return Err(json_error(&e, prefix));
-        }
-    }
-    serde_path_to_error::deserialize(&value).map_err(|e| json_error(&e, prefix))
-}
-
-/// Turns the whole float at `path` into the same integer; false when there
-/// is none there.
-fn whole_float_to_integer(value: &mut Value, path: &serde_path_to_error::Path) -> bool {
-    use serde_path_to_error::Segment;
-    let mut at = value;
-    for segment in path.iter() {
-        let next = match segment {
-            Segment::Seq { index } => at.get_mut(*index),
-            Segment::Map { key } => at.get_mut(key.as_str()),
-            Segment::Enum { .. } | Segment::Unknown => return false,
-        };
-        match next {
-            Some(v) => at = v,
-            None => return false,
-        }
-    }
-    let Some(f) = at.as_f64().filter(|f| f.fract() == 0.0 && f.is_finite()) else {
-        return false;
-    };
-    // Within i64/u64 the float converts exactly (it is whole); beyond, it
-    // stays a float and the type's own error names the field.
-    *at = if f < 0.0 && f >= i64::MIN as f64 {
-        Value::from(f as i64)
-    } else if f >= 0.0 && f < u64::MAX as f64 {
-        Value::from(f as u64)
-    } else {
-        return false;
-    };
-    true
 }
 
 /// A body whose type can be serialised again: besides `parse_json`, every
@@ -183,7 +104,7 @@ impl<S: Send + Sync> FromRequest<S> for DeploymentReplacement {
 impl<T: DeserializeOwned + Serialize> JsonSpec<T> {
     /// Parses `value` as the extractor does a body.
     pub fn from_value(value: Value) -> Result<JsonSpec<T>, ApiError> {
-        let parsed: T = parse_value_at(value.clone(), "")?;
+        let parsed: T = parse_value_at(&value, "")?;
         let round_trip = serde_json::to_value(&parsed).map_err(|_| ApiError::internal())?;
         if let Some(path) = shape_mismatch(&value, &round_trip, "") {
             let field = if path.is_empty() {
@@ -191,8 +112,8 @@ impl<T: DeserializeOwned + Serialize> JsonSpec<T> {
             } else {
                 path
             };
-            return Err(ApiError::invalid_field(
-                "validation.type",
+            return Err(ApiError::field(
+                Code::VALIDATION_TYPE,
                 field,
                 "must be a JSON object",
             ));
@@ -224,65 +145,6 @@ fn shape_mismatch(input: &Value, output: &Value, path: &str) -> Option<String> {
     }
 }
 
-fn json_error(e: &serde_path_to_error::Error<serde_json::Error>, prefix: &str) -> ApiError {
-    let path = e.path().to_string();
-    let path = match (prefix, path.as_str()) {
-        (p, ".") => p.to_string(),
-        ("", rest) => rest.to_string(),
-        (p, rest) => format!("{p}.{rest}"),
-    };
-    let message = strip_position(&e.inner().to_string());
-    let join = |name: &str| {
-        if path.is_empty() {
-            name.to_string()
-        } else {
-            format!("{path}.{name}")
-        }
-    };
-    if let Some(name) = backticked(&message, "unknown field `") {
-        // The path already ends at the unknown field.
-        let field = if path == name || path.ends_with(&format!(".{name}")) {
-            path.clone()
-        } else {
-            join(&name)
-        };
-        ApiError::invalid_field(
-            "validation.unknown_field",
-            field,
-            format!("is not a known field ({message})"),
-        )
-    } else if let Some(name) = backticked(&message, "missing field `") {
-        ApiError::invalid_field("validation.required", join(&name), "is required")
-    } else if message.starts_with("unknown variant") {
-        let field = if path.is_empty() {
-            "type".to_string()
-        } else {
-            path
-        };
-        ApiError::invalid_field("validation.unknown_value", field, message)
-    } else {
-        let field = if path.is_empty() {
-            "body".to_string()
-        } else {
-            path
-        };
-        ApiError::invalid_field("validation.type", field, message)
-    }
-}
-
-fn backticked(message: &str, after: &str) -> Option<String> {
-    let rest = message.strip_prefix(after)?;
-    rest.split('`').next().map(str::to_string)
-}
-
-/// serde_json appends " at line L column C"; the field path says more.
-fn strip_position(m: &str) -> String {
-    match m.rfind(" at line ") {
-        Some(i) => m[..i].to_string(),
-        None => m.to_string(),
-    }
-}
-
 /// The verified caller and the organization the request acts in. The
 /// use cases take one of its capabilities ([`Caller::reader`],
 /// [`Caller::manager`], [`Caller::admin`]).
@@ -296,11 +158,10 @@ impl FromRequestParts<ApiState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
-        let unauthorized =
-            |code: &str, message: &str| ApiError::new(StatusCode::UNAUTHORIZED, code, message);
+        let unauthorized = |code: Code, message: &str| ApiError::new(code, message);
         let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
             unauthorized(
-                "auth.missing_token",
+                Code::AUTH_MISSING_TOKEN,
                 "send a bearer token: Authorization: Bearer <jwt>",
             )
         })?;
@@ -315,7 +176,7 @@ impl FromRequestParts<ApiState> for Caller {
             .filter(|t| !t.is_empty())
             .ok_or_else(|| {
                 unauthorized(
-                    "auth.missing_token",
+                    Code::AUTH_MISSING_TOKEN,
                     "the Authorization header must be: Bearer <jwt>",
                 )
             })?;
@@ -338,9 +199,8 @@ impl FromRequestParts<ApiState> for Caller {
                         "only platform roles may act in another organization ({ORG_HEADER})"
                     )));
                 }
-                floe_domain::names::validate_org(requested).map_err(|m| {
-                    ApiError::invalid_field("validation.organization", ORG_HEADER, m)
-                })?;
+                floe_domain::names::validate_org(requested)
+                    .map_err(|m| ApiError::field(Code::VALIDATION_ORGANIZATION, ORG_HEADER, m))?;
                 // Outside its own organization a token holds its platform
                 // rights only: platform_viewer reads, platform_admin
                 // manages. Its organization's roles stay at home.
@@ -375,11 +235,19 @@ impl Caller {
     }
 }
 
-/// The version a client expects: `If-Match` (an ETag) or ECE's `?version=`.
+/// The version a client expects: `If-Match` (an ETag) or ECE's `?version=`
+/// (already checked by [`crate::params::version`]).
 pub fn expected_version(
     headers: &HeaderMap,
-    query: &BTreeMap<String, String>,
+    from_query: Option<u64>,
 ) -> Result<Option<u64>, ApiError> {
+    let bad_if_match = || {
+        ApiError::field(
+            Code::VALIDATION_IF_MATCH,
+            "If-Match",
+            "must be an ETag this API returned, e.g. \"3\"",
+        )
+    };
     let from_header = match headers.get(header::IF_MATCH) {
         None => None,
         Some(v) => {
@@ -388,42 +256,18 @@ pub fn expected_version(
                 None
             } else {
                 let inner = text.trim_start_matches("W/").trim_matches('"');
-                Some(inner.parse::<u64>().map_err(|_| {
-                    ApiError::invalid_field(
-                        "validation.if_match",
-                        "If-Match",
-                        "must be an ETag this API returned, e.g. \"3\"",
-                    )
-                })?)
+                Some(inner.parse::<u64>().map_err(|_| bad_if_match())?)
             }
         }
     };
-    let from_query = match query.get("version") {
-        None => None,
-        Some(v) => Some(v.parse::<u64>().map_err(|_| {
-            ApiError::invalid_field("validation.version", "version", "must be a whole number")
-        })?),
-    };
     // Versions are documented as int64, as the clients generated from the
     // document hold them; a larger number is no version this API gave.
-    let too_large = |v: &Option<u64>| v.is_some_and(|v| v > i64::MAX as u64);
-    if too_large(&from_header) {
-        return Err(ApiError::invalid_field(
-            "validation.if_match",
-            "If-Match",
-            "must be an ETag this API returned, e.g. \"3\"",
-        ));
-    }
-    if too_large(&from_query) {
-        return Err(ApiError::invalid_field(
-            "validation.version",
-            "version",
-            format!("must be a whole number from 0 to {}", i64::MAX),
-        ));
+    if from_header.is_some_and(|v| v > i64::MAX as u64) {
+        return Err(bad_if_match());
     }
     match (from_header, from_query) {
-        (Some(h), Some(q)) if h != q => Err(ApiError::invalid_field(
-            "validation.version",
+        (Some(h), Some(q)) if h != q => Err(ApiError::field(
+            Code::VALIDATION_VERSION,
             "version",
             "disagrees with If-Match; send one of them",
         )),
@@ -431,67 +275,13 @@ pub fn expected_version(
     }
 }
 
-/// Refuses query parameters a route does not know, so a typo is not silently ignored.
-/// A `true`/`false` query parameter; absent is false.
-pub fn bool_param(query: &BTreeMap<String, String>, name: &str) -> Result<bool, ApiError> {
-    match query.get(name).map(String::as_str) {
-        None | Some("false") => Ok(false),
-        Some("true") => Ok(true),
-        Some(_) => Err(ApiError::invalid_field(
-            "validation.boolean",
-            name,
-            "must be true or false",
-        )),
-    }
-}
-
-pub fn only_params(query: &BTreeMap<String, String>, allowed: &[&str]) -> Result<(), ApiError> {
-    for k in query.keys() {
-        if !allowed.contains(&k.as_str()) {
-            return Err(ApiError::invalid_field(
-                "validation.unknown_parameter",
-                k.clone(),
-                format!(
-                    "is not a parameter of this operation (known: {})",
-                    allowed.join(", ")
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-pub fn page_request(query: &BTreeMap<String, String>) -> Result<floe_store::PageRequest, ApiError> {
-    let size = match query.get("size") {
-        None => None,
-        Some(s) => match s.parse::<u32>() {
-            Ok(n) if (1..=floe_store::stores::MAX_PAGE_SIZE).contains(&n) => Some(n),
-            _ => {
-                return Err(ApiError::invalid_field(
-                    "validation.range",
-                    "size",
-                    format!(
-                        "must be a whole number from 1 to {}",
-                        floe_store::stores::MAX_PAGE_SIZE
-                    ),
-                ));
-            }
-        },
-    };
-    Ok(floe_store::PageRequest {
-        size,
-        cursor: query.get("cursor").cloned(),
-    })
-}
-
 /// Idempotency key of a create: `Idempotency-Key` header or ECE's
 /// `request_id`, as sent (the use case checks it). A header that is not
 /// text is kept as a key no check accepts.
-pub fn idempotency_key(headers: &HeaderMap, query: &BTreeMap<String, String>) -> Option<String> {
-    match (headers.get("idempotency-key"), query.get("request_id")) {
-        (Some(h), _) => Some(h.to_str().unwrap_or("\u{0}").to_string()),
-        (None, Some(q)) => Some(q.clone()),
-        (None, None) => None,
+pub fn idempotency_key(headers: &HeaderMap, request_id: Option<String>) -> Option<String> {
+    match headers.get("idempotency-key") {
+        Some(h) => Some(h.to_str().unwrap_or("\u{0}").to_string()),
+        None => request_id,
     }
 }
 
@@ -508,60 +298,10 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
             .await
             .map(|axum::extract::Path(p)| PathParam(p))
             .map_err(|_| {
-                ApiError::not_found(
-                    "root.not_found",
+                ApiError::new(
+                    Code::ROOT_NOT_FOUND,
                     "no such resource: the path is not valid UTF-8",
                 )
             })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde::Deserialize;
-
-    #[derive(Debug, Deserialize, PartialEq)]
-    struct Storage {
-        size_gb: u32,
-    }
-
-    #[derive(Debug, Deserialize, PartialEq)]
-    struct Group {
-        storage: Storage,
-        count: u32,
-        settings: BTreeMap<String, Value>,
-    }
-
-    /// Schemathesis found `2344.0` refused where the document says integer.
-    #[test]
-    fn a_whole_float_is_the_integer_it_equals() {
-        let body = br#"{"storage":{"size_gb":1470.0},"count":3.0,"settings":{"ratio":1.0}}"#;
-        let group: Group = parse_json(body).unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(group.storage.size_gb, 1470);
-        assert_eq!(group.count, 3);
-        // A free-form map keeps its float.
-        assert_eq!(group.settings["ratio"], serde_json::json!(1.0));
-    }
-
-    /// Schemathesis sent `?version=9223372036854775808` (past int64) and
-    /// got 412 for a request the document says is malformed.
-    #[test]
-    fn a_version_past_int64_is_malformed() {
-        let query = BTreeMap::from([("version".to_string(), "9223372036854775808".to_string())]);
-        assert!(expected_version(&HeaderMap::new(), &query).is_err());
-        let query = BTreeMap::from([("version".to_string(), i64::MAX.to_string())]);
-        assert_eq!(
-            expected_version(&HeaderMap::new(), &query).ok().flatten(),
-            Some(i64::MAX as u64)
-        );
-    }
-
-    #[test]
-    fn a_fraction_is_still_refused_naming_its_field() {
-        let body = br#"{"storage":{"size_gb":1.5},"count":3,"settings":{}}"#;
-        let err = parse_json::<Group>(body).err().map(|e| format!("{e:?}"));
-        let err = err.unwrap_or_default();
-        assert!(err.contains("storage.size_gb"), "{err}");
     }
 }

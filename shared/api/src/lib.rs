@@ -3,9 +3,11 @@
 
 mod access;
 pub mod error;
+mod error_codes;
 mod examples;
 pub mod extract;
 mod links;
+pub mod params;
 mod respond;
 mod responses;
 pub mod routes;
@@ -16,9 +18,10 @@ pub use state::ApiState;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use floe_domain::Code;
 use tower_http::catch_panic::CatchPanicLayer;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -88,6 +91,7 @@ fn collected() -> utoipa::openapi::OpenApi {
         components.schemas.entry(name).or_insert(schema);
     }
     all_of_parts_are_open(&mut doc);
+    error_codes::document(&mut doc);
     doc
 }
 
@@ -216,15 +220,14 @@ pub fn app(state: impl Into<ApiState>) -> Router {
             }),
         )
         .fallback(|| async {
-            ApiError::not_found(
-                "root.not_found",
+            ApiError::new(
+                Code::ROOT_NOT_FOUND,
                 "no such API path; see /api/v1/openapi.json",
             )
         })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "root.method_not_allowed",
+                Code::ROOT_METHOD_NOT_ALLOWED,
                 "this path does not take that method",
             )
         })

@@ -99,7 +99,7 @@ pub(crate) const LINKS: &[(&str, &[&str], &[Target])] = &[
     ("take-deployment-snapshot", &["200", "202"], ON_SNAPSHOT),
 ];
 
-fn operations_mut(doc: &mut OpenApi) -> impl Iterator<Item = &mut Operation> {
+pub(crate) fn operations_mut(doc: &mut OpenApi) -> impl Iterator<Item = &mut Operation> {
     doc.paths.paths.values_mut().flat_map(|item| {
         [
             item.get.as_mut(),

@@ -82,7 +82,7 @@ pub struct Invalid(ErrorBody);
 #[derive(IntoResponses)]
 #[response(
     status = 404,
-    description = "No such resource in the caller's organization; `code` says which (`deployments.not_found`, …)."
+    description = "No such resource in the caller's organization; `code` says which."
 )]
 pub struct NotFound(ErrorBody);
 

@@ -1,6 +1,7 @@
 //! The instance catalog: the EC2 types deployments can use.
 
 use crate::{App, AppError, Reader};
+use floe_domain::Code;
 use floe_domain::catalog::{self, Arch};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -36,7 +37,7 @@ impl App {
             None => None,
             Some(a) => Some(Arch::parse(a).ok_or_else(|| {
                 AppError::invalid(
-                    "validation.unknown_value",
+                    Code::VALIDATION_UNKNOWN_VALUE,
                     "arch",
                     "must be arm64 or x86_64",
                 )

@@ -2,6 +2,7 @@
 //! converted into it here; the HTTP layer turns it into a status and a
 //! code in one place. Internal detail is logged, never carried.
 
+use floe_domain::Code;
 use floe_domain::validation::Invalid;
 use floe_snapshots::SnapshotError;
 use floe_store::{Kind, StoreError};
@@ -34,7 +35,7 @@ pub enum AppError {
     /// part of the request at fault, when one is.
     #[error("{code}: {message}")]
     Conflict {
-        code: &'static str,
+        code: Code,
         message: String,
         field: Option<String>,
     },
@@ -46,10 +47,10 @@ pub enum AppError {
     ConcurrentChange,
     /// A backing service is unavailable right now; retrying may work.
     #[error("{code}: {message}")]
-    Unavailable { code: &'static str, message: String },
+    Unavailable { code: Code, message: String },
     /// A deployment's cluster refused the request (details are logged).
     #[error("{code}: {message}")]
-    Upstream { code: &'static str, message: String },
+    Upstream { code: Code, message: String },
     /// A bug or an unexpected failure (logged where it happened).
     #[error("internal error")]
     Internal,
@@ -63,7 +64,7 @@ impl AppError {
         }
     }
 
-    pub fn conflict(code: &'static str, message: impl Into<String>) -> AppError {
+    pub fn conflict(code: Code, message: impl Into<String>) -> AppError {
         AppError::Conflict {
             code,
             message: message.into(),
@@ -72,7 +73,7 @@ impl AppError {
     }
 
     pub fn conflict_on(
-        code: &'static str,
+        code: Code,
         field: impl Into<String>,
         message: impl Into<String>,
     ) -> AppError {
@@ -83,11 +84,7 @@ impl AppError {
         }
     }
 
-    pub fn invalid(
-        code: &'static str,
-        field: impl Into<String>,
-        message: impl Into<String>,
-    ) -> AppError {
+    pub fn invalid(code: Code, field: impl Into<String>, message: impl Into<String>) -> AppError {
         AppError::Invalid(Invalid::one(field, code, message))
     }
 
@@ -127,7 +124,7 @@ pub(crate) fn reference_error(holder: Holder<'_>, e: StoreError) -> AppError {
     };
     match (holder, kind) {
         (_, Kind::Repository) => AppError::invalid(
-            "validation.repository_not_found",
+            Code::VALIDATION_REPOSITORY_NOT_FOUND,
             match holder {
                 Holder::Deployment { .. } => "snapshot.repository",
                 Holder::Policy => "repository",
@@ -137,7 +134,7 @@ pub(crate) fn reference_error(holder: Holder<'_>, e: StoreError) -> AppError {
         (Holder::Deployment { policies }, Kind::Policy) => {
             let i = policies.iter().position(|p| *p == key).unwrap_or(0);
             AppError::invalid(
-                "validation.policy_not_found",
+                Code::VALIDATION_POLICY_NOT_FOUND,
                 format!("snapshot.policies[{i}]"),
                 format!("snapshot policy {key} does not exist"),
             )
@@ -152,14 +149,14 @@ impl From<StoreError> for AppError {
             StoreError::Unavailable(detail) => {
                 tracing::error!(error = %detail, "store unavailable");
                 AppError::Unavailable {
-                    code: "internal.store_unavailable",
+                    code: Code::INTERNAL_STORE_UNAVAILABLE,
                     message: "storage is unavailable right now; nothing was changed, retry later"
                         .into(),
                 }
             }
             StoreError::VersionMismatch { .. } => AppError::ConcurrentChange,
             StoreError::BadCursor => AppError::invalid(
-                "validation.cursor",
+                Code::VALIDATION_CURSOR,
                 "cursor",
                 "is not a cursor this API returned",
             ),
@@ -170,7 +167,7 @@ impl From<StoreError> for AppError {
                     _ => ("reference", "resource"),
                 };
                 AppError::invalid(
-                    "validation.reference_not_found",
+                    Code::VALIDATION_REFERENCE_NOT_FOUND,
                     field,
                     format!("{what} '{key}' does not exist"),
                 )
@@ -189,29 +186,29 @@ impl From<SnapshotError> for AppError {
         match e {
             SnapshotError::DeploymentNotFound(id) => AppError::not_found(Resource::Deployment, id),
             SnapshotError::NotRunning { id, status } => AppError::conflict(
-                "deployments.not_running",
+                Code::DEPLOYMENTS_NOT_RUNNING,
                 format!(
                     "deployment {id} is {}; snapshots need a running deployment",
                     status.as_str()
                 ),
             ),
             SnapshotError::NoRepository(id) => AppError::conflict(
-                "snapshots.no_repository",
+                Code::SNAPSHOTS_NO_REPOSITORY,
                 format!(
                     "deployment {id} has no snapshot repository; attach one (snapshot.repository) first"
                 ),
             ),
             SnapshotError::RepositoryNotFound(name) => AppError::conflict(
-                "snapshots.repository_not_found",
+                Code::SNAPSHOTS_REPOSITORY_NOT_FOUND,
                 format!("the deployment's snapshot repository {name} does not exist"),
             ),
             SnapshotError::SnapshotNotFound(name) => AppError::not_found(Resource::Snapshot, name),
             SnapshotError::SnapshotExists(name) => AppError::conflict(
-                "snapshots.snapshot_exists",
+                Code::SNAPSHOTS_SNAPSHOT_EXISTS,
                 format!("the deployment already has a snapshot named {name}"),
             ),
             SnapshotError::Pinned { snapshot, by } => AppError::conflict_on(
-                "snapshots.snapshot_pinned",
+                Code::SNAPSHOTS_SNAPSHOT_PINNED,
                 "name",
                 format!(
                     "snapshot {snapshot} is pinned by {}, which restores or mounts it; delete that clone first (a restore clone releases it once its restore has completed)",
@@ -223,23 +220,23 @@ impl From<SnapshotError> for AppError {
                 taken_at,
                 now_at,
             } => AppError::conflict_on(
-                "snapshots.snapshot_moved",
+                Code::SNAPSHOTS_SNAPSHOT_MOVED,
                 "name",
                 format!(
                     "snapshot {snapshot} was taken at {taken_at}, but its repository now keeps this deployment's snapshots at {now_at}: it cannot be deleted there (point the repository back to delete it)"
                 ),
             ),
             SnapshotError::AlreadyRunning { repository } => AppError::conflict(
-                "snapshots.concurrent_snapshot",
+                Code::SNAPSHOTS_CONCURRENT_SNAPSHOT,
                 format!(
                     "a snapshot is already running in repository {repository}; wait for it to finish"
                 ),
             ),
             SnapshotError::Invalid { field, message } => {
                 let code = if field.starts_with("indices") {
-                    "validation.index_pattern"
+                    Code::VALIDATION_INDEX_PATTERN
                 } else {
-                    "validation.snapshot_name"
+                    Code::VALIDATION_SNAPSHOT_NAME
                 };
                 AppError::invalid(code, field, message)
             }
@@ -248,14 +245,14 @@ impl From<SnapshotError> for AppError {
                 tracing::warn!(error = %e, "cluster call failed");
                 if e.is_transient() {
                     AppError::Unavailable {
-                        code: "snapshots.cluster_unavailable",
+                        code: Code::SNAPSHOTS_CLUSTER_UNAVAILABLE,
                         message:
                             "the deployment's cluster cannot be reached right now; retry later"
                                 .into(),
                     }
                 } else {
                     AppError::Upstream {
-                        code: "snapshots.cluster_error",
+                        code: Code::SNAPSHOTS_CLUSTER_ERROR,
                         message:
                             "the deployment's cluster refused the request; the details are logged"
                                 .into(),

@@ -3,6 +3,7 @@
 use crate::deployments::check_version;
 use crate::error::{Holder, reference_error};
 use crate::{App, AppError, Manager, Reader, Resource};
+use floe_domain::Code;
 use floe_domain::names::{is_resource_id, new_resource_id};
 use floe_domain::policy::{Policy, PolicySpec, PolicyView};
 use floe_ports::ReconcileJob;
@@ -121,7 +122,7 @@ impl App {
             .await
             .map_err(|e| match e {
                 StoreError::InUse { refs } => AppError::conflict(
-                    "policies.policy_in_use",
+                    Code::POLICIES_POLICY_IN_USE,
                     format!(
                         "snapshot policy {id} is attached to {refs} deployments; detach it first"
                     ),

@@ -5,6 +5,7 @@
 //! cluster's answer comes back as it is.
 
 use crate::{App, AppError, Caller, Resource};
+use floe_domain::Code;
 use floe_domain::access::ELASTICSEARCH_REF_ID;
 use floe_domain::deployment::DeploymentStatus;
 use floe_elastic::{ForwardRequest, Forwarded};
@@ -53,7 +54,7 @@ impl App {
             caller.manager()?.org.clone()
         } else {
             return Err(AppError::invalid(
-                "proxy.method",
+                Code::PROXY_METHOD,
                 "method",
                 "must be one of GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS",
             ));
@@ -76,7 +77,7 @@ impl App {
             .is_some_and(|a| !a.nodes.is_empty());
         if !reachable {
             return Err(AppError::conflict(
-                "deployments.not_reachable",
+                Code::DEPLOYMENTS_NOT_REACHABLE,
                 format!(
                     "deployment {deployment_id} is {} and has no node to reach",
                     deployment.value.status.as_str()
@@ -88,11 +89,12 @@ impl App {
             .client(&deployment.value, &[])
             .await
             .map_err(|e| AppError::Unavailable {
-                code: "proxy.cluster_unreachable",
+                code: Code::PROXY_CLUSTER_UNREACHABLE,
                 message: format!("the cluster cannot be reached: {e}"),
             })?;
-        let method = floe_elastic::Method::from_bytes(method.as_bytes())
-            .map_err(|_| AppError::invalid("proxy.method", "method", "is not an HTTP method"))?;
+        let method = floe_elastic::Method::from_bytes(method.as_bytes()).map_err(|_| {
+            AppError::invalid(Code::PROXY_METHOD, "method", "is not an HTTP method")
+        })?;
         client
             .forward(
                 ForwardRequest {
@@ -106,7 +108,7 @@ impl App {
             )
             .await
             .map_err(|e| AppError::Unavailable {
-                code: "proxy.cluster_unreachable",
+                code: Code::PROXY_CLUSTER_UNREACHABLE,
                 message: format!("the cluster gave no answer: {e}"),
             })
     }
@@ -116,7 +118,7 @@ impl App {
 /// percent-encoded), no empty segments that would change its meaning, no
 /// control characters.
 fn check_path(path: &str) -> Result<(), AppError> {
-    let bad = |why: &str| Err(AppError::invalid("proxy.path", "path", why));
+    let bad = |why: &str| Err(AppError::invalid(Code::PROXY_PATH, "path", why));
     if path.len() > 4096 {
         return bad("is longer than 4096 characters");
     }

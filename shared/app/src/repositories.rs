@@ -2,6 +2,7 @@
 
 use crate::deployments::check_version;
 use crate::{Admin, App, AppError, Reader, Resource};
+use floe_domain::Code;
 use floe_domain::repository::{
     Repository, RepositoryRequest, RepositorySettings, RepositoryView, S3Settings,
     validate_repository_name,
@@ -126,7 +127,7 @@ impl App {
             && let Some(field) = settings.moved_from(&previous.value.settings)
         {
             return Err(AppError::conflict_on(
-                "repositories.location_in_use",
+                Code::REPOSITORIES_LOCATION_IN_USE,
                 field,
                 format!(
                     "cannot change while {} deployments or policies use snapshot repository '{name}': their snapshots are at the current place; register the new place under another name",
@@ -183,7 +184,7 @@ impl App {
             return Ok(());
         };
         let refuse = |message: String| {
-            AppError::invalid("validation.endpoint", "settings.endpoint", message)
+            AppError::invalid(Code::VALIDATION_ENDPOINT, "settings.endpoint", message)
         };
         let addresses = self
             .resolver
@@ -212,7 +213,7 @@ impl App {
             .map_err(|e| {
                 tracing::error!(error = %e, field, "could not encrypt a repository secret");
                 AppError::Unavailable {
-                    code: "internal.secrets_unavailable",
+                    code: Code::INTERNAL_SECRETS_UNAVAILABLE,
                     message:
                         "credentials cannot be encrypted right now; nothing was stored, retry later"
                             .into(),
@@ -239,7 +240,7 @@ impl App {
             .await
             .map_err(|e| match e {
                 StoreError::InUse { refs } => AppError::conflict(
-                    "repositories.repository_in_use",
+                    Code::REPOSITORIES_REPOSITORY_IN_USE,
                     format!("snapshot repository '{name}' is used by {refs} deployments or policies; detach it first"),
                 ),
                 other => AppError::from_write(other, expected, Resource::Repository, name),
@@ -251,5 +252,5 @@ impl App {
 
 /// Checks a repository's name (1–63 of a-z, 0-9, '-').
 pub fn check_name(name: &str) -> Result<(), AppError> {
-    validate_repository_name(name).map_err(|m| AppError::invalid("validation.name", "name", m))
+    validate_repository_name(name).map_err(|m| AppError::invalid(Code::VALIDATION_NAME, "name", m))
 }

@@ -9,6 +9,7 @@
 
 use crate::deployments::{Creation, plan_in_progress};
 use crate::{App, AppError, Manager};
+use floe_domain::Code;
 use floe_domain::deployment::{
     Deployment, DeploymentSpec, DeploymentStatus, DeploymentView, NodeGroup,
 };
@@ -68,7 +69,7 @@ pub(crate) fn check_source_path(
         return Ok(());
     }
     Err(AppError::conflict_on(
-        "restore.source_path_read_only",
+        Code::RESTORE_SOURCE_PATH_READ_ONLY,
         field,
         format!(
             "deployment {} mounts snapshot {} of deployment {} through {repository}, registered read-only at the source's path; registering {repository} again at this deployment's path would take the mounted data away (attach a repository under another name, or clone with that repository as snapshot.repository so that the source is read under a second name)",
@@ -112,7 +113,7 @@ fn rename_field(e: AppError, from: &str, to: &str) -> AppError {
 
 fn unreachable(field: &str, repo: &str) -> AppError {
     AppError::invalid(
-        "restore.repository_unreachable",
+        Code::RESTORE_REPOSITORY_UNREACHABLE,
         field,
         format!(
             "the nodes cannot reach repository {repo}: they have one S3 client, set up for the deployment's own repository (same endpoint, protocol, path style, region and access key needed)"
@@ -174,13 +175,13 @@ impl App {
         else {
             return Err(if name == LATEST_SUCCESS {
                 AppError::conflict_on(
-                    "restore.no_successful_snapshot",
+                    Code::RESTORE_NO_SUCCESSFUL_SNAPSHOT,
                     format!("{field}snapshot_name"),
                     format!("deployment {deployment_id} has no successful snapshot{in_repo}"),
                 )
             } else {
                 AppError::invalid(
-                    "restore.snapshot_not_found",
+                    Code::RESTORE_SNAPSHOT_NOT_FOUND,
                     format!("{field}snapshot_name"),
                     format!("deployment {deployment_id} has no snapshot {name}{in_repo}"),
                 )
@@ -188,7 +189,7 @@ impl App {
         };
         if record.deleting.is_some() {
             return Err(AppError::conflict_on(
-                "restore.snapshot_not_restorable",
+                Code::RESTORE_SNAPSHOT_NOT_RESTORABLE,
                 format!("{field}snapshot_name"),
                 format!(
                     "snapshot {} is being deleted; it can no longer be restored",
@@ -201,7 +202,7 @@ impl App {
             SnapshotState::Success | SnapshotState::Partial
         ) {
             return Err(AppError::conflict_on(
-                "restore.snapshot_not_restorable",
+                Code::RESTORE_SNAPSHOT_NOT_RESTORABLE,
                 format!("{field}snapshot_name"),
                 format!(
                     "snapshot {} is {}; only a SUCCESS or PARTIAL snapshot can be restored",
@@ -216,7 +217,7 @@ impl App {
             .await?
             .ok_or_else(|| {
                 AppError::invalid(
-                    "restore.repository_not_found",
+                    Code::RESTORE_REPOSITORY_NOT_FOUND,
                     format!("{field}repository"),
                     format!(
                         "snapshot {} is in repository {}, which no longer exists",
@@ -229,7 +230,7 @@ impl App {
             let now_at = floe_snapshots::snapshot_place(&repository, deployment_id);
             if *taken_at != now_at {
                 return Err(AppError::conflict_on(
-                    "restore.snapshot_not_restorable",
+                    Code::RESTORE_SNAPSHOT_NOT_RESTORABLE,
                     format!("{field}snapshot_name"),
                     format!(
                         "snapshot {} was taken at {taken_at}, but repository {} now keeps this deployment's snapshots at {now_at}; it cannot be restored from there",
@@ -278,7 +279,7 @@ impl App {
         if source.is_none() {
             // Another organization's deployment is as absent as a missing one.
             return Err(AppError::invalid(
-                "restore.source_not_found",
+                Code::RESTORE_SOURCE_NOT_FOUND,
                 "restore_snapshot.source_deployment_id",
                 format!("deployment {} was not found", r.source_deployment_id),
             ));
@@ -326,14 +327,14 @@ impl App {
     ) -> Result<RestoreTarget, AppError> {
         let Some(own) = d.spec.repository() else {
             return Err(AppError::invalid(
-                "restore.repository_required",
+                Code::RESTORE_REPOSITORY_REQUIRED,
                 "restore_snapshot",
                 "the deployment has no snapshot repository to start from",
             ));
         };
         if name != LATEST_SUCCESS {
             floe_domain::snapshot_name::validate_snapshot_name(name).map_err(|m| {
-                AppError::invalid("validation.snapshot_name", "restore_snapshot", m)
+                AppError::invalid(Code::VALIDATION_SNAPSHOT_NAME, "restore_snapshot", m)
             })?;
         }
         let resolved = self
@@ -367,7 +368,7 @@ impl App {
         }
         if previous.value.status != DeploymentStatus::Running {
             return Err(AppError::conflict(
-                "deployments.not_running",
+                Code::DEPLOYMENTS_NOT_RUNNING,
                 format!(
                     "deployment {id} is {}; only a running deployment can restore",
                     previous.value.status.as_str()
@@ -377,7 +378,7 @@ impl App {
         let own = previous.value.spec.repository();
         let Some(wanted) = request.repository.as_deref().or(own) else {
             return Err(AppError::invalid(
-                "restore.repository_required",
+                Code::RESTORE_REPOSITORY_REQUIRED,
                 "repository",
                 "the deployment has no repository of its own: name the one to restore from",
             ));
@@ -393,7 +394,7 @@ impl App {
             Err(e) if request.snapshot_name != LATEST_SUCCESS && request.repository.is_some() => {
                 let Some(repo) = self.repository_named(&who.org, Some(wanted)).await? else {
                     return Err(AppError::invalid(
-                        "restore.repository_not_found",
+                        Code::RESTORE_REPOSITORY_NOT_FOUND,
                         "repository",
                         format!("snapshot repository {wanted} does not exist"),
                     ));
@@ -459,7 +460,7 @@ impl App {
                 resolved_snapshot: None,
             }),
         };
-        self.create_validated(who, spec, idempotency_key).await
+        self.create_deployment(who, spec, idempotency_key).await
     }
 }
 

@@ -6,6 +6,7 @@ use crate::deployments::Creation;
 use crate::{App, AppError, Caller, Resource};
 use async_trait::async_trait;
 use floe_auth::Role;
+use floe_domain::Code;
 use floe_domain::deployment::{DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{FORCE_ENDED, PlanKind, PlanStatus};
 use floe_domain::policy::PolicySpec;
@@ -185,7 +186,7 @@ async fn a_create_stores_an_initializing_deployment_and_wakes_a_worker() -> Test
         matches!(
             other,
             Err(AppError::Conflict {
-                code: "request.idempotency_key_reused",
+                code: Code::REQUEST_IDEMPOTENCY_KEY_REUSED,
                 ..
             })
         ),
@@ -295,7 +296,7 @@ async fn plans_take_the_status_of_their_kind_and_schedules_follow() -> TestResul
         matches!(
             pending,
             Err(AppError::Conflict {
-                code: "deployments.plan_in_progress",
+                code: Code::DEPLOYMENTS_PLAN_IN_PROGRESS,
                 ..
             })
         ),
@@ -324,7 +325,7 @@ async fn plans_take_the_status_of_their_kind_and_schedules_follow() -> TestResul
         matches!(
             deleting,
             Err(AppError::Conflict {
-                code: "deployments.deployment_not_stopped",
+                code: Code::DEPLOYMENTS_DEPLOYMENT_NOT_STOPPED,
                 ..
             })
         ),
@@ -461,7 +462,7 @@ async fn a_policy_change_reconciles_the_policys_schedules() -> TestResult {
         matches!(
             in_use,
             Err(AppError::Conflict {
-                code: "repositories.repository_in_use",
+                code: Code::REPOSITORIES_REPOSITORY_IN_USE,
                 ..
             })
         ),
@@ -763,7 +764,10 @@ async fn a_repository_in_use_keeps_its_place() -> TestResult {
                 field: Some(f),
                 ..
             }) => {
-                assert_eq!((code, f.as_str()), ("repositories.location_in_use", field));
+                assert_eq!(
+                    (code.name(), f.as_str()),
+                    ("repositories.location_in_use", field)
+                );
             }
             other => return Err(format!("{field}: expected a 409, got {other:?}").into()),
         }
@@ -887,7 +891,7 @@ async fn endpoint_names_are_checked_by_what_they_resolve_to() -> TestResult {
 /// synced, whatever it answers or refuses.
 #[tokio::test]
 async fn validate_only_reads_and_never_writes_wakes_or_syncs() -> TestResult {
-    use crate::validation::{Checked, Mode, ValidationOutcome};
+    use crate::validation::ValidationOutcome;
     use floe_domain::replacement::ReadOnlyFields;
     let mut w = world()?;
     let who = caller(&[Role::DeploymentManager]).manager()?;
@@ -898,13 +902,10 @@ async fn validate_only_reads_and_never_writes_wakes_or_syncs() -> TestResult {
         assert!(w.synced.take().is_empty(), "schedules were synced");
     };
 
-    let checked = w
+    let v = w
         .app
-        .create_deployment_in(&who, spec(1)?, Some("k1"), Mode::ValidateOnly)
+        .validate_create_deployment(&who, spec(1)?, Some("k1"))
         .await?;
-    let Checked::Validated(v) = checked else {
-        return Err("a validation created".into());
-    };
     assert_eq!(v.outcome, ValidationOutcome::Create);
     assert_eq!(v.plan.map(|p| p.kind), Some(PlanKind::Create));
     assert!(v.deployment.credentials.is_none());
@@ -916,13 +917,10 @@ async fn validate_only_reads_and_never_writes_wakes_or_syncs() -> TestResult {
     w.synced.take();
 
     // A retry, checked: a replay of the first create.
-    let checked = w
+    let v = w
         .app
-        .create_deployment_in(&who, spec(1)?, Some("k1"), Mode::ValidateOnly)
+        .validate_create_deployment(&who, spec(1)?, Some("k1"))
         .await?;
-    let Checked::Validated(v) = checked else {
-        return Err("a validation replayed".into());
-    };
     assert_eq!(v.outcome, ValidationOutcome::Replay);
     assert_eq!(v.deployment.id, view.id);
     quiet(&mut w);
@@ -931,39 +929,22 @@ async fn validate_only_reads_and_never_writes_wakes_or_syncs() -> TestResult {
     // pending is refused, as the real update refuses it.
     let mut renamed = spec(1)?;
     renamed.name = "logs-renamed".into();
-    let checked = w
+    let v = w
         .app
-        .replace_deployment_in(
-            &who,
-            &view.id,
-            Some(1),
-            renamed,
-            &ReadOnlyFields::default(),
-            Mode::ValidateOnly,
-        )
+        .validate_replace_deployment(&who, &view.id, Some(1), renamed, &ReadOnlyFields::default())
         .await?;
-    let Checked::Validated(v) = checked else {
-        return Err("a validation updated".into());
-    };
     assert_eq!(v.outcome, ValidationOutcome::Record);
     assert_eq!(v.deployment.name, "logs-renamed");
     quiet(&mut w);
     let resized = w
         .app
-        .replace_deployment_in(
-            &who,
-            &view.id,
-            None,
-            spec(2)?,
-            &ReadOnlyFields::default(),
-            Mode::ValidateOnly,
-        )
+        .validate_replace_deployment(&who, &view.id, None, spec(2)?, &ReadOnlyFields::default())
         .await;
     assert!(
         matches!(
             resized,
             Err(AppError::Conflict {
-                code: "deployments.plan_in_progress",
+                code: Code::DEPLOYMENTS_PLAN_IN_PROGRESS,
                 ..
             })
         ),
@@ -1034,7 +1015,7 @@ async fn a_mount_clone_keeps_its_sources_registration_and_client() -> TestResult
         .update_deployment(&who, &view.id, None, with_repository("fb")?)
         .await;
     assert!(
-        matches!(&refused, Err(AppError::Conflict { code: "restore.source_path_read_only", field: Some(f), .. }) if f == "snapshot.repository"),
+        matches!(&refused, Err(AppError::Conflict { code: Code::RESTORE_SOURCE_PATH_READ_ONLY, field: Some(f), .. }) if f == "snapshot.repository"),
         "{refused:?}"
     );
     let refused = w

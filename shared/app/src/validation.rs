@@ -1,31 +1,13 @@
-//! `validate_only` (ECE's name) on a deployment's create and update: the
-//! same use case as the real call, run with [`Mode::ValidateOnly`], which
-//! makes every check the real call makes and stops before its writes. It
-//! stores nothing, wakes no worker, seals no password, and answers with
-//! what the call would do, including the steps of the plan it would start.
+//! `validate_only` (ECE's name) on a deployment's create and update: a use
+//! case of its own beside the real call, which reads what the real call
+//! reads and shows the decision the real call would apply. It stores
+//! nothing, wakes no worker, seals no password, and answers with what the
+//! call would do, including the steps of the plan it would start.
 
 use floe_domain::deployment::{Deployment, DeploymentView};
 use floe_domain::plan::{Plan, PlanKind};
 use serde::Serialize;
 use utoipa::ToSchema;
-
-/// Whether a create or an update is carried out or only checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    #[default]
-    Apply,
-    ValidateOnly,
-}
-
-impl Mode {
-    pub fn validate_only(validate_only: bool) -> Mode {
-        if validate_only {
-            Mode::ValidateOnly
-        } else {
-            Mode::Apply
-        }
-    }
-}
 
 /// What the real call would do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -85,13 +67,4 @@ pub(crate) fn would_be(deployment: &Deployment, version: u64) -> DeploymentView 
     let mut view = DeploymentView::new(&d, version);
     view.credentials = None;
     view
-}
-
-/// A use case's answer: what the real call did, or, with
-/// [`Mode::ValidateOnly`], what it would do.
-#[derive(Debug)]
-pub enum Checked<T> {
-    Done(T),
-    /// Boxed: a validation is much larger than most answers.
-    Validated(Box<DeploymentValidation>),
 }

@@ -5,59 +5,27 @@
 //! the EC2 adapter. Codes are matched exactly (or by their documented prefix);
 //! an unknown code falls back on the HTTP status.
 
-use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
+use floe_aws_errors::{AwsFailure, Class};
 use floe_compute::ComputeError;
 
 /// What went wrong in one EC2 call, before the caller decides whether it is
 /// a failure at all (a delete of something gone is not).
 #[derive(Debug)]
-pub(crate) struct Ec2Failure {
-    code: Option<String>,
-    origin: Origin,
-    message: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    /// EC2 answered with an error code.
-    Service { status: Option<u16> },
-    /// No usable answer: timeout, connection refused, garbled response.
-    Transport,
-    /// The SDK refused to build the request; retrying cannot fix it.
-    Construction,
-}
+pub(crate) struct Ec2Failure(AwsFailure);
 
 impl Ec2Failure {
     pub(crate) fn from_sdk<E>(operation: &'static str, err: &SdkError<E>) -> Ec2Failure
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
-        let origin = match err {
-            SdkError::ServiceError(_) => Origin::Service {
-                status: err.raw_response().map(|r| r.status().as_u16()),
-            },
-            SdkError::ConstructionFailure(_) => Origin::Construction,
-            _ => Origin::Transport,
-        };
-        // For a service error the full SdkError display would include the raw
-        // response; the service error alone carries code, message and request
-        // id, which is what an operator needs. Neither contains credentials:
-        // requests are signed, and the signature is never echoed back.
-        let detail = match err.as_service_error() {
-            Some(service) => DisplayErrorContext(service).to_string(),
-            None => DisplayErrorContext(err).to_string(),
-        };
-        Ec2Failure {
-            code: err.code().map(str::to_owned),
-            origin,
-            message: format!("EC2 {operation}: {detail}"),
-        }
+        Ec2Failure(AwsFailure::from_sdk(format_args!("EC2 {operation}"), err))
     }
 
     /// EC2's error code, for the callers to which some codes mean success
     /// (a delete of what is already gone).
     pub(crate) fn code(&self) -> Option<&str> {
-        self.code.as_deref()
+        self.0.code()
     }
 
     /// EC2 does not know the instance profile yet: right after IAM made
@@ -65,11 +33,12 @@ impl Ec2Failure {
     /// `iamInstanceProfile`, or an `InvalidIamInstanceProfile` code) until
     /// it has propagated.
     pub(crate) fn is_profile_not_ready(&self) -> bool {
-        let code = self.code.as_deref().unwrap_or("");
+        let code = self.code().unwrap_or("");
         code.starts_with("InvalidIamInstanceProfile")
             || (code == "InvalidParameterValue"
                 && self
-                    .message
+                    .0
+                    .message()
                     .to_ascii_lowercase()
                     .contains("iaminstanceprofile"))
     }
@@ -78,122 +47,91 @@ impl Ec2Failure {
     /// (EC2's eventual consistency right after a create).
     pub(crate) fn into_transient(self) -> ComputeError {
         ComputeError::Transient {
-            code: self.code.unwrap_or_else(|| "ec2_error".to_owned()),
-            message: self.message,
+            code: self.code().unwrap_or("ec2_error").to_owned(),
+            message: self.0.into_message(),
         }
     }
 
     /// `zone` is the zone index of a launch; other operations pass `None`,
     /// and a capacity error outside a launch is then only worth a retry.
     pub(crate) fn into_compute_error(self, zone: Option<usize>) -> ComputeError {
-        match self.origin {
-            Origin::Transport => {
-                return ComputeError::Transient {
-                    code: "ec2_unreachable".to_owned(),
-                    message: self.message,
-                };
-            }
-            Origin::Construction => {
-                return ComputeError::Permanent {
-                    failure_type: "invalid_request".to_owned(),
-                    message: self.message,
-                };
-            }
-            Origin::Service { .. } => {}
-        }
-        let code = self.code.as_deref().unwrap_or("");
-        match classify(code) {
-            Class::Capacity => match zone {
-                Some(zone) => ComputeError::InsufficientCapacity {
-                    zone,
-                    message: self.message,
-                },
-                None => ComputeError::Transient {
-                    code: code.to_owned(),
-                    message: self.message,
-                },
+        let class = self.0.classify(classify);
+        let code = self.code().unwrap_or("").to_owned();
+        let message = self.0.into_message();
+        match class {
+            Class::Unreachable => transient("ec2_unreachable".to_owned(), message),
+            Class::Unbuildable => permanent("invalid_request", message),
+            Class::Known(Ec2Class::Capacity) => match zone {
+                Some(zone) => ComputeError::InsufficientCapacity { zone, message },
+                None => transient(code, message),
             },
-            Class::Transient => ComputeError::Transient {
-                code: code.to_owned(),
-                message: self.message,
-            },
-            Class::Permanent(failure_type) => ComputeError::Permanent {
-                failure_type: failure_type.to_owned(),
-                message: self.message,
-            },
-            Class::Unknown => {
-                // A code this adapter has never heard of: a 5xx is EC2's own
-                // trouble and passes, a 4xx is about the request and will not.
-                let server_side =
-                    matches!(self.origin, Origin::Service { status: Some(s) } if s >= 500);
-                if server_side {
-                    ComputeError::Transient {
-                        code: if code.is_empty() {
-                            "ec2_server_error".to_owned()
-                        } else {
-                            code.to_owned()
-                        },
-                        message: self.message,
-                    }
-                } else {
-                    ComputeError::Permanent {
-                        failure_type: "ec2_request_failed".to_owned(),
-                        message: self.message,
-                    }
-                }
+            Class::Known(Ec2Class::Transient) => transient(code, message),
+            Class::Known(Ec2Class::Permanent(failure_type)) => permanent(failure_type, message),
+            Class::Denied { .. } => permanent("unauthorized", message),
+            // Throttling, or EC2's own trouble: it passes.
+            Class::Retryable { code, .. } if code.is_empty() => {
+                transient("ec2_server_error".to_owned(), message)
             }
+            Class::Retryable { code, .. } => transient(code, message),
+            // A code this adapter has never heard of, about the request.
+            Class::Refused { .. } => permanent("ec2_request_failed", message),
         }
     }
 }
 
+fn transient(code: String, message: String) -> ComputeError {
+    ComputeError::Transient { code, message }
+}
+
+pub(crate) fn permanent(failure_type: &str, message: String) -> ComputeError {
+    ComputeError::Permanent {
+        failure_type: failure_type.to_owned(),
+        message,
+    }
+}
+
+/// What EC2's own codes mean; the codes every AWS service shares
+/// (throttling, internal errors, refused credentials) are
+/// `floe_aws_errors`'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
+enum Ec2Class {
     Capacity,
     Transient,
     Permanent(&'static str),
-    Unknown,
 }
 
 /// EC2's error codes, from the "Error codes for the Amazon EC2 API" reference.
-fn classify(code: &str) -> Class {
+fn classify(code: &str) -> Option<Ec2Class> {
     match code {
         // The zone is out of this type (or the subnet out of addresses);
         // another zone's subnet may well have room.
-        "InsufficientInstanceCapacity" | "InsufficientFreeAddressesInSubnet" => Class::Capacity,
+        "InsufficientInstanceCapacity" | "InsufficientFreeAddressesInSubnet" => {
+            Some(Ec2Class::Capacity)
+        }
 
-        "RequestLimitExceeded"
-        | "Throttling"
-        | "ThrottlingException"
-        | "InternalError"
-        | "InternalFailure"
-        | "ServiceUnavailable"
-        | "Unavailable"
-        | "RequestTimeout"
-        | "RequestExpired"
-        | "InsufficientCapacity"
-        | "InsufficientReservedInstanceCapacity" => Class::Transient,
+        "RequestExpired" | "InsufficientCapacity" | "InsufficientReservedInstanceCapacity" => {
+            Some(Ec2Class::Transient)
+        }
 
         "UnauthorizedOperation"
         | "AuthFailure"
         | "OptInRequired"
         | "Blocked"
-        | "PendingVerification"
-        | "SignatureDoesNotMatch"
-        | "InvalidClientTokenId" => Class::Permanent("unauthorized"),
+        | "PendingVerification" => Some(Ec2Class::Permanent("unauthorized")),
 
         "InstanceLimitExceeded" | "VcpuLimitExceeded" => {
-            Class::Permanent("instance_limit_exceeded")
+            Some(Ec2Class::Permanent("instance_limit_exceeded"))
         }
         "VolumeLimitExceeded"
         | "ResourceLimitExceeded"
         | "LaunchTemplateLimitExceeded"
         | "MaxIOPSLimitExceeded"
-        | "AddressLimitExceeded" => Class::Permanent("quota_exceeded"),
+        | "AddressLimitExceeded" => Some(Ec2Class::Permanent("quota_exceeded")),
 
-        "IdempotentParameterMismatch" => Class::Permanent("idempotency_mismatch"),
+        "IdempotentParameterMismatch" => Some(Ec2Class::Permanent("idempotency_mismatch")),
 
         "Unsupported" | "UnsupportedOperation" | "InvalidInstanceType" => {
-            Class::Permanent("unsupported_configuration")
+            Some(Ec2Class::Permanent("unsupported_configuration"))
         }
 
         "InvalidParameterValue"
@@ -203,13 +141,13 @@ fn classify(code: &str) -> Class {
         | "UnknownParameter"
         | "ValidationError"
         | "InvalidBlockDeviceMapping"
-        | "InvalidUserData.Malformed" => Class::Permanent("invalid_configuration"),
+        | "InvalidUserData.Malformed" => Some(Ec2Class::Permanent("invalid_configuration")),
 
         _ => classify_by_prefix(code),
     }
 }
 
-fn classify_by_prefix(code: &str) -> Class {
+fn classify_by_prefix(code: &str) -> Option<Ec2Class> {
     // These families each have several suffixes (.NotFound, .Malformed,
     // .Unavailable...), all meaning the configuration names something wrong.
     const IMAGE: &[&str] = &["InvalidAMIID.", "InvalidAMIName."];
@@ -228,26 +166,26 @@ fn classify_by_prefix(code: &str) -> Class {
         "InvalidVolume.",
     ];
     if IMAGE.iter().any(|p| code.starts_with(p)) {
-        Class::Permanent("invalid_image")
+        Some(Ec2Class::Permanent("invalid_image"))
     } else if CONFIGURATION.iter().any(|p| code.starts_with(p)) {
-        Class::Permanent("invalid_configuration")
+        Some(Ec2Class::Permanent("invalid_configuration"))
     } else {
-        Class::Unknown
+        None
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use floe_aws_errors::Origin;
 
     fn service(code: &str, status: u16) -> Ec2Failure {
-        Ec2Failure {
-            code: Some(code.to_owned()),
-            origin: Origin::Service {
-                status: Some(status),
-            },
-            message: format!("EC2 RunInstances: {code}"),
-        }
+        let message = format!("EC2 RunInstances: {code}");
+        Ec2Failure(AwsFailure::new(
+            Some(code),
+            Origin::Service { status },
+            message,
+        ))
     }
 
     fn failure_type(err: ComputeError) -> String {
@@ -260,8 +198,11 @@ mod tests {
 
     #[test]
     fn a_profile_iam_has_not_propagated_yet_is_recognised() {
-        let mut not_ready = service("InvalidParameterValue", 400);
-        not_ready.message = "EC2 RunInstances: InvalidParameterValue: Value (arn:aws:iam::1:instance-profile/floe-nodes/floe-node-d) for parameter iamInstanceProfile.arn is invalid. Invalid IAM Instance Profile ARN".into();
+        let not_ready = Ec2Failure(AwsFailure::new(
+            Some("InvalidParameterValue"),
+            Origin::Service { status: 400 },
+            "EC2 RunInstances: InvalidParameterValue: Value (arn:aws:iam::1:instance-profile/floe-nodes/floe-node-d) for parameter iamInstanceProfile.arn is invalid. Invalid IAM Instance Profile ARN",
+        ));
         assert!(not_ready.is_profile_not_ready());
         assert!(service("InvalidIamInstanceProfile.NotFound", 400).is_profile_not_ready());
         assert!(!service("InvalidParameterValue", 400).is_profile_not_ready());
@@ -322,20 +263,12 @@ mod tests {
 
     #[test]
     fn transport_failures_are_transient_and_bad_requests_permanent() {
-        let transport = Ec2Failure {
-            code: None,
-            origin: Origin::Transport,
-            message: "timeout".to_owned(),
-        };
+        let transport = Ec2Failure(AwsFailure::new(None, Origin::Transport, "timeout"));
         assert_eq!(
             failure_type(transport.into_compute_error(None)),
             "<transient>"
         );
-        let construction = Ec2Failure {
-            code: None,
-            origin: Origin::Construction,
-            message: "bad".to_owned(),
-        };
+        let construction = Ec2Failure(AwsFailure::new(None, Origin::Construction, "bad"));
         assert_eq!(
             failure_type(construction.into_compute_error(None)),
             "invalid_request"

@@ -31,7 +31,7 @@ use floe_compute::{
 use floe_domain::catalog::{self, Arch};
 use floe_domain::deployment::VolumeType;
 
-use crate::error::Ec2Failure;
+use crate::error::{Ec2Failure, permanent};
 
 /// Every EC2 API operation this crate calls, and no other. The deploy
 /// template's IAM policy is checked against it.
@@ -695,13 +695,6 @@ fn check_status(status: &aws_sdk_ec2::types::SummaryStatus) -> CheckStatus {
         // A value this SDK does not know is no verdict: replacing a node
         // takes a failing check, never a guess.
         _ => CheckStatus::InsufficientData,
-    }
-}
-
-fn permanent(failure_type: &str, message: String) -> ComputeError {
-    ComputeError::Permanent {
-        failure_type: failure_type.to_owned(),
-        message,
     }
 }
 

@@ -2,127 +2,88 @@
 //! retries a `Transient` error and shows a `Permanent` one's type, so this
 //! is the adapter's whole retry policy.
 
-use aws_sdk_iam::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_iam::error::{ProvideErrorMetadata, SdkError};
+use floe_aws_errors::{AwsFailure, Class, Verdict};
 use floe_compute::ComputeError;
 
 #[derive(Debug)]
-pub(crate) struct IamFailure {
-    code: Option<String>,
-    origin: Origin,
-    message: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    Service {
-        status: Option<u16>,
-    },
-    /// No usable answer: timeout, connection refused, garbled response.
-    Transport,
-    Construction,
-}
+pub(crate) struct IamFailure(AwsFailure);
 
 impl IamFailure {
     pub(crate) fn from_sdk<E>(operation: &str, subject: &str, err: &SdkError<E>) -> IamFailure
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
-        let origin = match err {
-            SdkError::ServiceError(_) => Origin::Service {
-                status: err.raw_response().map(|r| r.status().as_u16()),
-            },
-            SdkError::ConstructionFailure(_) => Origin::Construction,
-            _ => Origin::Transport,
-        };
-        let detail = match err.as_service_error() {
-            Some(service) => DisplayErrorContext(service).to_string(),
-            None => DisplayErrorContext(err).to_string(),
-        };
-        IamFailure {
-            code: err.code().map(str::to_owned),
-            origin,
-            message: format!("IAM {operation} {subject}: {detail}"),
-        }
+        IamFailure(AwsFailure::from_sdk(
+            format_args!("IAM {operation} {subject}"),
+            err,
+        ))
     }
 
     /// The entity is not there: for a delete or a lookup, not a failure.
     pub(crate) fn is_missing(&self) -> bool {
-        self.code.as_deref() == Some("NoSuchEntity")
+        self.0.code() == Some("NoSuchEntity")
     }
 
     pub(crate) fn already_exists(&self) -> bool {
-        self.code.as_deref() == Some("EntityAlreadyExists")
+        self.0.code() == Some("EntityAlreadyExists")
     }
 
     /// An instance profile holds one role, and it has one already.
     pub(crate) fn profile_full(&self) -> bool {
-        self.code.as_deref() == Some("LimitExceeded")
+        self.0.code() == Some("LimitExceeded")
     }
 
     pub(crate) fn into_compute_error(self) -> ComputeError {
-        let code = match self.origin {
-            Origin::Transport => {
-                return ComputeError::Transient {
-                    code: "iam_unreachable".into(),
-                    message: self.message,
-                };
-            }
-            Origin::Construction => {
-                return permanent("invalid_request", self.message);
-            }
-            Origin::Service { .. } => self.code.clone().unwrap_or_default(),
-        };
-        match code.as_str() {
-            // IAM's own trouble, throttling, or two writers at once (a
-            // retried step racing its first run): all pass.
-            "Throttling"
-            | "ThrottlingException"
-            | "ServiceFailure"
-            | "ServiceUnavailable"
-            | "ConcurrentModification"
-            | "RequestExpired" => ComputeError::Transient {
-                code,
-                message: self.message,
+        let class = self.0.classify(classify);
+        let code = self.0.code().unwrap_or("").to_owned();
+        let message = self.0.into_message();
+        match class {
+            Class::Unreachable => ComputeError::Transient {
+                code: "iam_unreachable".into(),
+                message,
             },
-            // Still in use: an instance profile a terminating instance
-            // holds, or a policy being detached. It clears.
-            "DeleteConflict" => ComputeError::Transient {
-                code,
-                message: self.message,
-            },
-            "AccessDenied"
-            | "AccessDeniedException"
-            | "InvalidClientTokenId"
-            | "SignatureDoesNotMatch"
-            | "UnrecognizedClientException" => permanent("unauthorized", self.message),
-            "LimitExceeded" => permanent("quota_exceeded", self.message),
-            "MalformedPolicyDocument"
-            | "InvalidInput"
-            | "ValidationError"
-            | "PolicyNotAttachable"
-            | "UnmodifiableEntity" => permanent("invalid_configuration", self.message),
-            "NoSuchEntity" => permanent("node_identity_missing", self.message),
-            _ => {
-                let server_side =
-                    matches!(self.origin, Origin::Service { status: Some(s) } if s >= 500);
-                if server_side {
-                    ComputeError::Transient {
-                        code: if code.is_empty() {
-                            "iam_server_error".into()
-                        } else {
-                            code
-                        },
-                        message: self.message,
-                    }
+            Class::Unbuildable => permanent("invalid_request", message),
+            Class::Known(Verdict::Transient) => ComputeError::Transient { code, message },
+            Class::Known(Verdict::Permanent(failure_type)) => permanent(failure_type, message),
+            Class::Denied { .. } => permanent("unauthorized", message),
+            // Throttling, or IAM's own trouble: it passes.
+            Class::Retryable { code, .. } => ComputeError::Transient {
+                code: if code.is_empty() {
+                    "iam_server_error".into()
                 } else {
-                    permanent("iam_request_failed", self.message)
-                }
-            }
+                    code
+                },
+                message,
+            },
+            Class::Refused { .. } => permanent("iam_request_failed", message),
         }
     }
 }
 
-fn permanent(failure_type: &str, message: String) -> ComputeError {
+/// What IAM's own codes mean; the codes every AWS service shares
+/// (throttling, internal errors, refused credentials) are
+/// `floe_aws_errors`'s.
+fn classify(code: &str) -> Option<Verdict> {
+    match code {
+        // Two writers at once (a retried step racing its first run), or a
+        // request signed too long ago: both pass.
+        "ConcurrentModification" | "RequestExpired" => Some(Verdict::Transient),
+        // Still in use: an instance profile a terminating instance
+        // holds, or a policy being detached. It clears.
+        "DeleteConflict" => Some(Verdict::Transient),
+        "LimitExceeded" => Some(Verdict::Permanent("quota_exceeded")),
+        "MalformedPolicyDocument"
+        | "InvalidInput"
+        | "ValidationError"
+        | "PolicyNotAttachable"
+        | "UnmodifiableEntity" => Some(Verdict::Permanent("invalid_configuration")),
+        "NoSuchEntity" => Some(Verdict::Permanent("node_identity_missing")),
+        _ => None,
+    }
+}
+
+pub(crate) fn permanent(failure_type: &str, message: String) -> ComputeError {
     ComputeError::Permanent {
         failure_type: failure_type.to_owned(),
         message,
@@ -132,15 +93,15 @@ fn permanent(failure_type: &str, message: String) -> ComputeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use floe_aws_errors::Origin;
 
     fn service(code: &str, status: u16) -> IamFailure {
-        IamFailure {
-            code: Some(code.to_owned()),
-            origin: Origin::Service {
-                status: Some(status),
-            },
-            message: format!("IAM CreateRole r: {code}"),
-        }
+        let message = format!("IAM CreateRole r: {code}");
+        IamFailure(AwsFailure::new(
+            Some(code),
+            Origin::Service { status },
+            message,
+        ))
     }
 
     fn kind(e: ComputeError) -> String {
@@ -182,11 +143,7 @@ mod tests {
                 "{code}"
             );
         }
-        let transport = IamFailure {
-            code: None,
-            origin: Origin::Transport,
-            message: "timeout".into(),
-        };
+        let transport = IamFailure(AwsFailure::new(None, Origin::Transport, "timeout"));
         assert_eq!(kind(transport.into_compute_error()), "<transient>");
     }
 }

@@ -24,7 +24,7 @@ use aws_sdk_iam::types::Tag;
 use floe_compute::{ComputeError, NodeIdentity, TAG_DEPLOYMENT, node_identity_name};
 use serde_json::{Value, json};
 
-use crate::error::IamFailure;
+use crate::error::{IamFailure, permanent};
 
 /// Every IAM operation this crate calls, and no other. The deploy
 /// template's policy for the worker is checked against it.
@@ -526,13 +526,6 @@ fn tag(deployment_id: &str) -> Result<Tag, ComputeError> {
         .value(deployment_id)
         .build()
         .map_err(|e| permanent("invalid_request", format!("IAM tag: {e}")))
-}
-
-fn permanent(failure_type: &str, message: String) -> ComputeError {
-    ComputeError::Permanent {
-        failure_type: failure_type.to_owned(),
-        message,
-    }
 }
 
 #[cfg(test)]

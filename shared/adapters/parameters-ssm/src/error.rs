@@ -6,7 +6,8 @@
 //! a code not listed falls back on the HTTP status.
 
 use aws_sdk_ssm::config::http::HttpResponse;
-use aws_sdk_ssm::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_ssm::error::{ProvideErrorMetadata, SdkError};
+use floe_aws_errors::{AwsFailure, Class, Verdict};
 use floe_compute::ComputeError;
 use floe_compute::parameters::INVALID_PARAMETER;
 
@@ -29,23 +30,11 @@ pub const INVALID_RESPONSE: &str = "parameter_response_invalid";
 /// What went wrong in one call, before the caller decides whether it is a
 /// failure at all (a delete of what is gone is not).
 #[derive(Debug)]
-pub(crate) struct SsmFailure {
-    code: Option<String>,
-    origin: Origin,
-    message: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    Service {
-        status: u16,
-    },
-    /// No usable answer: timeout, connection refused, garbled response.
-    Transport,
-    Construction,
-}
+pub(crate) struct SsmFailure(AwsFailure);
 
 impl SsmFailure {
+    /// The message holds no parameter's value: Parameter Store never echoes
+    /// one in an error.
     pub(crate) fn from_sdk<E>(
         operation: &str,
         subject: &str,
@@ -54,55 +43,39 @@ impl SsmFailure {
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
-        let origin = match err {
-            SdkError::ServiceError(s) => Origin::Service {
-                status: s.raw().status().as_u16(),
-            },
-            SdkError::ConstructionFailure(_) => Origin::Construction,
-            _ => Origin::Transport,
-        };
-        // The service error alone has code, message and request id; the full
-        // SdkError would add the raw response. Neither holds a parameter's
-        // value: Parameter Store never echoes one in an error.
-        let detail = match err.as_service_error() {
-            Some(service) => DisplayErrorContext(service).to_string(),
-            None => DisplayErrorContext(err).to_string(),
-        };
-        SsmFailure {
-            code: err.code().map(str::to_owned),
-            origin,
-            message: format!("SSM {operation} {subject}: {detail}"),
-        }
+        SsmFailure(AwsFailure::from_sdk(
+            format_args!("SSM {operation} {subject}"),
+            err,
+        ))
     }
 
     pub(crate) fn code(&self) -> Option<&str> {
-        self.code.as_deref()
+        self.0.code()
     }
 
     pub(crate) fn into_compute_error(self) -> ComputeError {
-        let status = match self.origin {
-            Origin::Transport => {
-                return ComputeError::Transient {
-                    code: "ssm_unreachable".to_owned(),
-                    message: self.message,
-                };
-            }
-            Origin::Construction => {
-                return permanent(INVALID_REQUEST, self.message);
-            }
-            Origin::Service { status } => status,
-        };
-        let code = self.code.unwrap_or_default();
-        match classify(&code, status) {
-            Class::Transient => ComputeError::Transient {
+        let class = self.0.classify(classify);
+        let code = self.0.code().unwrap_or("").to_owned();
+        let message = self.0.into_message();
+        match class {
+            Class::Unreachable => ComputeError::Transient {
+                code: "ssm_unreachable".to_owned(),
+                message,
+            },
+            Class::Unbuildable => permanent(INVALID_REQUEST, message),
+            Class::Known(Verdict::Transient) => ComputeError::Transient { code, message },
+            Class::Known(Verdict::Permanent(failure_type)) => permanent(failure_type, message),
+            Class::Denied { .. } => permanent(ACCESS_DENIED, message),
+            // Parameter Store's own trouble passes; a refusal of the request will not.
+            Class::Retryable { code, status } => ComputeError::Transient {
                 code: if code.is_empty() {
                     format!("ssm_http_{status}")
                 } else {
                     code
                 },
-                message: self.message,
+                message,
             },
-            Class::Permanent(failure_type) => permanent(failure_type, self.message),
+            Class::Refused { .. } => permanent(REQUEST_FAILED, message),
         }
     }
 }
@@ -114,40 +87,21 @@ pub(crate) fn permanent(failure_type: &str, message: String) -> ComputeError {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
-    Transient,
-    Permanent(&'static str),
-}
-
-fn classify(code: &str, status: u16) -> Class {
+/// What Parameter Store's own codes mean; the codes every AWS service
+/// shares (throttling, internal errors, refused credentials) are
+/// `floe_aws_errors`'s.
+fn classify(code: &str) -> Option<Verdict> {
     match code {
-        "ThrottlingException"
-        | "Throttling"
-        | "TooManyRequestsException"
         // Another writer is updating the same parameter right now.
-        | "TooManyUpdates"
-        | "InternalServerError"
-        | "InternalFailure"
-        | "ServiceUnavailable"
-        | "RequestTimeout"
-        | "RequestTimeoutException"
+        "TooManyUpdates"
         // The next call signs with refreshed credentials.
         | "ExpiredTokenException"
         // A pagination token that expired: the operation starts over.
-        | "InvalidNextToken" => Class::Transient,
+        | "InvalidNextToken" => Some(Verdict::Transient),
 
-        "AccessDeniedException"
-        | "AccessDenied"
-        | "UnrecognizedClientException"
-        | "InvalidClientTokenId"
-        | "MissingAuthenticationToken"
-        | "InvalidSignatureException"
-        | "SignatureDoesNotMatch" => Class::Permanent(ACCESS_DENIED),
-
-        "InvalidKeyId" => Class::Permanent(KMS_KEY_INVALID),
-        "ParameterLimitExceeded" => Class::Permanent(QUOTA_EXCEEDED),
-        "ParameterMaxVersionLimitExceeded" => Class::Permanent(VERSION_LIMIT_EXCEEDED),
+        "InvalidKeyId" => Some(Verdict::Permanent(KMS_KEY_INVALID)),
+        "ParameterLimitExceeded" => Some(Verdict::Permanent(QUOTA_EXCEEDED)),
+        "ParameterMaxVersionLimitExceeded" => Some(Verdict::Permanent(VERSION_LIMIT_EXCEEDED)),
 
         "ValidationException"
         | "ParameterPatternMismatchException"
@@ -157,24 +111,24 @@ fn classify(code: &str, status: u16) -> Class {
         | "InvalidAllowedPatternException"
         | "InvalidFilterKey"
         | "InvalidFilterOption"
-        | "InvalidFilterValue" => Class::Permanent(INVALID_PARAMETER),
+        | "InvalidFilterValue" => Some(Verdict::Permanent(INVALID_PARAMETER)),
 
-        // Parameter Store's own trouble passes; a refusal of the request will not.
-        _ if status == 429 || status >= 500 => Class::Transient,
-        _ => Class::Permanent(REQUEST_FAILED),
+        _ => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use floe_aws_errors::Origin;
 
     fn service(code: &str, status: u16) -> SsmFailure {
-        SsmFailure {
-            code: (!code.is_empty()).then(|| code.to_owned()),
-            origin: Origin::Service { status },
-            message: format!("SSM PutParameter /p: {code}"),
-        }
+        let message = format!("SSM PutParameter /p: {code}");
+        SsmFailure(AwsFailure::new(
+            (!code.is_empty()).then_some(code),
+            Origin::Service { status },
+            message,
+        ))
     }
 
     fn kind(err: ComputeError) -> String {
@@ -204,11 +158,7 @@ mod tests {
             kind(service("", 502).into_compute_error()),
             "<transient ssm_http_502>"
         );
-        let transport = SsmFailure {
-            code: None,
-            origin: Origin::Transport,
-            message: "timeout".to_owned(),
-        };
+        let transport = SsmFailure(AwsFailure::new(None, Origin::Transport, "timeout"));
         assert_eq!(
             kind(transport.into_compute_error()),
             "<transient ssm_unreachable>"
@@ -233,11 +183,7 @@ mod tests {
                 "{code}"
             );
         }
-        let construction = SsmFailure {
-            code: None,
-            origin: Origin::Construction,
-            message: "bad".to_owned(),
-        };
+        let construction = SsmFailure(AwsFailure::new(None, Origin::Construction, "bad"));
         assert_eq!(kind(construction.into_compute_error()), INVALID_REQUEST);
     }
 }

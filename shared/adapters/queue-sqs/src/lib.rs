@@ -10,7 +10,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::error::DisplayErrorContext;
+use floe_aws_errors::describe;
 use floe_ports::QueueError;
 use floe_ports::{PlanJob, ReconcileJob, ScheduleSync, WorkMessage, WorkQueue};
 use std::time::Duration;
@@ -75,7 +75,7 @@ impl SqsQueue {
             .delay_seconds(delay_seconds(delay))
             .send()
             .await
-            .map_err(|e| QueueError(format!("SendMessage: {}", DisplayErrorContext(&e))))?;
+            .map_err(|e| QueueError(format!("SendMessage: {}", describe(&e))))?;
         Ok(())
     }
 }

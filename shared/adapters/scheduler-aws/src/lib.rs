@@ -25,12 +25,13 @@
 use async_trait::async_trait;
 use aws_sdk_scheduler::Client;
 use aws_sdk_scheduler::config::http::HttpResponse;
-use aws_sdk_scheduler::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_scheduler::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_scheduler::operation::get_schedule::GetScheduleOutput;
 use aws_sdk_scheduler::types::{
     DeadLetterConfig, FlexibleTimeWindow, FlexibleTimeWindowMode, RetryPolicy, ScheduleState,
     Target,
 };
+use floe_aws_errors::{AwsFailure, Class};
 use floe_ports::scheduler::{
     ExistingSchedule, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,
 };
@@ -240,25 +241,15 @@ fn classify<E>(operation: &str, name: &str, e: SdkError<E, HttpResponse>) -> Sch
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let message = format!("{operation} {name}: {}", DisplayErrorContext(&e));
-    match &e {
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            SchedulerError::Transient(message)
-        }
-        SdkError::ServiceError(s) => {
-            let status = s.raw().status().as_u16();
-            match s.err().code() {
-                Some("ThrottlingException" | "InternalServerException") => {
-                    SchedulerError::Transient(message)
-                }
-                Some("ValidationException") => SchedulerError::Rejected {
-                    name: name.to_string(),
-                    message,
-                },
-                _ if status == 429 || status >= 500 => SchedulerError::Transient(message),
-                _ => SchedulerError::Failed(message),
-            }
-        }
+    let failure = AwsFailure::from_sdk(format_args!("{operation} {name}"), &e);
+    let class = failure.classify(|code| (code == "ValidationException").then_some(()));
+    let message = failure.into_message();
+    match class {
+        Class::Known(()) => SchedulerError::Rejected {
+            name: name.to_string(),
+            message,
+        },
+        class if class.is_transient() == Some(true) => SchedulerError::Transient(message),
         _ => SchedulerError::Failed(message),
     }
 }

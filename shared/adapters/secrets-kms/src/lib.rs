@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use aws_sdk_kms::primitives::Blob;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use floe_aws_errors::describe;
 use floe_secrets::{Cipher, Owner, SecretError};
 
 const PREFIX: &str = "kms:v1:";
@@ -38,10 +39,6 @@ impl KmsCipher {
             ("floe:field".to_string(), owner.field.to_string()),
         ]
     }
-}
-
-fn describe<E: std::error::Error + 'static>(e: &aws_sdk_kms::error::SdkError<E>) -> String {
-    aws_sdk_kms::error::DisplayErrorContext(e).to_string()
 }
 
 #[async_trait]

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::{BuildError, DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::error::{BuildError, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, Delete, KeySchemaElement, KeyType, Put,
@@ -37,6 +37,7 @@ use aws_sdk_dynamodb::types::{
     TimeToLiveStatus, TransactWriteItem, Update,
 };
 
+use floe_aws_errors::describe;
 use floe_store::backend::{
     Attrs, Backend, BackendError, Kind, ListQuery, Record, RecordKey, RecordPage, Write,
     WriteFailure, now_epoch,
@@ -514,19 +515,6 @@ enum Failure {
     /// another attempt.
     Transient(String),
     Fatal(String),
-}
-
-/// The error's code, message and request id, or for an error without a
-/// response the chain of causes. `DisplayErrorContext` on a whole service
-/// error would also dump the raw response.
-fn describe<E>(err: &SdkError<E, HttpResponse>) -> String
-where
-    E: std::error::Error + 'static,
-{
-    match err.as_service_error() {
-        Some(service) => DisplayErrorContext(service).to_string(),
-        None => DisplayErrorContext(err).to_string(),
-    }
 }
 
 fn transaction_failure(err: &SdkError<TransactWriteItemsError, HttpResponse>) -> Failure {

@@ -248,6 +248,25 @@ fn unavailable(e: impl std::fmt::Display) -> BackendError {
     BackendError::Unavailable(format!("sqlite: {e}"))
 }
 
+/// The records (sealed credentials among them) are for this user alone:
+/// the file is made 0600, and so are its journal files, which SQLite
+/// creates with the database file's mode (a `-wal` or `-shm` already
+/// there from an older run is tightened too).
+fn owner_only(path: &Path) -> Result<(), BackendError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut files = vec![path.to_path_buf()];
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_os_string();
+        name.push(suffix);
+        files.push(name.into());
+    }
+    for file in files.iter().filter(|f| f.exists()) {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
+            .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
 impl SqliteBackend {
     /// Opens (creating if needed) the database file and its schema.
     pub fn open(path: &Path) -> Result<SqliteBackend, BackendError> {
@@ -261,6 +280,7 @@ impl SqliteBackend {
         let path = std::path::absolute(path).map_err(unavailable)?;
         let conn = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), VFS)
             .map_err(unavailable)?;
+        owner_only(&path)?;
         // The first statement takes the process's lock on the file. Another
         // process holding it is not a lock to wait for (it is held until
         // that process exits), so it is asked for without waiting.

@@ -195,3 +195,33 @@ async fn the_quiet_mark_moves_with_every_write_to_the_file() -> TestResult {
     assert_ne!(memory.quiet_mark(), Some(quiet));
     Ok(())
 }
+
+/// The records (sealed credentials among them) are the owner's alone: a new
+/// file is made 0600, and one left readable by an older run is tightened.
+#[tokio::test]
+async fn the_database_file_is_readable_by_its_owner_only() -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir()?;
+    let mode = |name: &str| -> Result<u32, std::io::Error> {
+        Ok(std::fs::metadata(dir.path().join(name))?
+            .permissions()
+            .mode()
+            & 0o777)
+    };
+    let path = dir.path().join("floe.db");
+    drop(SqliteBackend::open(&path)?);
+    assert_eq!(mode("floe.db")?, 0o600);
+
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
+    let backend = SqliteBackend::open(&path)?;
+    assert_eq!(mode("floe.db")?, 0o600);
+    backend
+        .write(vec![Write::Create(record("o", "a", "{}", 1))])
+        .await?;
+    for name in ["floe.db", "floe.db-wal", "floe.db-shm"] {
+        if dir.path().join(name).exists() {
+            assert_eq!(mode(name)?, 0o600, "{name}");
+        }
+    }
+    Ok(())
+}

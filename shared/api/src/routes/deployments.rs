@@ -2,19 +2,19 @@
 
 use crate::error::ApiError;
 use crate::extract::{
-    Caller, DeploymentReplacement, JsonSpec, PathParam, bool_param, expected_version,
-    idempotency_key, only_params, page_request,
+    Caller, DeploymentReplacement, JsonSpec, Params, PathParam, expected_version, idempotency_key,
 };
+use crate::params::{VersionParams, flag, page_size, version};
 use crate::respond::{CreatedOr, OrValidated, Plain, Planned, Versioned, deployment_created};
 use crate::responses::{BodyErrors, Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use floe_app::deployments::{DeploymentList, DeploymentQuery};
 use floe_app::shown::Shown;
-use floe_app::validation::{Checked, Mode};
 use floe_domain::deployment::{DeploymentSpec, DeploymentView};
-use std::collections::BTreeMap;
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 pub const TAG: &str = "deployments";
 
@@ -76,8 +76,7 @@ async fn reset_password(
     tag = TAG,
     params(
         ("Idempotency-Key" = Option<String>, Header, pattern = r"^[!-~]{1,128}$", description = "Retry key: the same key and body return the first result."),
-        ("request_id" = Option<String>, Query, pattern = r"^[!-~]{1,128}$", description = "Same as Idempotency-Key (ECE)."),
-        ("validate_only" = Option<bool>, Query, description = "Check the request and answer what it would create (200, `DeploymentValidation`); store nothing."),
+        CreateParams,
     ),
     request_body(content = DeploymentSpec, example = json!(crate::examples::deployment_request())),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
@@ -88,20 +87,21 @@ async fn create_deployment(
     State(state): State<ApiState>,
     caller: Caller,
     headers: HeaderMap,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<CreateParams>,
     JsonSpec(spec): JsonSpec<DeploymentSpec>,
 ) -> Result<OrValidated<CreatedOr<DeploymentView>>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["request_id", "validate_only"])?;
-    let mode = Mode::validate_only(bool_param(&query, "validate_only")?);
-    let key = idempotency_key(&headers, &query);
-    let checked = state
-        .app
-        .create_deployment_in(&who, spec, key.as_deref(), mode)
-        .await?;
-    Ok(match checked {
-        Checked::Done(creation) => OrValidated::Done(deployment_created(creation)),
-        Checked::Validated(v) => OrValidated::Validated(Box::new(Plain(*v))),
+    let params = params.check()?;
+    let key = idempotency_key(&headers, params.request_id);
+    let app = &state.app;
+    Ok(if params.validate_only {
+        let validation = app
+            .validate_create_deployment(&who, spec, key.as_deref())
+            .await?;
+        OrValidated::Validated(Box::new(Plain(validation)))
+    } else {
+        let creation = app.create_deployment(&who, spec, key.as_deref()).await?;
+        OrValidated::Done(deployment_created(creation))
     })
 }
 
@@ -111,13 +111,7 @@ async fn create_deployment(
     path = "/api/v1/deployments",
     operation_id = "list-deployments",
     tag = TAG,
-    params(
-        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise)."),
-        ("name" = Option<String>, Query, description = "Only names starting with this."),
-        ("status" = Option<floe_domain::deployment::DeploymentStatus>, Query, description = "Only this status."),
-        ("tag" = Option<String>, Query, pattern = ":", description = "Only deployments with this tag, as `key:value`."),
-    ),
+    params(ListParams),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<DeploymentList>, Invalid, ReadErrors),
     security(("bearer" = []))
@@ -125,15 +119,18 @@ async fn create_deployment(
 async fn list_deployments(
     State(state): State<ApiState>,
     caller: Caller,
-    Query(mut query): Query<BTreeMap<String, String>>,
+    params: Params<ListParams>,
 ) -> Result<Plain<DeploymentList>, ApiError> {
     let who = caller.reader()?;
-    only_params(&query, &["size", "cursor", "name", "status", "tag"])?;
+    let params = params.check()?;
     let query = DeploymentQuery {
-        page: page_request(&query)?,
-        name_prefix: query.remove("name"),
-        status: query.remove("status"),
-        tag: query.remove("tag"),
+        page: floe_store::PageRequest {
+            size: params.size,
+            cursor: params.cursor,
+        },
+        name_prefix: params.name,
+        status: params.status,
+        tag: params.tag,
     };
     Ok(Plain(state.app.list_deployments(&who, query).await?))
 }
@@ -197,8 +194,7 @@ async fn get_deployment(
     params(
         ("id" = String, Path, description = "Deployment id."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Update only if the deployment is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
-        ("validate_only" = Option<bool>, Query, description = "Check the request and answer what it would change (200, `DeploymentValidation`); store nothing."),
+        ReplaceParams,
     ),
     request_body(content = DeploymentSpec, description = "A spec, or the GET body with fields changed.", example = json!(crate::examples::deployment_request())),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
@@ -210,20 +206,23 @@ async fn put_deployment(
     caller: Caller,
     PathParam(id): PathParam,
     headers: HeaderMap,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<ReplaceParams>,
     DeploymentReplacement(spec, read_only): DeploymentReplacement,
 ) -> Result<OrValidated<Versioned<DeploymentView>>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["version", "validate_only"])?;
-    let mode = Mode::validate_only(bool_param(&query, "validate_only")?);
-    let expected = expected_version(&headers, &query)?;
-    let checked = state
-        .app
-        .replace_deployment_in(&who, &id, expected, spec, &read_only, mode)
-        .await?;
-    Ok(match checked {
-        Checked::Done(updated) => OrValidated::Done(Versioned(updated)),
-        Checked::Validated(v) => OrValidated::Validated(Box::new(Plain(*v))),
+    let params = params.check()?;
+    let expected = expected_version(&headers, params.version)?;
+    let app = &state.app;
+    Ok(if params.validate_only {
+        let validation = app
+            .validate_replace_deployment(&who, &id, expected, spec, &read_only)
+            .await?;
+        OrValidated::Validated(Box::new(Plain(validation)))
+    } else {
+        let updated = app
+            .replace_deployment(&who, &id, expected, spec, &read_only)
+            .await?;
+        OrValidated::Done(Versioned(updated))
     })
 }
 
@@ -243,7 +242,7 @@ async fn put_deployment(
     params(
         ("id" = String, Path, description = "Deployment id."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the deployment is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
+        VersionParams,
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict, Stale),
@@ -254,11 +253,57 @@ async fn delete_deployment(
     caller: Caller,
     PathParam(id): PathParam,
     headers: HeaderMap,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<VersionParams>,
 ) -> Result<Planned<DeploymentView>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["version"])?;
-    let expected = expected_version(&headers, &query)?;
+    let expected = expected_version(&headers, params.check()?.version)?;
     let deleting = state.app.delete_deployment(&who, &id, expected).await?;
     Ok(Planned(deleting))
+}
+
+/// The query of a create.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct CreateParams {
+    /// Same as Idempotency-Key (ECE).
+    #[param(pattern = r"^[!-~]{1,128}$")]
+    request_id: Option<String>,
+    /// Check the request and answer what it would create (200, `DeploymentValidation`); store nothing.
+    #[serde(default, deserialize_with = "flag")]
+    validate_only: bool,
+}
+
+/// The query of a list: a page, and filters the use case checks.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct ListParams {
+    /// Page size, 1 to 100 (default 20).
+    #[serde(default, deserialize_with = "page_size")]
+    #[param(minimum = 1, maximum = 100)]
+    size: Option<u32>,
+    /// `next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise).
+    cursor: Option<String>,
+    /// Only names starting with this.
+    name: Option<String>,
+    /// Only this status.
+    #[param(value_type = Option<floe_domain::deployment::DeploymentStatus>)]
+    status: Option<String>,
+    /// Only deployments with this tag, as `key:value`.
+    #[param(pattern = ":")]
+    tag: Option<String>,
+}
+
+/// The query of a replace.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct ReplaceParams {
+    /// Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise).
+    #[serde(default, deserialize_with = "version")]
+    version: Option<u64>,
+    /// Check the request and answer what it would change (200, `DeploymentValidation`); store nothing.
+    #[serde(default, deserialize_with = "flag")]
+    validate_only: bool,
 }

@@ -2,14 +2,16 @@
 //! pending plan, and `_shutdown`.
 
 use crate::error::ApiError;
-use crate::extract::{Caller, PathParam, bool_param, only_params, page_request};
+use crate::extract::{Caller, Params, PathParam};
+use crate::params::{flag, page_size};
 use crate::respond::{Accepted, DoneOr, Plain, Planned};
 use crate::responses::{Conflict, Invalid, ManageErrors, NotFound, ReadErrors};
 use crate::state::ApiState;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use floe_app::plans::{DeploymentPlans, PlanView};
 use floe_domain::deployment::DeploymentView;
-use std::collections::BTreeMap;
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 operations!(
     [get_plans],
@@ -26,8 +28,7 @@ operations!(
     tag = "deployments",
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "History page size, 1 to 100 (default 20)."),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise)."),
+        HistoryParams,
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<DeploymentPlans>, Invalid, ReadErrors, NotFound),
@@ -37,11 +38,14 @@ async fn get_plans(
     State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<HistoryParams>,
 ) -> Result<Plain<DeploymentPlans>, ApiError> {
     let who = caller.reader()?;
-    only_params(&query, &["size", "cursor"])?;
-    let page = page_request(&query)?;
+    let params = params.check()?;
+    let page = floe_store::PageRequest {
+        size: params.size,
+        cursor: params.cursor,
+    };
     Ok(Plain(state.app.deployment_plans(&who, &id, page).await?))
 }
 
@@ -62,7 +66,7 @@ async fn get_plans(
     tag = "deployments",
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("force_delete" = Option<bool>, Query, description = "End the plan at once, running no further step or undo, and mark the deployment `failed` (ECE's name)."),
+        CancelParams,
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(DoneOr<PlanView>, Invalid, ManageErrors, NotFound),
@@ -72,11 +76,10 @@ async fn cancel_pending_plan(
     State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<CancelParams>,
 ) -> Result<DoneOr<PlanView>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["force_delete"])?;
-    if bool_param(&query, "force_delete")? {
+    if params.check()?.force_delete {
         let ended = state.app.force_end_pending_plan(&who, &id).await?;
         return Ok(DoneOr::Done(Plain(ended)));
     }
@@ -96,7 +99,7 @@ async fn cancel_pending_plan(
     tag = "deployments",
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("skip_snapshot" = Option<bool>, Query, description = "Terminate without the final snapshot the plan otherwise takes into the deployment's repository."),
+        ShutdownParams,
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict),
@@ -106,11 +109,10 @@ async fn shutdown_deployment(
     State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<ShutdownParams>,
 ) -> Result<Planned<DeploymentView>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["skip_snapshot"])?;
-    let skip_snapshot = bool_param(&query, "skip_snapshot")?;
+    let skip_snapshot = params.check()?.skip_snapshot;
     let stopping = state
         .app
         .shutdown_deployment(&who, &id, skip_snapshot)
@@ -133,7 +135,7 @@ async fn shutdown_deployment(
     tag = "deployments",
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("restore_snapshot" = Option<String>, Query, description = "Restore this snapshot of the deployment's own, or `__latest_success__`, from its repository once the nodes run."),
+        StartParams,
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict),
@@ -143,13 +145,52 @@ async fn start_deployment(
     State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<StartParams>,
 ) -> Result<Planned<DeploymentView>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["restore_snapshot"])?;
+    let params = params.check()?;
     let starting = state
         .app
-        .start_deployment(&who, &id, query.get("restore_snapshot").map(String::as_str))
+        .start_deployment(&who, &id, params.restore_snapshot.as_deref())
         .await?;
     Ok(Planned(starting))
+}
+
+/// The plan history's page.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct HistoryParams {
+    /// History page size, 1 to 100 (default 20).
+    #[serde(default, deserialize_with = "page_size")]
+    #[param(minimum = 1, maximum = 100)]
+    size: Option<u32>,
+    /// `next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise).
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct CancelParams {
+    /// End the plan at once, running no further step or undo, and mark the deployment `failed` (ECE's name).
+    #[serde(default, deserialize_with = "flag")]
+    force_delete: bool,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct ShutdownParams {
+    /// Terminate without the final snapshot the plan otherwise takes into the deployment's repository.
+    #[serde(default, deserialize_with = "flag")]
+    skip_snapshot: bool,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct StartParams {
+    /// Restore this snapshot of the deployment's own, or `__latest_success__`, from its repository once the nodes run.
+    restore_snapshot: Option<String>,
 }

@@ -1,15 +1,14 @@
 //! Health, the instance catalog, and the OpenAPI document.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, only_params};
+use crate::extract::{Caller, Params};
 use crate::respond::Plain;
 use crate::responses::Invalid;
 use crate::state::ApiState;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use floe_app::catalog::InstanceTypeList;
-use serde::Serialize;
-use std::collections::BTreeMap;
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 operations!([health], [list_instance_types],);
 
@@ -46,7 +45,7 @@ async fn health() -> Plain<Health> {
     path = "/api/v1/platform/configuration/instance-types",
     operation_id = "list-instance-types",
     tag = "platform",
-    params(("arch" = Option<floe_domain::catalog::Arch>, Query, description = "Only this architecture: `arm64` (Graviton) or `x86_64`.")),
+    params(InstanceTypeParams),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<InstanceTypeList>, Invalid, (status = 401, description = "No or bad token.", body = ErrorBody)),
     security(("bearer" = []))
@@ -54,12 +53,21 @@ async fn health() -> Plain<Health> {
 async fn list_instance_types(
     State(state): State<ApiState>,
     caller: Caller,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<InstanceTypeParams>,
 ) -> Result<Plain<InstanceTypeList>, ApiError> {
     let who = caller.reader()?;
-    only_params(&query, &["arch"])?;
-    Ok(Plain(state.app.instance_types(
-        &who,
-        query.get("arch").map(String::as_str),
-    )?))
+    let params = params.check()?;
+    Ok(Plain(
+        state.app.instance_types(&who, params.arch.as_deref())?,
+    ))
+}
+
+/// The catalog's filter; the use case checks the architecture.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct InstanceTypeParams {
+    /// Only this architecture: `arm64` (Graviton) or `x86_64`.
+    #[param(value_type = Option<floe_domain::catalog::Arch>)]
+    arch: Option<String>,
 }

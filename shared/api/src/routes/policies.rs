@@ -1,15 +1,15 @@
 //! Snapshot policies: `/api/v1/snapshot-policies`.
 
 use crate::error::ApiError;
-use crate::extract::{Caller, JsonSpec, PathParam, expected_version, only_params, page_request};
+use crate::extract::{Caller, JsonSpec, Params, PathParam, expected_version};
+use crate::params::{NoParams, PageParams, VersionParams};
 use crate::respond::{Created, NoContent, Plain, Versioned};
 use crate::responses::{BodyErrors, Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use floe_app::policies::PolicyList;
 use floe_domain::policy::{PolicySpec, PolicyView};
-use std::collections::BTreeMap;
 
 pub const TAG: &str = "snapshot-policies";
 
@@ -35,11 +35,11 @@ operations!(
 async fn create_policy(
     State(state): State<ApiState>,
     caller: Caller,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<NoParams>,
     JsonSpec(spec): JsonSpec<PolicySpec>,
 ) -> Result<Created<PolicyView>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &[])?;
+    params.check()?;
     let policy = state.app.create_policy(&who, spec).await?;
     Ok(Created {
         location: format!("/api/v1/snapshot-policies/{}", policy.id),
@@ -53,10 +53,7 @@ async fn create_policy(
     path = "/api/v1/snapshot-policies",
     operation_id = "list-snapshot-policies",
     tag = TAG,
-    params(
-        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise)."),
-    ),
+    params(PageParams),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<PolicyList>, Invalid, ReadErrors),
     security(("bearer" = []))
@@ -64,11 +61,10 @@ async fn create_policy(
 async fn list_policies(
     State(state): State<ApiState>,
     caller: Caller,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<PageParams>,
 ) -> Result<Plain<PolicyList>, ApiError> {
     let who = caller.reader()?;
-    only_params(&query, &["size", "cursor"])?;
-    let page = page_request(&query)?;
+    let page = params.check()?.page();
     Ok(Plain(state.app.list_policies(&who, page).await?))
 }
 
@@ -101,7 +97,7 @@ async fn get_policy(
     params(
         ("id" = String, Path, description = "Policy id."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Update only if the policy is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
+        VersionParams,
     ),
     request_body(content = PolicySpec, example = json!(crate::examples::policy_request())),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
@@ -113,12 +109,11 @@ async fn put_policy(
     caller: Caller,
     PathParam(id): PathParam,
     headers: HeaderMap,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<VersionParams>,
     JsonSpec(spec): JsonSpec<PolicySpec>,
 ) -> Result<Versioned<PolicyView>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["version"])?;
-    let expected = expected_version(&headers, &query)?;
+    let expected = expected_version(&headers, params.check()?.version)?;
     let updated = state.app.update_policy(&who, &id, expected, spec).await?;
     Ok(Versioned(updated))
 }
@@ -135,7 +130,7 @@ async fn put_policy(
     params(
         ("id" = String, Path, description = "Policy id."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the policy is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
+        VersionParams,
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(NoContent, Invalid, ManageErrors, NotFound, Conflict, Stale),
@@ -146,11 +141,10 @@ async fn delete_policy(
     caller: Caller,
     PathParam(id): PathParam,
     headers: HeaderMap,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<VersionParams>,
 ) -> Result<NoContent, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["version"])?;
-    let expected = expected_version(&headers, &query)?;
+    let expected = expected_version(&headers, params.check()?.version)?;
     state.app.delete_policy(&who, &id, expected).await?;
     Ok(NoContent)
 }

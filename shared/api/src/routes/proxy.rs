@@ -13,6 +13,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, on};
 use floe_app::proxy::{MAX_PROXY_REQUEST_BYTES, ProxyRequest};
+use floe_domain::Code;
 use std::collections::BTreeMap;
 use utoipa::OpenApi;
 
@@ -178,8 +179,7 @@ async fn proxy(
         .map(str::to_string);
     let body = Bytes::from_request(request, &state).await.map_err(|_| {
         ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request.body_too_large",
+            Code::REQUEST_BODY_TOO_LARGE,
             format!("the body must be at most {MAX_PROXY_REQUEST_BYTES} bytes"),
         )
     })?;

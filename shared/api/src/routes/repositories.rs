@@ -1,18 +1,17 @@
 //! Snapshot repositories: `/api/v1/platform/configuration/snapshots/repositories`.
 
 use crate::error::ApiError;
-use crate::extract::{
-    Caller, JsonBody, PathParam, expected_version, only_params, page_request, parse_value_at,
-};
+use crate::extract::{Caller, JsonBody, Params, PathParam, expected_version, parse_value_at};
+use crate::params::{PageParams, VersionParams};
 use crate::respond::{Created, CreatedOr, NoContent, Plain, Versioned};
 use crate::responses::{AdminErrors, BodyErrors, Conflict, Invalid, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use floe_app::repositories::{Put, RepositoryList, check_name};
+use floe_domain::Code;
 use floe_domain::repository::{RepositoryRequest, RepositoryView};
 use serde::Deserialize;
-use std::collections::BTreeMap;
 
 pub const TAG: &str = "snapshot-repositories";
 
@@ -42,15 +41,19 @@ struct RawRepository {
 impl RawRepository {
     fn parse(self) -> Result<RepositoryRequest, ApiError> {
         if !self.settings.is_object() {
-            return Err(ApiError::invalid_field(
-                "validation.type",
+            return Err(ApiError::field(
+                Code::VALIDATION_TYPE,
                 "settings",
                 "must be a JSON object",
             ));
         }
         Ok(match self.kind {
-            RepositoryKind::S3 => RepositoryRequest::S3(parse_value_at(self.settings, "settings")?),
-            RepositoryKind::Fs => RepositoryRequest::Fs(parse_value_at(self.settings, "settings")?),
+            RepositoryKind::S3 => {
+                RepositoryRequest::S3(parse_value_at(&self.settings, "settings")?)
+            }
+            RepositoryKind::Fs => {
+                RepositoryRequest::Fs(parse_value_at(&self.settings, "settings")?)
+            }
         })
     }
 }
@@ -61,10 +64,7 @@ impl RawRepository {
     path = "/api/v1/platform/configuration/snapshots/repositories",
     operation_id = "list-snapshot-repositories",
     tag = TAG,
-    params(
-        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise)."),
-    ),
+    params(PageParams),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<RepositoryList>, Invalid, ReadErrors),
     security(("bearer" = []))
@@ -72,11 +72,10 @@ impl RawRepository {
 async fn list_repositories(
     State(state): State<ApiState>,
     caller: Caller,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<PageParams>,
 ) -> Result<Plain<RepositoryList>, ApiError> {
     let who = caller.reader()?;
-    only_params(&query, &["size", "cursor"])?;
-    let page = page_request(&query)?;
+    let page = params.check()?.page();
     Ok(Plain(state.app.list_repositories(&who, page).await?))
 }
 
@@ -117,7 +116,7 @@ async fn get_repository(
     params(
         ("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "Repository name: 1–63 of a-z, 0-9, '-'."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Replace only if the repository is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
+        VersionParams,
     ),
     request_body(content = RepositoryRequest, example = json!(crate::examples::repository_request())),
     extensions(("x-floe-roles" = json!(floe_app::caller::ADMIN_ROLES))),
@@ -129,14 +128,14 @@ async fn put_repository(
     caller: Caller,
     PathParam(name): PathParam,
     headers: HeaderMap,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<VersionParams>,
     JsonBody(raw): JsonBody<RawRepository>,
 ) -> Result<CreatedOr<RepositoryView>, ApiError> {
     let who = caller.admin()?;
-    only_params(&query, &["version"])?;
+    let params = params.check()?;
     // The name is the path's: it is named before the headers and body are.
     check_name(&name)?;
-    let expected = expected_version(&headers, &query)?;
+    let expected = expected_version(&headers, params.version)?;
     let request = raw.parse()?;
     Ok(
         match state
@@ -165,7 +164,7 @@ async fn put_repository(
     params(
         ("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "Repository name."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the repository is at this ETag."),
-        ("version" = Option<u64>, Query, description = "Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise)."),
+        VersionParams,
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::ADMIN_ROLES))),
     responses(NoContent, Invalid, AdminErrors, NotFound, Conflict, Stale),
@@ -176,11 +175,10 @@ async fn delete_repository(
     caller: Caller,
     PathParam(name): PathParam,
     headers: HeaderMap,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<VersionParams>,
 ) -> Result<NoContent, ApiError> {
     let who = caller.admin()?;
-    only_params(&query, &["version"])?;
-    let expected = expected_version(&headers, &query)?;
+    let expected = expected_version(&headers, params.check()?.version)?;
     state.app.delete_repository(&who, &name, expected).await?;
     Ok(NoContent)
 }

@@ -3,16 +3,18 @@
 //! create is the create's).
 
 use crate::error::ApiError;
-use crate::extract::{Caller, JsonSpec, PathParam, idempotency_key, only_params};
+use crate::extract::{Caller, JsonSpec, Params, PathParam, idempotency_key};
+use crate::params::NoParams;
 use crate::respond::{CreatedOr, Planned, deployment_created};
 use crate::responses::{BodyErrors, Conflict, Invalid, ManageErrors, NotFound};
 use crate::state::ApiState;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use floe_app::restore::CloneRequest;
 use floe_domain::deployment::DeploymentView;
 use floe_domain::restore::RestoreRequest;
-use std::collections::BTreeMap;
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 operations!([restore_deployment], [clone_deployment],);
 
@@ -46,11 +48,11 @@ async fn restore_deployment(
     State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<NoParams>,
     JsonSpec(request): JsonSpec<RestoreRequest>,
 ) -> Result<Planned<DeploymentView>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &[])?;
+    params.check()?;
     let restoring = state.app.restore_deployment(&who, &id, request).await?;
     Ok(Planned(restoring))
 }
@@ -77,6 +79,7 @@ async fn restore_deployment(
     params(
         ("id" = String, Path, description = "The source deployment's id."),
         ("Idempotency-Key" = Option<String>, Header, pattern = r"^[!-~]{1,128}$", description = "Retry key: the same key and body return the first result."),
+        CloneParams,
     ),
     request_body(content = CloneRequest, example = json!({"name": "logs-analysis", "mode": "mount"})),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
@@ -88,15 +91,24 @@ async fn clone_deployment(
     caller: Caller,
     PathParam(id): PathParam,
     headers: HeaderMap,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<CloneParams>,
     JsonSpec(request): JsonSpec<CloneRequest>,
 ) -> Result<CreatedOr<DeploymentView>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["request_id"])?;
-    let key = idempotency_key(&headers, &query);
+    let key = idempotency_key(&headers, params.check()?.request_id);
     let creation = state
         .app
         .clone_deployment(&who, &id, request, key.as_deref())
         .await?;
     Ok(deployment_created(creation))
+}
+
+/// The query of a clone.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct CloneParams {
+    /// Same as Idempotency-Key (ECE).
+    #[param(pattern = r"^[!-~]{1,128}$")]
+    request_id: Option<String>,
 }

@@ -2,16 +2,19 @@
 //! an ECE-like health summary), look at one, delete one.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, PathParam, bool_param, only_params, page_request, parse_json};
+use crate::extract::{Caller, Params, PathParam, parse_json};
+use crate::params::{PageParams, flag};
 use crate::respond::{Accepted, DoneOr, NoContent, Plain};
 use crate::responses::{Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Upstream};
 use crate::state::ApiState;
 use axum::body::Bytes;
-use axum::extract::{FromRequestParts, Query, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use floe_app::snapshots::{SnapshotList, SnapshotRequest};
+use floe_domain::Code;
 use floe_domain::snapshot::SnapshotView;
-use std::collections::BTreeMap;
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 operations!(
     [take_snapshot, list_snapshots],
@@ -32,8 +35,8 @@ impl<S: Send + Sync> FromRequestParts<S> for SnapshotPath {
             .await
             .map(|axum::extract::Path((id, name))| SnapshotPath { id, name })
             .map_err(|_| {
-                ApiError::not_found(
-                    "root.not_found",
+                ApiError::new(
+                    Code::ROOT_NOT_FOUND,
                     "no such resource: the path is not valid UTF-8",
                 )
             })
@@ -53,7 +56,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SnapshotPath {
     tag = "deployments",
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("wait_for_completion" = Option<bool>, Query, description = "Answer once the snapshot ended (200) rather than at once (202)."),
+        TakeParams,
     ),
     request_body(content = SnapshotRequest, description = "Optional; an empty body takes every index under a generated name.",
         example = json!({"name": "<before-upgrade-{now/d}>", "indices": ["logs-*"]})),
@@ -65,12 +68,11 @@ async fn take_snapshot(
     State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<TakeParams>,
     body: Bytes,
 ) -> Result<DoneOr<SnapshotView>, ApiError> {
     let who = caller.manager()?;
-    only_params(&query, &["wait_for_completion"])?;
-    let wait = bool_param(&query, "wait_for_completion")?;
+    let wait = params.check()?.wait_for_completion;
     let request: SnapshotRequest = if body.iter().all(u8::is_ascii_whitespace) {
         SnapshotRequest::default()
     } else {
@@ -92,8 +94,7 @@ async fn take_snapshot(
     tag = "deployments",
     params(
         ("id" = String, Path, description = "Deployment id."),
-        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 20)."),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page. Opaque: only a `next_cursor` this API returned is a cursor (400 otherwise)."),
+        PageParams,
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
     responses(Plain<SnapshotList>, Invalid, ReadErrors, NotFound),
@@ -103,11 +104,10 @@ async fn list_snapshots(
     State(state): State<ApiState>,
     caller: Caller,
     PathParam(id): PathParam,
-    Query(query): Query<BTreeMap<String, String>>,
+    params: Params<PageParams>,
 ) -> Result<Plain<SnapshotList>, ApiError> {
     let who = caller.reader()?;
-    only_params(&query, &["size", "cursor"])?;
-    let page = page_request(&query)?;
+    let page = params.check()?.page();
     Ok(Plain(state.app.list_snapshots(&who, &id, page).await?))
 }
 
@@ -171,4 +171,13 @@ async fn delete_snapshot(
         .delete_snapshot(&who, &path.id, &path.name)
         .await?;
     Ok(NoContent)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct TakeParams {
+    /// Answer once the snapshot ended (200) rather than at once (202).
+    #[serde(default, deserialize_with = "flag")]
+    wait_for_completion: bool,
 }

@@ -1,3 +1,4 @@
+use floe_domain::Code;
 use std::io;
 use std::path::PathBuf;
 
@@ -38,19 +39,19 @@ pub enum AuthError {
 impl AuthError {
     /// A stable, machine-readable code for API error bodies; the texts may
     /// be reworded, these may not.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            AuthError::Malformed => "auth.invalid_token",
-            AuthError::UnsupportedAlgorithm(_) => "auth.unsupported_algorithm",
-            AuthError::UnknownKey => "auth.unknown_key",
-            AuthError::KeysUnavailable => "auth.keys_unavailable",
-            AuthError::BadSignature => "auth.bad_signature",
-            AuthError::Expired => "auth.token_expired",
-            AuthError::NotYetValid => "auth.token_not_yet_valid",
-            AuthError::WrongIssuer => "auth.wrong_issuer",
-            AuthError::WrongAudience => "auth.wrong_audience",
-            AuthError::InvalidClaims(_) => "auth.invalid_claims",
-            AuthError::NoRole => "auth.no_role",
+            AuthError::Malformed => Code::AUTH_INVALID_TOKEN,
+            AuthError::UnsupportedAlgorithm(_) => Code::AUTH_UNSUPPORTED_ALGORITHM,
+            AuthError::UnknownKey => Code::AUTH_UNKNOWN_KEY,
+            AuthError::KeysUnavailable => Code::AUTH_KEYS_UNAVAILABLE,
+            AuthError::BadSignature => Code::AUTH_BAD_SIGNATURE,
+            AuthError::Expired => Code::AUTH_TOKEN_EXPIRED,
+            AuthError::NotYetValid => Code::AUTH_TOKEN_NOT_YET_VALID,
+            AuthError::WrongIssuer => Code::AUTH_WRONG_ISSUER,
+            AuthError::WrongAudience => Code::AUTH_WRONG_AUDIENCE,
+            AuthError::InvalidClaims(_) => Code::AUTH_INVALID_CLAIMS,
+            AuthError::NoRole => Code::AUTH_NO_ROLE,
         }
     }
 }
@@ -143,7 +144,7 @@ mod tests {
             AuthError::NoRole,
         ];
         let mut codes: Vec<_> = all.iter().map(AuthError::code).collect();
-        assert!(codes.iter().all(|c| c.starts_with("auth.")));
+        assert!(codes.iter().all(|c| c.name().starts_with("auth.")));
         codes.sort_unstable();
         codes.dedup();
         assert_eq!(codes.len(), all.len());

@@ -1,6 +1,7 @@
 //! Deployments: an Elasticsearch version and its node groups.
 
 use crate::catalog::{self, Arch};
+use crate::codes::Code;
 use crate::names::validate_name;
 use crate::plan::PlanRef;
 use crate::restore::RestoreSnapshot;
@@ -291,10 +292,10 @@ impl DeploymentSpec {
         if let Err(e) = Validate::validate(self) {
             p.extend_validator("", &e);
         }
-        p.check("name", "validation.name", validate_name(&self.name));
+        p.check("name", Code::VALIDATION_NAME, validate_name(&self.name));
         p.check(
             "version",
-            "validation.version",
+            Code::VALIDATION_VERSION,
             validate_es_version(&self.version),
         );
 
@@ -302,24 +303,28 @@ impl DeploymentSpec {
         let (mut master, mut data) = (false, false);
         for (i, g) in self.node_groups.iter().enumerate() {
             let f = |name: &str| format!("node_groups[{i}].{name}");
-            p.check(f("id"), "validation.name", validate_group_id(&g.id));
+            p.check(f("id"), Code::VALIDATION_NAME, validate_group_id(&g.id));
             if !ids.insert(g.id.as_str()) {
                 p.push(
                     f("id"),
-                    "validation.duplicate",
+                    Code::VALIDATION_DUPLICATE,
                     format!("node group id '{}' is used twice", g.id),
                 );
             }
             if g.roles.is_empty() {
                 p.push(
                     f("roles"),
-                    "validation.required",
+                    Code::VALIDATION_REQUIRED,
                     "must name at least one role",
                 );
             }
             let unique: BTreeSet<_> = g.roles.iter().collect();
             if unique.len() != g.roles.len() {
-                p.push(f("roles"), "validation.duplicate", "must not repeat a role");
+                p.push(
+                    f("roles"),
+                    Code::VALIDATION_DUPLICATE,
+                    "must not repeat a role",
+                );
             }
             master |= g.roles.contains(&NodeRole::Master);
             data |=
@@ -328,18 +333,18 @@ impl DeploymentSpec {
                 if !g.roles.contains(&NodeRole::DataFrozen) {
                     p.push(
                         f("shared_cache"),
-                        "validation.shared_cache",
+                        Code::VALIDATION_SHARED_CACHE,
                         "is for data_frozen groups only",
                     );
                 } else {
                     match parse_shared_cache(cache) {
-                        Err(m) => p.push(f("shared_cache"), "validation.shared_cache", m),
+                        Err(m) => p.push(f("shared_cache"), Code::VALIDATION_SHARED_CACHE, m),
                         Ok(SharedCache::Bytes(b))
                             if b > u64::from(g.storage.size_gb) * 1_000_000_000 =>
                         {
                             p.push(
                                 f("shared_cache"),
-                                "validation.shared_cache",
+                                Code::VALIDATION_SHARED_CACHE,
                                 "is larger than the node's disk (storage.size_gb)",
                             )
                         }
@@ -353,14 +358,14 @@ impl DeploymentSpec {
                     .unwrap_or_default();
                 p.push(
                     f("instance_type"),
-                    "validation.instance_type",
+                    Code::VALIDATION_INSTANCE_TYPE,
                     format!("'{}' is not in the instance catalog{hint}; see GET /api/v1/platform/configuration/instance-types", g.instance_type),
                 );
             }
             if g.zone_count > g.count {
                 p.push(
                     f("zone_count"),
-                    "validation.range",
+                    Code::VALIDATION_RANGE,
                     "must not exceed count: every zone needs a node",
                 );
             }
@@ -369,14 +374,14 @@ impl DeploymentSpec {
         if !self.node_groups.is_empty() && !master {
             p.push(
                 "node_groups",
-                "validation.topology",
+                Code::VALIDATION_TOPOLOGY,
                 "at least one node group needs the master role",
             );
         }
         if !self.node_groups.is_empty() && !data {
             p.push(
                 "node_groups",
-                "validation.topology",
+                Code::VALIDATION_TOPOLOGY,
                 "at least one node group needs the data_hot or data_content role",
             );
         }
@@ -384,39 +389,43 @@ impl DeploymentSpec {
         if self.user_settings.len() > MAX_USER_SETTINGS {
             p.push(
                 "user_settings",
-                "validation.length",
+                Code::VALIDATION_LENGTH,
                 format!("at most {MAX_USER_SETTINGS} settings"),
             );
         }
         for (k, v) in &self.user_settings {
             let field = format!("user_settings.{k}");
             if let Err(m) = validate_setting_key(k) {
-                p.push(field, "validation.setting_key", m);
+                p.push(field, Code::VALIDATION_SETTING_KEY, m);
                 continue;
             }
             if let Some(owned) = owned_by_platform(k) {
                 p.push(
                     field,
-                    "validation.platform_owned_setting",
+                    Code::VALIDATION_PLATFORM_OWNED_SETTING,
                     format!("is set by the platform ({owned}) and cannot be overridden"),
                 );
                 continue;
             }
             p.check(
                 field,
-                "validation.setting_value",
+                Code::VALIDATION_SETTING_VALUE,
                 validate_setting_value(k, v),
             );
         }
 
         if let Some(s) = &self.snapshot {
             if let Some(r) = &s.repository {
-                p.check("snapshot.repository", "validation.name", validate_name(r));
+                p.check(
+                    "snapshot.repository",
+                    Code::VALIDATION_NAME,
+                    validate_name(r),
+                );
             }
             if s.policies.len() > MAX_POLICIES {
                 p.push(
                     "snapshot.policies",
-                    "validation.length",
+                    Code::VALIDATION_LENGTH,
                     format!("at most {MAX_POLICIES} policies"),
                 );
             }
@@ -425,13 +434,13 @@ impl DeploymentSpec {
                 if !crate::names::is_resource_id(id) {
                     p.push(
                         format!("snapshot.policies[{i}]"),
-                        "validation.id",
+                        Code::VALIDATION_ID,
                         "must be a snapshot policy id",
                     );
                 } else if !seen.insert(id) {
                     p.push(
                         format!("snapshot.policies[{i}]"),
-                        "validation.duplicate",
+                        Code::VALIDATION_DUPLICATE,
                         "is attached twice",
                     );
                 }
@@ -445,7 +454,7 @@ impl DeploymentSpec {
         if self.metadata.tags.len() > MAX_TAGS {
             p.push(
                 "metadata.tags",
-                "validation.length",
+                Code::VALIDATION_LENGTH,
                 format!("at most {MAX_TAGS} tags"),
             );
         }
@@ -453,18 +462,18 @@ impl DeploymentSpec {
         for (i, t) in self.metadata.tags.iter().enumerate() {
             p.check(
                 format!("metadata.tags[{i}].key"),
-                "validation.tag",
+                Code::VALIDATION_TAG,
                 validate_tag_text(&t.key, 64),
             );
             p.check(
                 format!("metadata.tags[{i}].value"),
-                "validation.tag",
+                Code::VALIDATION_TAG,
                 validate_tag_text(&t.value, 256),
             );
             if !keys.insert(&t.key) {
                 p.push(
                     format!("metadata.tags[{i}].key"),
-                    "validation.duplicate",
+                    Code::VALIDATION_DUPLICATE,
                     "tag keys must be unique",
                 );
             }
@@ -495,7 +504,7 @@ impl DeploymentSpec {
             .unwrap_or_default();
         p.push(
             biggest,
-            "validation.too_large",
+            Code::VALIDATION_TOO_LARGE,
             format!(
                 "the spec is {total} bytes as stored, more than {MAX_SPEC_BYTES}; this is its biggest part"
             ),
@@ -530,7 +539,7 @@ fn flatten_setting(key: &str, value: Value, out: &mut BTreeMap<String, Value>, p
             if map.is_empty() {
                 p.push(
                     format!("user_settings.{key}"),
-                    "validation.setting_value",
+                    Code::VALIDATION_SETTING_VALUE,
                     "must not be an empty object",
                 );
             }
@@ -542,7 +551,7 @@ fn flatten_setting(key: &str, value: Value, out: &mut BTreeMap<String, Value>, p
             if out.insert(key.to_string(), other).is_some() {
                 p.push(
                     format!("user_settings.{key}"),
-                    "validation.duplicate",
+                    Code::VALIDATION_DUPLICATE,
                     "is given twice (flat and nested)",
                 );
             }
@@ -705,7 +714,7 @@ fn check_storage(p: &mut Problems, at: &str, s: &Storage) {
             {
                 p.push(
                     field("iops"),
-                    "validation.range",
+                    Code::VALIDATION_RANGE,
                     "must be between 3000 and 16000 for gp3",
                 );
             }
@@ -714,7 +723,7 @@ fn check_storage(p: &mut Problems, at: &str, s: &Storage) {
             {
                 p.push(
                     field("throughput"),
-                    "validation.range",
+                    Code::VALIDATION_RANGE,
                     "must be between 125 and 1000 MiB/s for gp3",
                 );
             }
@@ -723,7 +732,7 @@ fn check_storage(p: &mut Problems, at: &str, s: &Storage) {
             if s.iops.is_some() {
                 p.push(
                     field("iops"),
-                    "validation.not_allowed",
+                    Code::VALIDATION_NOT_ALLOWED,
                     "gp2 volumes do not take provisioned iops",
                 );
             }
@@ -738,12 +747,12 @@ fn check_storage(p: &mut Problems, at: &str, s: &Storage) {
                 Some(iops) if (100..=max).contains(&iops) => {}
                 Some(_) => p.push(
                     field("iops"),
-                    "validation.range",
+                    Code::VALIDATION_RANGE,
                     format!("must be between 100 and {max}"),
                 ),
                 None => p.push(
                     field("iops"),
-                    "validation.required",
+                    Code::VALIDATION_REQUIRED,
                     "is required for io1 and io2 volumes",
                 ),
             }
@@ -752,7 +761,7 @@ fn check_storage(p: &mut Problems, at: &str, s: &Storage) {
     if s.throughput.is_some() && s.volume_type != VolumeType::Gp3 {
         p.push(
             field("throughput"),
-            "validation.not_allowed",
+            Code::VALIDATION_NOT_ALLOWED,
             "only gp3 volumes take a throughput",
         );
     }
@@ -789,6 +798,28 @@ pub struct Deployment {
     pub health: Option<crate::health::Health>,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
+}
+
+impl Deployment {
+    /// A new deployment of `spec` whose first plan is `plan` (a create):
+    /// in the plan's organization, under the plan's id for it, with the
+    /// status that plan runs under and the plan pending, made when the
+    /// plan was.
+    pub fn first_planned_by(plan: &crate::plan::Plan, spec: DeploymentSpec) -> Deployment {
+        Deployment {
+            id: plan.deployment_id.clone(),
+            org: plan.org.clone(),
+            spec,
+            status: crate::plan::lifecycle::while_running(plan.kind()),
+            pending_plan: Some(plan.reference()),
+            access: None,
+            password_to_apply: None,
+            clone_source: None,
+            health: None,
+            created: plan.created,
+            updated: plan.created,
+        }
+    }
 }
 
 /// A node group as a client sees it: the spec plus what the catalog derives.

@@ -5,6 +5,8 @@
 pub mod access;
 pub mod bytesize;
 pub mod catalog;
+pub mod codes;
+pub mod cron;
 pub mod deployment;
 pub mod health;
 pub mod names;
@@ -20,4 +22,5 @@ pub mod snapshot_name;
 pub mod timevalue;
 pub mod validation;
 
+pub use codes::Code;
 pub use validation::{FieldError, Invalid, Problems};

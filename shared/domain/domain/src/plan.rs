@@ -125,8 +125,17 @@ pub struct StepRecord {
     /// How many times `do` (or, unwinding, `undo`) has been tried.
     #[serde(default)]
     pub attempts: u32,
+    /// How many of those attempts ended in a transient error that was
+    /// retried: the engine's retry budget counts these, and it ends the
+    /// step before they grow. Records from before it load as 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
     #[serde(default)]
     pub info_log: Vec<String>,
+    /// How many lines the engine has dropped from `info_log` to keep the
+    /// record small (its second line says so).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub log_lines_dropped: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepError>,
     /// What `do` produced, for later steps and for its `undo`.
@@ -144,11 +153,17 @@ impl StepRecord {
             undo_started: None,
             duration_in_millis: None,
             attempts: 0,
+            retries: 0,
             info_log: Vec::new(),
+            log_lines_dropped: 0,
             error: None,
             output: serde_json::Value::Null,
         }
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A worker's claim on a plan: only the owner runs steps until it expires.

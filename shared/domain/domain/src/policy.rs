@@ -1,5 +1,6 @@
 //! Snapshot policies: when to snapshot, what, where, and how long to keep it.
 
+use crate::codes::Code;
 use crate::names::validate_name;
 use crate::schedule::{interval_to_rate, slm_cron_to_eventbridge, validate_timezone};
 use crate::snapshot_name::validate_snapshot_name;
@@ -96,21 +97,21 @@ impl PolicySpec {
         if let Err(e) = Validate::validate(self) {
             p.extend_validator("", &e);
         }
-        p.check("name", "validation.name", validate_name(&self.name));
+        p.check("name", Code::VALIDATION_NAME, validate_name(&self.name));
         p.check(
             "repository",
-            "validation.name",
+            Code::VALIDATION_NAME,
             validate_name(&self.repository),
         );
         p.check(
             "snapshot_name",
-            "validation.snapshot_name",
+            Code::VALIDATION_SNAPSHOT_NAME,
             validate_snapshot_name(&self.snapshot_name),
         );
         for (i, index) in self.indices.iter().enumerate() {
             p.check(
                 format!("indices[{i}]"),
-                "validation.index_pattern",
+                Code::VALIDATION_INDEX_PATTERN,
                 validate_index_pattern(index),
             );
         }
@@ -119,7 +120,7 @@ impl PolicySpec {
             if let Some(e) = &r.expire_after {
                 p.check(
                     "retention.expire_after",
-                    "validation.time_value",
+                    Code::VALIDATION_TIME_VALUE,
                     parse_time_value(e).map(|_| ()),
                 );
             }
@@ -128,13 +129,13 @@ impl PolicySpec {
             {
                 p.push(
                     "retention.min_count",
-                    "validation.range",
+                    Code::VALIDATION_RANGE,
                     format!("must not exceed max_count ({max})"),
                 );
             }
         }
         p.finish()?;
-        expression.ok_or_else(|| Invalid::one("schedule", "validation.schedule", "is invalid"))
+        expression.ok_or_else(|| Invalid::one("schedule", Code::VALIDATION_SCHEDULE, "is invalid"))
     }
 
     fn schedule_expression(&self, p: &mut Problems) -> Option<ScheduleExpression> {
@@ -144,7 +145,7 @@ impl PolicySpec {
                 if s.timezone.is_some() {
                     p.push(
                         "schedule.timezone",
-                        "validation.not_allowed",
+                        Code::VALIDATION_NOT_ALLOWED,
                         "applies only to cron schedules",
                     );
                 }
@@ -154,7 +155,7 @@ impl PolicySpec {
                         timezone: "UTC".into(),
                     }),
                     Err(m) => {
-                        p.push("schedule.interval", "validation.interval", m);
+                        p.push("schedule.interval", Code::VALIDATION_INTERVAL, m);
                         None
                     }
                 }
@@ -164,7 +165,7 @@ impl PolicySpec {
                 let tz_ok = match validate_timezone(&timezone) {
                     Ok(_) => true,
                     Err(m) => {
-                        p.push("schedule.timezone", "validation.timezone", m);
+                        p.push("schedule.timezone", Code::VALIDATION_TIMEZONE, m);
                         false
                     }
                 };
@@ -175,7 +176,7 @@ impl PolicySpec {
                     }),
                     Ok(_) => None,
                     Err(m) => {
-                        p.push("schedule.cron", "validation.cron", m);
+                        p.push("schedule.cron", Code::VALIDATION_CRON, m);
                         None
                     }
                 }
@@ -183,7 +184,7 @@ impl PolicySpec {
             (Some(_), Some(_)) => {
                 p.push(
                     "schedule",
-                    "validation.schedule",
+                    Code::VALIDATION_SCHEDULE,
                     "give either interval or cron, not both",
                 );
                 None
@@ -191,7 +192,7 @@ impl PolicySpec {
             (None, None) => {
                 p.push(
                     "schedule",
-                    "validation.schedule",
+                    Code::VALIDATION_SCHEDULE,
                     "give an interval (e.g. 30m) or a cron expression",
                 );
                 None

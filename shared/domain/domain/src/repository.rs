@@ -1,6 +1,7 @@
 //! Snapshot repositories: where deployments keep their snapshots.
 
 use crate::bytesize::parse_byte_size;
+use crate::codes::Code;
 use crate::names::validate_name;
 use crate::secret::{Sealed, SecretString, mask_access_key};
 use crate::validation::{Invalid, Problems};
@@ -191,42 +192,46 @@ impl RepositoryRequest {
         match self {
             RepositoryRequest::S3(s) => {
                 let f = |name: &str| format!("settings.{name}");
-                p.check(f("bucket"), "validation.bucket", validate_bucket(&s.bucket));
+                p.check(
+                    f("bucket"),
+                    Code::VALIDATION_BUCKET,
+                    validate_bucket(&s.bucket),
+                );
                 if let Some(b) = &s.base_path {
                     p.check(
                         f("base_path"),
-                        "validation.base_path",
+                        Code::VALIDATION_BASE_PATH,
                         validate_base_path(b),
                     );
                 }
                 if let Some(r) = &s.region {
-                    p.check(f("region"), "validation.region", validate_region(r));
+                    p.check(f("region"), Code::VALIDATION_REGION, validate_region(r));
                 }
                 if let Some(e) = &s.endpoint {
                     p.check(
                         f("endpoint"),
-                        "validation.endpoint",
+                        Code::VALIDATION_ENDPOINT,
                         validate_endpoint(e, policy),
                     );
                 }
                 if let Some(k) = &s.access_key {
                     p.check(
                         f("access_key"),
-                        "validation.access_key",
+                        Code::VALIDATION_ACCESS_KEY,
                         validate_key_text(k, 128),
                     );
                 }
                 if s.access_key.is_none() && s.secret_key.is_some() {
                     p.push(
                         f("access_key"),
-                        "validation.required",
+                        Code::VALIDATION_REQUIRED,
                         "is required when secret_key is set",
                     );
                 }
                 if let Some(secret) = &s.secret_key {
                     p.check(
                         f("secret_key"),
-                        "validation.secret_key",
+                        Code::VALIDATION_SECRET_KEY,
                         validate_key_text(secret.expose(), 1024),
                     );
                 }
@@ -234,20 +239,20 @@ impl RepositoryRequest {
                     if s.access_key.is_none() {
                         p.push(
                             f("access_key"),
-                            "validation.required",
+                            Code::VALIDATION_REQUIRED,
                             "is required when session_token is set",
                         );
                     }
                     p.check(
                         f("session_token"),
-                        "validation.session_token",
+                        Code::VALIDATION_SESSION_TOKEN,
                         validate_key_text(token.expose(), 4096),
                     );
                 }
                 if let Some(c) = &s.chunk_size {
                     p.check(
                         f("chunk_size"),
-                        "validation.byte_size",
+                        Code::VALIDATION_BYTE_SIZE,
                         validate_chunk_size(c),
                     );
                 }
@@ -260,7 +265,7 @@ impl RepositoryRequest {
             RepositoryRequest::Fs(s) => {
                 p.check(
                     "settings.location",
-                    "validation.location",
+                    Code::VALIDATION_LOCATION,
                     validate_location(&s.location),
                 );
                 check_throttles(
@@ -282,7 +287,7 @@ fn check_throttles(p: &mut Problems, snapshot: &Option<String>, restore: &Option
         if let Some(v) = value {
             p.check(
                 format!("settings.{name}"),
-                "validation.byte_size",
+                Code::VALIDATION_BYTE_SIZE,
                 parse_byte_size(v).map(|_| ()),
             );
         }
@@ -401,20 +406,27 @@ fn parse_endpoint(e: &str, policy: EndpointPolicy) -> Result<EndpointHost, Strin
     if e.is_empty() || e.len() > 255 || e.contains('/') || e.chars().any(|c| c.is_whitespace()) {
         return Err("must be host or host:port, e.g. s3.example.com or 10.0.0.5:9000".into());
     }
+    let (host, port) = split_host_port(e)?;
+    let port = match port {
+        None => None,
+        // Written as digits without a leading zero: `019000` would be read
+        // as 19000 by one parser and as another string by a comparison.
+        Some(port) if port.starts_with('0') || !port.bytes().all(|b| b.is_ascii_digit()) => {
+            return Err("port must be a number from 1 to 65535, without leading zeros".into());
+        }
+        Some(port) => match port.parse::<u16>() {
+            Ok(p) if p > 0 => Some(p),
+            _ => return Err("port must be a number from 1 to 65535".into()),
+        },
+    };
+    // Only after the port's form is checked: an address that parses as the
+    // trusted store must also be written as it.
     if policy
         .trusted
         .is_some_and(|t| e.parse::<std::net::SocketAddr>() == Ok(t))
     {
         return Ok(EndpointHost::Trusted);
     }
-    let (host, port) = split_host_port(e)?;
-    let port = match port {
-        None => None,
-        Some(port) => match port.parse::<u16>() {
-            Ok(p) if p > 0 => Some(p),
-            _ => return Err("port must be a number from 1 to 65535".into()),
-        },
-    };
     if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         return v6
             .parse::<Ipv6Addr>()
@@ -574,22 +586,32 @@ fn validate_hostname(h: &str) -> Result<(), String> {
 
 fn check_address(ip: IpAddr, policy: EndpointPolicy) -> Result<(), String> {
     let metadata_v4 = Ipv4Addr::new(169, 254, 169, 254);
-    let (link_local, private, unspecified, multicast, metadata) = match ip {
-        IpAddr::V4(v4) => (
-            v4.is_link_local(),
-            v4.is_private()
-                || v4.is_loopback()
-                || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64),
-            v4.is_unspecified() || v4.is_broadcast() || v4.octets()[0] == 0,
-            v4.is_multicast(),
-            v4 == metadata_v4,
-        ),
+    let (link_local, private, unspecified, multicast, metadata, reserved) = match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            (
+                v4.is_link_local(),
+                v4.is_private() || v4.is_loopback() || (a == 100 && (b & 0xc0) == 64),
+                v4.is_unspecified() || v4.is_broadcast() || a == 0,
+                v4.is_multicast(),
+                v4 == metadata_v4,
+                // Special-purpose ranges that are no S3 store's address:
+                // IETF protocol assignments (192.0.0.0/24: NAT64 discovery,
+                // DS-Lite), benchmarking (198.18.0.0/15) and the reserved
+                // 240.0.0.0/4.
+                (a == 192 && b == 0 && c == 0) || (a == 198 && (b & 0xfe) == 18) || a >= 240,
+            )
+        }
         IpAddr::V6(v6) => {
             let seg = v6.segments();
             // The EC2 metadata service's IPv6 address, fd00:ec2::254.
             let ec2_v6 = seg == [0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254];
-            // IPv4-mapped, IPv4-compatible and NAT64 addresses reach an IPv4 host.
-            let embedded = Ipv4Addr::from((u32::from(seg[6]) << 16) | u32::from(seg[7]));
+            // IPv4-mapped, IPv4-compatible and NAT64 addresses reach an IPv4
+            // host; so do 6to4 (2002::/16, the IPv4 address in segments 1
+            // and 2) and Teredo (2001::/32, the client's address inverted in
+            // the last two segments).
+            let v4_at = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+            let embedded = v4_at(seg[6], seg[7]);
             let compatible = seg[..6] == [0, 0, 0, 0, 0, 0] && u32::from(embedded) > 1;
             let nat64 = seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
             if let Some(v4) = v6.to_ipv4_mapped() {
@@ -598,12 +620,21 @@ fn check_address(ip: IpAddr, policy: EndpointPolicy) -> Result<(), String> {
             if compatible || nat64 {
                 return check_address(IpAddr::V4(embedded), policy);
             }
+            if seg[0] == 0x2002 {
+                return check_address(IpAddr::V4(v4_at(seg[1], seg[2])), policy);
+            }
+            if seg[0] == 0x2001 && seg[1] == 0 {
+                return check_address(IpAddr::V4(v4_at(!seg[6], !seg[7])), policy);
+            }
             (
                 (seg[0] & 0xffc0) == 0xfe80,
-                v6.is_loopback() || (seg[0] & 0xfe00) == 0xfc00,
+                // Loopback, unique local (fc00::/7) and the deprecated
+                // site-local fec0::/10, which some networks still route.
+                v6.is_loopback() || (seg[0] & 0xfe00) == 0xfc00 || (seg[0] & 0xffc0) == 0xfec0,
                 v6.is_unspecified(),
                 v6.is_multicast(),
                 ec2_v6,
+                false,
             )
         }
     };
@@ -615,6 +646,9 @@ fn check_address(ip: IpAddr, policy: EndpointPolicy) -> Result<(), String> {
     }
     if unspecified || multicast {
         return Err("is not a unicast address".into());
+    }
+    if reserved {
+        return Err("is a special-purpose address, not a storage endpoint".into());
     }
     if private && !policy.allow_private {
         return Err(private_refused());
@@ -785,6 +819,7 @@ mod tests {
         assert_eq!(validate_endpoint("127.0.0.1:9000", local), Ok(()));
         assert!(validate_endpoint("127.0.0.1:9001", local).is_err());
         assert!(validate_endpoint("127.0.0.1", local).is_err());
+        assert!(validate_endpoint("127.0.0.1:09000", local).is_err());
         assert!(validate_endpoint("10.0.0.5:9000", local).is_err());
         // Only names go to the resolver, with the protocol's port unless one is given.
         for (endpoint, protocol, name) in [
@@ -838,6 +873,18 @@ mod tests {
             "2852039166",
             "[::169.254.169.254]",
             "[64:ff9b::a9fe:a9fe]",
+            // 6to4 and Teredo forms of the metadata address.
+            "[2002:a9fe:a9fe::]",
+            "[2001:0:4136:e378:8000:63bf:5601:5601]",
+            // Special-purpose IPv4 ranges.
+            "198.18.0.1",
+            "198.19.255.254",
+            "192.0.0.170",
+            "240.0.0.1",
+            // A port with a leading zero reads as another port.
+            "127.0.0.1:019000",
+            "s3.example.com:0443",
+            "1.2.3.4:+443",
         ] {
             assert!(validate_endpoint(bad, open).is_err(), "{bad}");
         }
@@ -848,6 +895,8 @@ mod tests {
             "localhost:9000",
             "[::1]:9000",
             "[::ffff:10.0.0.1]",
+            "[fec0::1]",
+            "[2002:0a00:0001::]",
         ] {
             assert!(validate_endpoint(private, strict).is_err(), "{private}");
             assert_eq!(validate_endpoint(private, open), Ok(()), "{private}");

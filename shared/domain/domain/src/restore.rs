@@ -7,6 +7,7 @@
 //! which the API resolves from the snapshot records before any plan is
 //! written, so the plan records which snapshot it restores.
 
+use crate::codes::Code;
 use crate::names::{is_resource_id, validate_name};
 use crate::snapshot_name::validate_snapshot_name;
 use crate::validation::{Invalid, Problems};
@@ -238,15 +239,15 @@ fn check_selection(
         } else {
             validate_snapshot_name(snapshot_name)
         };
-        p.check(f("snapshot_name"), "validation.snapshot_name", plain);
+        p.check(f("snapshot_name"), Code::VALIDATION_SNAPSHOT_NAME, plain);
     }
     if let Some(r) = repository {
-        p.check(f("repository"), "validation.name", validate_name(r));
+        p.check(f("repository"), Code::VALIDATION_NAME, validate_name(r));
     }
     if indices.len() > MAX_INDICES {
         p.push(
             f("indices"),
-            "validation.length",
+            Code::VALIDATION_LENGTH,
             format!("at most {MAX_INDICES} indices or patterns"),
         );
     }
@@ -259,7 +260,7 @@ fn check_selection(
         if bad {
             p.push(
                 format!("{prefix}indices[{i}]"),
-                "validation.index_name",
+                Code::VALIDATION_INDEX_NAME,
                 "must be an index name or pattern, one per entry (no commas, spaces or / \\ \" | #)",
             );
         }
@@ -269,26 +270,26 @@ fn check_selection(
             if pattern.is_empty() || pattern.len() > MAX_PATTERN_BYTES {
                 p.push(
                     f("rename_pattern"),
-                    "validation.length",
+                    Code::VALIDATION_LENGTH,
                     format!("must be 1 to {MAX_PATTERN_BYTES} bytes"),
                 );
             }
             if replacement.is_empty() || replacement.len() > MAX_PATTERN_BYTES {
                 p.push(
                     f("rename_replacement"),
-                    "validation.length",
+                    Code::VALIDATION_LENGTH,
                     format!("must be 1 to {MAX_PATTERN_BYTES} bytes"),
                 );
             }
         }
         (Some(_), None) => p.push(
             f("rename_replacement"),
-            "validation.required",
+            Code::VALIDATION_REQUIRED,
             "is required with rename_pattern",
         ),
         (None, Some(_)) => p.push(
             f("rename_pattern"),
-            "validation.required",
+            Code::VALIDATION_REQUIRED,
             "is required with rename_replacement",
         ),
         (None, None) => {}
@@ -302,7 +303,7 @@ impl RestoreSnapshot {
         if !is_resource_id(&self.source_deployment_id) {
             p.push(
                 "restore_snapshot.source_deployment_id",
-                "validation.id",
+                Code::VALIDATION_ID,
                 "must be a deployment id",
             );
         }
@@ -320,7 +321,7 @@ impl RestoreSnapshot {
         if self.mode == RestoreMode::Mount && self.rename_pattern.is_some() {
             p.push(
                 "restore_snapshot.rename_pattern",
-                "validation.mount_rename",
+                Code::VALIDATION_MOUNT_RENAME,
                 "mounted indices keep their names; rename is for mode restore",
             );
         }

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::cron::Cron;
 use crate::timevalue::parse_time_value;
 
 const MINUTE_SECS: u64 = 60;
@@ -61,9 +62,10 @@ pub fn validate_timezone(tz: &str) -> Result<chrono_tz::Tz, String> {
 /// Returns the EventBridge Scheduler expression `cron(min hour dom month dow
 /// year)`, with month and day names upper-cased and the year `*` when absent.
 ///
-/// The expression is validated in full, because EventBridge only rejects a
-/// bad expression when the worker creates the schedule, long after the
-/// request that carried it succeeded.
+/// The expression is validated in full (by [`Cron`], the grammar local
+/// mode evaluates too), because EventBridge only rejects a bad expression
+/// when the worker creates the schedule, long after the request that
+/// carried it succeeded.
 pub fn slm_cron_to_eventbridge(expr: &str) -> Result<String, String> {
     // Quartz, and so Elasticsearch, upper-cases the expression before parsing.
     let upper = expr.to_ascii_uppercase();
@@ -81,210 +83,11 @@ pub fn slm_cron_to_eventbridge(expr: &str) -> Result<String, String> {
             "the seconds field must be 0: EventBridge Scheduler fires on whole minutes".to_string(),
         );
     }
-    check_list(&MINUTE, fields[1])?;
-    check_list(&HOUR, fields[2])?;
-    let dom_unset = check_day_of_month(fields[3])?;
-    check_list(&MONTH, fields[4])?;
-    let dow_unset = check_day_of_week(fields[5])?;
-    check_list(&YEAR, year)?;
-    if dom_unset == dow_unset {
-        return Err(
-            "exactly one of the day-of-month and day-of-week fields must be ? \
-                    (Elasticsearch and EventBridge Scheduler both require it)"
-                .to_string(),
-        );
-    }
+    Cron::from_fields([fields[1], fields[2], fields[3], fields[4], fields[5], year])?;
     Ok(format!(
         "cron({} {} {} {} {} {year})",
         fields[1], fields[2], fields[3], fields[4], fields[5]
     ))
-}
-
-/// One field of a cron expression and the values it takes.
-struct Field {
-    label: &'static str,
-    min: u32,
-    max: u32,
-    /// Names standing for `min`, `min + 1`, …
-    names: &'static [&'static str],
-}
-
-const MINUTE: Field = Field {
-    label: "minute",
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const HOUR: Field = Field {
-    label: "hour",
-    min: 0,
-    max: 23,
-    names: &[],
-};
-const DAY_OF_MONTH: Field = Field {
-    label: "day-of-month",
-    min: 1,
-    max: 31,
-    names: &[],
-};
-const MONTH: Field = Field {
-    label: "month",
-    min: 1,
-    max: 12,
-    names: &[
-        "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
-    ],
-};
-const DAY_OF_WEEK: Field = Field {
-    label: "day-of-week",
-    min: 1,
-    max: 7,
-    names: &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"],
-};
-// EventBridge Scheduler's limits; Quartz accepts a wider range.
-const YEAR: Field = Field {
-    label: "year",
-    min: 1970,
-    max: 2199,
-    names: &[],
-};
-
-impl Field {
-    fn error(&self, message: impl std::fmt::Display) -> String {
-        format!("{} field: {message}", self.label)
-    }
-
-    fn expected(&self) -> String {
-        match (self.names.first(), self.names.last()) {
-            (Some(first), Some(last)) => format!(
-                "a number {}-{} or a name {first}-{last}",
-                self.min, self.max
-            ),
-            _ => format!("a number {}-{}", self.min, self.max),
-        }
-    }
-
-    fn value(&self, token: &str) -> Result<u32, String> {
-        if token.is_empty() {
-            return Err(self.error(format!("a value is missing; expected {}", self.expected())));
-        }
-        if token.bytes().all(|b| b.is_ascii_digit()) {
-            return token
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (self.min..=self.max).contains(n))
-                .ok_or_else(|| {
-                    self.error(format!("{token} is out of range {}-{}", self.min, self.max))
-                });
-        }
-        if let Some(index) = self.names.iter().position(|name| *name == token) {
-            // At most twelve names, so the index always fits.
-            return Ok(self.min + index as u32);
-        }
-        if token == "?" {
-            return Err(
-                self.error("? is only allowed alone, in the day-of-month or day-of-week field")
-            );
-        }
-        Err(self.error(format!(
-            "\"{token}\" is not valid; expected {}",
-            self.expected()
-        )))
-    }
-}
-
-/// `*`, values, ranges and steps, in a comma-separated list.
-fn check_list(field: &Field, text: &str) -> Result<(), String> {
-    for item in text.split(',') {
-        let (base, step) = match item.split_once('/') {
-            Some((base, step)) => (base, Some(step)),
-            None => (item, None),
-        };
-        if let Some(step) = step {
-            let valid = step.parse::<u32>().ok().filter(|n| {
-                (1..=field.max).contains(n) && step.bytes().all(|b| b.is_ascii_digit())
-            });
-            if valid.is_none() {
-                return Err(field.error(format!(
-                    "the step in \"{item}\" must be a number 1-{}",
-                    field.max
-                )));
-            }
-        }
-        if base == "*" {
-            continue;
-        }
-        match base.split_once('-') {
-            Some((low, high)) => {
-                let (low_value, high_value) = (field.value(low)?, field.value(high)?);
-                if low_value > high_value {
-                    return Err(field.error(format!("the range {base} must go from low to high")));
-                }
-            }
-            None => {
-                field.value(base)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Returns whether the field is `?`.
-fn check_day_of_month(text: &str) -> Result<bool, String> {
-    let field = &DAY_OF_MONTH;
-    match text {
-        "?" => return Ok(true),
-        "L" | "LW" => return Ok(false),
-        _ => {}
-    }
-    if let Some(offset) = text.strip_prefix("L-") {
-        let valid = offset.bytes().all(|b| b.is_ascii_digit())
-            && offset.parse::<u32>().is_ok_and(|n| (1..=30).contains(&n));
-        return if valid {
-            Ok(false)
-        } else {
-            Err(field.error(format!(
-                "in {text}, the days before the last day must be 1-30"
-            )))
-        };
-    }
-    if let Some(day) = text.strip_suffix('W') {
-        if !day.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(field.error(format!(
-                "\"{text}\" is not valid; W follows a single day, as in 15W"
-            )));
-        }
-        field.value(day)?;
-        return Ok(false);
-    }
-    check_list(field, text)?;
-    Ok(false)
-}
-
-/// Returns whether the field is `?`.
-fn check_day_of_week(text: &str) -> Result<bool, String> {
-    let field = &DAY_OF_WEEK;
-    match text {
-        "?" => return Ok(true),
-        "L" => return Ok(false),
-        _ => {}
-    }
-    if let Some((day, nth)) = text.split_once('#') {
-        field.value(day)?;
-        let valid = nth.bytes().all(|b| b.is_ascii_digit())
-            && nth.parse::<u32>().is_ok_and(|n| (1..=5).contains(&n));
-        return if valid {
-            Ok(false)
-        } else {
-            Err(field.error(format!("in {text}, the number after # must be 1-5")))
-        };
-    }
-    if let Some(day) = text.strip_suffix('L') {
-        field.value(day)?;
-        return Ok(false);
-    }
-    check_list(field, text)?;
-    Ok(false)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Storage of Floe's records. `backend` is the port the adapters implement
 //! (`floe-store-sqlite` embedded, `floe-store-dynamo` in production);
-//! `stores` holds the typed, per-aggregate operations every caller uses;
+//! `stores` holds the typed, per-aggregate operations every caller uses
+//! (one file per aggregate);
 //! `memo` keeps what was made of unchanged records (views shown again);
 //! `conformance` (feature `conformance`) is the suite every adapter passes.
 

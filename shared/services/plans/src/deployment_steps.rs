@@ -24,6 +24,7 @@
 //!           record-access
 
 use crate::engine::{Outcome, StepContext, Steps, fail};
+use crate::failure::StepResult;
 use async_trait::async_trait;
 use floe_clusters::Clusters;
 use floe_compute::{Compute, NodeParameters};
@@ -125,8 +126,8 @@ impl DeploymentSteps {
 
     /// The undo of a step that changed nothing to undo (waiting, reading),
     /// or the run of a step that only marks a place in the plan.
-    pub(crate) async fn nothing(&self, _ctx: &StepContext<'_>) -> Outcome {
-        Outcome::Done(Value::Null)
+    pub(crate) async fn nothing(&self, _ctx: &StepContext<'_>) -> StepResult {
+        Ok(Outcome::Done(Value::Null))
     }
 }
 
@@ -139,7 +140,9 @@ impl Steps for DeploymentSteps {
     async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
         let saga = crate::plans::saga(ctx.plan, ctx.deployment);
         match saga.find(step_id) {
-            Some(step) => (step.run)(self, ctx, &step.group).await,
+            Some(step) => (step.run)(self, ctx, &step.group)
+                .await
+                .unwrap_or_else(|stop| stop.into_outcome(self.settings.poll)),
             None => fail(
                 "invalid_plan",
                 format!(
@@ -158,7 +161,9 @@ impl Steps for DeploymentSteps {
     async fn undo(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
         let saga = crate::plans::saga(ctx.plan, ctx.deployment);
         match saga.find(step_id) {
-            Some(step) => (step.undo)(self, ctx, &step.group).await,
+            Some(step) => (step.undo)(self, ctx, &step.group)
+                .await
+                .unwrap_or_else(|stop| stop.into_outcome(self.settings.poll)),
             // A step this plan kind never has did nothing to undo.
             None => Outcome::Done(Value::Null),
         }

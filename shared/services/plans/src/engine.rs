@@ -8,6 +8,7 @@
 //! delivery, the sweep) never run a step at the same time. Waiting is a
 //! re-queue with a delay that releases the lease, never a sleep holding it.
 
+use crate::sweep::SweepTask;
 use async_trait::async_trait;
 use chrono::Utc;
 use floe_domain::deployment::Deployment;
@@ -223,14 +224,14 @@ pub enum EngineError {
 }
 
 pub struct Engine {
-    pub(crate) store: Store,
-    pub(crate) queue: Arc<dyn WorkQueue>,
+    store: Store,
+    queue: Arc<dyn WorkQueue>,
     steps: Arc<dyn Steps>,
     owner: String,
     config: EngineConfig,
     listener: Option<Arc<dyn PlanListener>>,
-    /// Run after each sweep; `None` checks nothing.
-    pub(crate) health: Option<crate::health::HealthCheck>,
+    /// Run after each sweep's plans (the health check).
+    sweep_tasks: Vec<Arc<dyn SweepTask>>,
 }
 
 fn lease_duration(d: Duration) -> chrono::Duration {
@@ -252,13 +253,13 @@ impl Engine {
             owner: owner.into(),
             config,
             listener: None,
-            health: None,
+            sweep_tasks: Vec::new(),
         }
     }
 
-    /// Checks the running deployments' health after each sweep.
-    pub fn with_health(mut self, health: crate::health::HealthCheck) -> Engine {
-        self.health = Some(health);
+    /// Runs `task` after each sweep's plans (the health check).
+    pub fn with_sweep_task(mut self, task: Arc<dyn SweepTask>) -> Engine {
+        self.sweep_tasks.push(task);
         self
     }
 
@@ -445,90 +446,110 @@ impl Engine {
             *steps_run += 1;
             let lines = ctx.log.into_inner().unwrap_or_default();
             let logged = !lines.is_empty();
-            let step = &mut plan.steps[index];
-            step.info_log.extend(lines);
-            let elapsed = step
-                .started
-                .and_then(|s| (Utc::now() - s).to_std().ok())
-                .unwrap_or_default();
-            match outcome {
-                Outcome::Done(output) => {
-                    step.duration_in_millis = Some(elapsed.as_millis() as u64);
-                    if unwinding {
-                        step.status = StepStatus::Undone;
-                        step.info_log.push("undone".into());
-                        plan.cursor -= 1;
-                    } else {
-                        step.status = StepStatus::Succeeded;
-                        step.output = output;
-                        plan.cursor += 1;
-                    }
-                    step.error = None;
-                }
-                Outcome::Wait { note, .. } if unwinding && elapsed > self.config.undo_limit => {
-                    step.info_log.push(note);
-                    let error = StepError {
-                        failure_type: "undo_timeout".into(),
-                        message: format!(
-                            "the undo of {} waited {} minutes, longer than its limit of {}; what it waited for may need an operator",
-                            step.step_id,
-                            elapsed.as_secs() / 60,
-                            self.config.undo_limit.as_secs() / 60
-                        ),
-                    };
-                    self.fail_step(plan, index, error, unwinding);
-                }
-                Outcome::Wait { after, note } => {
-                    if !unwinding {
-                        step.status = StepStatus::Waiting;
-                    }
-                    // The latest progress replaces the previous wait's note:
-                    // a restore or a drain polled for hours would otherwise
-                    // grow the plan record past what the store takes
-                    // (DynamoDB's 400 KB item).
-                    match step.info_log.last_mut() {
-                        Some(last) if was_waiting && !logged => *last = note,
-                        _ => step.info_log.push(note),
-                    }
-                    bound_log(&mut step.info_log);
-                    return self.requeue(plan, *version, after).await;
-                }
-                Outcome::Retry(message) => {
-                    let failures = step
-                        .info_log
-                        .iter()
-                        .filter(|l| l.starts_with("transient error"))
-                        .count() as u32;
-                    if failures < self.config.max_retries {
-                        let delay = self
-                            .config
-                            .backoff
-                            .saturating_mul(2u32.saturating_pow(failures))
-                            .min(self.config.max_backoff);
-                        let jitter = rand::random::<u64>() % (delay.as_millis() as u64 / 4 + 1);
-                        let delay = delay + Duration::from_millis(jitter);
-                        step.info_log.push(format!(
-                            "transient error: {message}; retrying in {} ms",
-                            delay.as_millis()
-                        ));
-                        bound_log(&mut step.info_log);
-                        return self.requeue(plan, *version, delay).await;
-                    }
-                    let error = StepError {
-                        failure_type: "retries_exhausted".into(),
-                        message,
-                    };
-                    self.fail_step(plan, index, error, unwinding);
-                }
-                Outcome::Fail(error) => self.fail_step(plan, index, error, unwinding),
+            plan.steps[index].info_log.extend(lines);
+            if let Some(delay) = self.record(plan, index, outcome, unwinding, was_waiting, logged) {
+                return self.requeue(plan, *version, delay).await;
             }
-            bound_log(&mut plan.steps[index].info_log);
+            bound_log(&mut plan.steps[index]);
             *version = match self.store.update_plan(plan, *version).await {
                 Ok(v) => v,
                 Err(StoreError::VersionMismatch { .. }) => return Ok(None),
                 Err(e) => return Err(e.into()),
             };
         }
+    }
+
+    /// Records what a run (or undo) of step `index` came to: the step's
+    /// status, output and log, and the plan's cursor. `Some(delay)` when
+    /// the plan waits or retries, to be re-queued after `delay`.
+    fn record(
+        &self,
+        plan: &mut Plan,
+        index: usize,
+        outcome: Outcome,
+        unwinding: bool,
+        was_waiting: bool,
+        logged: bool,
+    ) -> Option<Duration> {
+        let step = &mut plan.steps[index];
+        let elapsed = step
+            .started
+            .and_then(|s| (Utc::now() - s).to_std().ok())
+            .unwrap_or_default();
+        match outcome {
+            Outcome::Done(output) => {
+                step.duration_in_millis = Some(elapsed.as_millis() as u64);
+                if unwinding {
+                    step.status = StepStatus::Undone;
+                    step.info_log.push("undone".into());
+                    plan.cursor -= 1;
+                } else {
+                    step.status = StepStatus::Succeeded;
+                    step.output = output;
+                    plan.cursor += 1;
+                }
+                step.error = None;
+            }
+            Outcome::Wait { note, .. } if unwinding && elapsed > self.config.undo_limit => {
+                step.info_log.push(note);
+                let error = StepError {
+                    failure_type: "undo_timeout".into(),
+                    message: format!(
+                        "the undo of {} waited {} minutes, longer than its limit of {}; what it waited for may need an operator",
+                        step.step_id,
+                        elapsed.as_secs() / 60,
+                        self.config.undo_limit.as_secs() / 60
+                    ),
+                };
+                self.fail_step(plan, index, error, unwinding);
+            }
+            Outcome::Wait { after, note } => {
+                if !unwinding {
+                    step.status = StepStatus::Waiting;
+                }
+                // The latest progress replaces the previous wait's note:
+                // a restore or a drain polled for hours would otherwise
+                // grow the plan record past what the store takes
+                // (DynamoDB's 400 KB item).
+                match step.info_log.last_mut() {
+                    Some(last) if was_waiting && !logged => *last = note,
+                    _ => step.info_log.push(note),
+                }
+                bound_log(step);
+                return Some(after);
+            }
+            Outcome::Retry(message) => {
+                if step.retries < self.config.max_retries {
+                    let delay = self.retry_delay(step.retries);
+                    step.retries += 1;
+                    step.info_log.push(format!(
+                        "transient error: {message}; retrying in {} ms",
+                        delay.as_millis()
+                    ));
+                    bound_log(step);
+                    return Some(delay);
+                }
+                let error = StepError {
+                    failure_type: "retries_exhausted".into(),
+                    message,
+                };
+                self.fail_step(plan, index, error, unwinding);
+            }
+            Outcome::Fail(error) => self.fail_step(plan, index, error, unwinding),
+        }
+        None
+    }
+
+    /// The wait before retry `retries + 1`: the backoff doubled for each
+    /// earlier retry, at most `max_backoff`, plus up to a quarter of jitter.
+    fn retry_delay(&self, retries: u32) -> Duration {
+        let delay = self
+            .config
+            .backoff
+            .saturating_mul(2u32.saturating_pow(retries))
+            .min(self.config.max_backoff);
+        let jitter = rand::random::<u64>() % (delay.as_millis() as u64 / 4 + 1);
+        delay + Duration::from_millis(jitter)
     }
 
     fn fail_step(&self, plan: &mut Plan, index: usize, error: StepError, unwinding: bool) {
@@ -677,19 +698,12 @@ impl Engine {
 
     /// Re-queues every unfinished plan whose lease has expired or that no
     /// worker holds: plans whose worker died, or whose message was lost.
-    /// Then, with a health check, checks the next page of running
-    /// deployments: after the plans, whatever became of them, and never
-    /// failing the sweep.
+    /// Then runs the sweep tasks (the health check): after the plans,
+    /// whatever became of them, and never failing the sweep.
     pub async fn sweep(&self) -> Result<usize, EngineError> {
         let requeued = self.sweep_plans().await;
-        if self.health.is_some() {
-            let summary = self.check_health().await;
-            tracing::info!(
-                checked = summary.checked,
-                unhealthy = summary.unhealthy,
-                heals_started = summary.heals_started,
-                "health check done"
-            );
+        for task in &self.sweep_tasks {
+            task.sweep().await;
         }
         requeued
     }
@@ -731,62 +745,44 @@ impl Engine {
     }
 }
 
-/// How many lines a step's log keeps, besides its transient errors, and how
-/// many characters each line keeps. A step polled for a day, waiting or
-/// undoing, appends a line per poll; unbounded, that outgrows the plan
-/// record's limit in the store (DynamoDB's 400 KB item), after which the
-/// plan can no longer be written at all.
+/// How many lines a step's log keeps, and how many characters each line
+/// keeps. A step polled for a day, waiting or undoing, appends a line per
+/// poll; unbounded, that outgrows the plan record's limit in the store
+/// (DynamoDB's 400 KB item), after which the plan can no longer be written
+/// at all.
 pub const MAX_LOG_LINES: usize = 20;
 /// See [`MAX_LOG_LINES`].
 pub const MAX_LOG_LINE_CHARS: usize = 300;
-const TRANSIENT: &str = "transient error";
-const DROPPED: &str = "… ";
-const DROPPED_TAIL: &str = " earlier lines dropped";
 
 /// Holds a step's log to [`MAX_LOG_LINES`] and [`MAX_LOG_LINE_CHARS`]: it
-/// keeps the first line (how the step began), every transient-error line
-/// (the retry budget counts them, and it ends the step before they grow),
-/// and the latest lines, and says how many it dropped after the first line.
-fn bound_log(log: &mut Vec<String>) {
+/// keeps the first line (how the step began) and the latest lines, and its
+/// second line says how many it dropped in all (counted in the record, so
+/// that nothing is read back from the log's text; retries are counted
+/// there too, so any line may go).
+fn bound_log(step: &mut StepRecord) {
+    let log = &mut step.info_log;
     for line in log.iter_mut() {
         if let Some((cut, _)) = line.char_indices().nth(MAX_LOG_LINE_CHARS) {
             line.truncate(cut);
             line.push('…');
         }
     }
-    let dropped_line = |l: &str| l.starts_with(DROPPED) && l.ends_with(DROPPED_TAIL);
-    let counted = |l: &String| !l.starts_with(TRANSIENT) && !dropped_line(l);
-    let plain = log.iter().filter(|l| counted(l)).count();
-    let marked = log.iter().any(|l| dropped_line(l));
-    if plain + usize::from(marked) <= MAX_LOG_LINES {
+    if log.len() <= MAX_LOG_LINES {
         return;
     }
-    let mut dropped: usize = log
-        .iter()
-        .find(|l| dropped_line(l))
-        .and_then(|l| l.get(DROPPED.len()..l.len() - DROPPED_TAIL.len()))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    // The first plain line stays; the oldest plain lines after it go.
-    let mut to_drop = plain - MAX_LOG_LINES + 1;
-    let mut seen_first = false;
-    let mut kept = Vec::with_capacity(log.len());
-    for line in log.drain(..) {
-        if dropped_line(&line) {
-            continue;
-        }
-        if counted(&line) {
-            if !seen_first {
-                seen_first = true;
-            } else if to_drop > 0 {
-                to_drop -= 1;
-                dropped += 1;
-                continue;
-            }
-        }
-        kept.push(line);
+    // The note of what was dropped is the second line once there; it is
+    // written again below with the new count.
+    if step.log_lines_dropped > 0 && log.len() > 1 {
+        log.remove(1);
     }
-    let at = usize::from(!kept.is_empty());
-    kept.insert(at, format!("{DROPPED}{dropped}{DROPPED_TAIL}"));
-    *log = kept;
+    // The first line stays; the oldest lines after it go.
+    let to_drop = log.len().saturating_sub(MAX_LOG_LINES - 1);
+    log.drain(1..1 + to_drop);
+    step.log_lines_dropped = step
+        .log_lines_dropped
+        .saturating_add(u32::try_from(to_drop).unwrap_or(u32::MAX));
+    log.insert(
+        1,
+        format!("… {} earlier lines dropped", step.log_lines_dropped),
+    );
 }

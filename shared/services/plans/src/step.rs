@@ -12,12 +12,13 @@
 //! declaration by its id in the plan's saga and calls its `run` or `undo`.
 
 use crate::deployment_steps::DeploymentSteps;
-use crate::engine::{Outcome, StepContext};
+use crate::engine::StepContext;
+use crate::failure::StepResult;
 use std::future::Future;
 use std::pin::Pin;
 
 /// What an action returns: it borrows the steps' ports and the context.
-pub type StepFuture<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
+pub type StepFuture<'a> = Pin<Box<dyn Future<Output = StepResult> + Send + 'a>>;
 
 /// One half of a step, `run` or `undo`: called with the ports, the step's
 /// context and the step's node group (empty for a step of no group).

@@ -10,7 +10,7 @@ use floe_compute_sim::{SimulatedIdentity, SimulatedParameters};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanKind, PlanParams, PlanStatus, StepStatus};
 use floe_plans::engine::Steps;
-use floe_plans::{DeploymentSteps, PlanJob, StepPorts, StepSettings};
+use floe_plans::{DeploymentSteps, PlanJob, StepPorts};
 use floe_secrets::LocalCipher;
 use floe_store::Store;
 use floe_store_sqlite::SqliteBackend;
@@ -20,6 +20,7 @@ use std::time::Duration;
 
 mod support;
 
+use support::world::settings;
 use support::{FailAfter, Twice};
 
 /// A plan of `kind` over `spec`, as the use cases would record it.
@@ -48,14 +49,6 @@ fn spec() -> Result<DeploymentSpec, serde_json::Error> {
     ]}))
 }
 
-fn settings() -> StepSettings {
-    StepSettings {
-        poll: Duration::from_millis(5),
-        boot_timeout: Duration::from_secs(30),
-        ..StepSettings::default()
-    }
-}
-
 struct Run {
     store: Store,
     job: PlanJob,
@@ -81,19 +74,7 @@ async fn drive(
                 "tester",
                 now,
             );
-            let d = Deployment {
-                id: plan.deployment_id.clone(),
-                org: "acme".into(),
-                spec,
-                status: DeploymentStatus::Initializing,
-                pending_plan: Some(plan.reference()),
-                access: None,
-                password_to_apply: None,
-                clone_source: None,
-                health: None,
-                created: now,
-                updated: now,
-            };
+            let d = Deployment::first_planned_by(&plan, spec);
             store.create_deployment(&d, &plan, None).await?;
             (store, d, plan)
         }
@@ -613,28 +594,24 @@ async fn lose(
     Ok(lost)
 }
 
-/// An engine whose sweep checks health with `probe`; the health check's
-/// job for a heal goes to the returned queue.
-fn health_engine(
+/// A health check with `probe`; the jobs of the heals it starts go to
+/// the returned queue.
+fn health_check(
     store: &Store,
     probe: Arc<DeploymentSteps>,
 ) -> (
-    floe_plans::Engine,
+    floe_plans::HealthCheck,
     tokio::sync::mpsc::UnboundedReceiver<PlanJob>,
 ) {
     let (queue, rx) = floe_plans::LocalQueue::new();
-    let engine = floe_plans::Engine::new(
+    let heals = floe_plans::PlanStarter::new(store.clone(), Arc::new(queue));
+    let health = floe_plans::HealthCheck::new(
         store.clone(),
-        Arc::new(queue),
-        probe.clone(),
-        "test",
-        floe_plans::EngineConfig::default(),
-    )
-    .with_health(floe_plans::HealthCheck::new(
+        Arc::new(heals),
         probe,
         floe_plans::HealthConfig::default(),
-    ));
-    (engine, rx)
+    );
+    (health, rx)
 }
 
 #[tokio::test]
@@ -647,22 +624,22 @@ async fn a_heal_runs_every_step_twice_and_replaces_each_lost_node_once() -> Test
     let store = new_store()?;
     let d = running(&compute, parameters.clone(), &store).await?;
     let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
-    let (engine, mut jobs) = health_engine(&store, probe);
+    let (check, mut jobs) = health_check(&store, probe);
 
     // Healthy: recorded, with every node; no plan.
-    let summary = engine.check_health().await;
+    let summary = check.check().await;
     assert_eq!((summary.checked, summary.unhealthy), (1, 0), "{summary:?}");
     let checked = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
     let health = checked.value.health.clone().ok_or("health")?;
     assert!(health.healthy, "{health:?}");
     assert_eq!(health.nodes.len(), 7);
     // Nothing changed: nothing written.
-    engine.check_health().await;
+    check.check().await;
     let again = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
     assert_eq!(again.version, checked.version);
 
     let lost = lose(&compute, &d.id, &["hot", "masters"]).await?;
-    let summary = engine.check_health().await;
+    let summary = check.check().await;
     assert_eq!(
         (summary.unhealthy, summary.heals_started),
         (1, 1),
@@ -732,7 +709,7 @@ async fn a_heal_runs_every_step_twice_and_replaces_each_lost_node_once() -> Test
     assert_eq!(healed.pending_plan, None);
     assert_eq!(healed.access.map(|a| a.nodes.len()), Some(7));
     assert_eq!(healed.health.as_ref().and_then(|h| h.heal_started), None);
-    let summary = engine.check_health().await;
+    let summary = check.check().await;
     assert_eq!((summary.unhealthy, summary.heals_started), (0, 0));
     let health = store
         .get_deployment("acme", &d.id)
@@ -758,8 +735,8 @@ async fn a_failure_after_any_heal_step_leaves_nothing_behind() -> TestResult {
         lose(&compute, &d.id, &["hot", "masters"]).await?;
         let survivors = live(&compute, &d.id).await?;
         let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
-        let (engine, mut jobs) = health_engine(&store, probe.clone());
-        engine.check_health().await;
+        let (check, mut jobs) = health_check(&store, probe.clone());
+        check.check().await;
         let job = jobs.try_recv()?;
         let plan = store
             .get_plan("acme", &d.id, &job.plan_id)
@@ -800,7 +777,7 @@ async fn a_failure_after_any_heal_step_leaves_nothing_behind() -> TestResult {
             "failure after {at}"
         );
         // A failed heal is not started again at once.
-        let summary = engine.check_health().await;
+        let summary = check.check().await;
         assert_eq!(summary.heals_started, 0, "after {at}");
     }
     assert_eq!(index, 11, "{layout:?}");
@@ -823,8 +800,8 @@ async fn impaired_and_stopped_nodes_are_replaced_and_terminated() -> TestResult 
     let store = new_store()?;
     let d = running(&compute, parameters.clone(), &store).await?;
     let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
-    let (engine, mut jobs) = health_engine(&store, probe);
-    let summary = engine.check_health().await;
+    let (check, mut jobs) = health_check(&store, probe);
+    let summary = check.check().await;
     assert_eq!((summary.unhealthy, summary.heals_started), (0, 0));
 
     let instances = compute.instances(&d.id).await?;
@@ -840,7 +817,7 @@ async fn impaired_and_stopped_nodes_are_replaced_and_terminated() -> TestResult 
     assert!(compute.impair(&impaired, floe_compute_sim::Impairment::Instance));
     assert!(compute.stop(&stopped));
 
-    let summary = engine.check_health().await;
+    let summary = check.check().await;
     assert_eq!(
         (summary.unhealthy, summary.heals_started),
         (1, 1),
@@ -918,7 +895,7 @@ async fn impaired_and_stopped_nodes_are_replaced_and_terminated() -> TestResult 
         .unwrap_or_default();
     assert_eq!(recorded.len(), 7);
     assert!(!recorded.contains(&impaired) && !recorded.contains(&stopped));
-    let summary = engine.check_health().await;
+    let summary = check.check().await;
     assert_eq!(
         (summary.unhealthy, summary.heals_started),
         (0, 0),
@@ -963,8 +940,8 @@ async fn a_stopped_node_beyond_the_count_is_terminated_without_a_launch() -> Tes
     assert!(compute.stop(&extra));
 
     let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
-    let (engine, mut jobs) = health_engine(&store, probe);
-    let summary = engine.check_health().await;
+    let (check, mut jobs) = health_check(&store, probe);
+    let summary = check.check().await;
     assert_eq!((summary.unhealthy, summary.heals_started), (1, 1));
     let job = jobs.try_recv()?;
     let plan = store
@@ -986,7 +963,7 @@ async fn a_stopped_node_beyond_the_count_is_terminated_without_a_launch() -> Tes
         PlanStatus::Succeeded
     );
     assert_eq!(live(&compute, &d.id).await?, before - 1);
-    let summary = engine.check_health().await;
+    let summary = check.check().await;
     assert_eq!((summary.unhealthy, summary.heals_started), (0, 0));
     Ok(())
 }
@@ -1004,8 +981,8 @@ async fn a_health_write_keeps_the_version_a_user_read() -> TestResult {
     assert_eq!(read.value.health, None);
 
     let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
-    let (engine, _jobs) = health_engine(&store, probe);
-    let summary = engine.check_health().await;
+    let (check, _jobs) = health_check(&store, probe);
+    let summary = check.check().await;
     assert_eq!(summary.checked, 1);
     let checked = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
     assert!(checked.value.health.as_ref().is_some_and(|h| h.healthy));

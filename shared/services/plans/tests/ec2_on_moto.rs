@@ -445,19 +445,7 @@ async fn new_create(store: &Store, spec: DeploymentSpec) -> Result<Run, Box<dyn 
         "tester",
         now,
     );
-    let deployment = Deployment {
-        id: plan.deployment_id.clone(),
-        org: ORG.into(),
-        spec,
-        status: DeploymentStatus::Initializing,
-        pending_plan: Some(plan.reference()),
-        access: None,
-        password_to_apply: None,
-        clone_source: None,
-        health: None,
-        created: now,
-        updated: now,
-    };
+    let deployment = Deployment::first_planned_by(&plan, spec);
     store.create_deployment(&deployment, &plan, None).await?;
     let job = PlanJob {
         org: ORG.into(),

@@ -350,6 +350,7 @@ async fn transient_errors_are_retried_then_fail_the_step() -> TestResult {
             .count(),
         3
     );
+    assert_eq!(plan.steps[1].retries, 3, "the record counts the retries");
 
     let steps = Arc::new(Scripted {
         count: 2,
@@ -371,6 +372,7 @@ async fn transient_errors_are_retried_then_fail_the_step() -> TestResult {
         .count();
     let max = EngineConfig::default().max_retries;
     assert_eq!(retries as u32, max, "every retry after the first try");
+    assert_eq!(plan.steps[0].retries, max, "the record counts the retries");
     assert_eq!(
         plan.steps[0].attempts,
         max + 2,

@@ -9,26 +9,20 @@
 //! whole configuration). A heal keeps the quorum, leaves no exclusion
 //! behind, and clears the ones it added when it unwinds.
 
-use chrono::Utc;
 use floe_clusters::Clusters;
-use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::{Compute, InstanceState};
-use floe_compute_sim::{Impairment, SimulatedCompute, SimulatedConfig, SimulatedParameters};
-use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::{Plan, PlanParams, PlanStatus};
+use floe_compute_sim::Impairment;
+use floe_domain::deployment::{DeploymentSpec, DeploymentStatus};
+use floe_domain::plan::{Plan, PlanStatus};
+use floe_plans::PlanJob;
 use floe_plans::engine::Steps;
-use floe_plans::{DeploymentSteps, PlanJob, StepPorts, StepSettings};
-use floe_secrets::LocalCipher;
-use floe_snapshots::Snapshotter;
-use floe_store::Store;
-use floe_store_sqlite::SqliteBackend;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 mod support;
 
+use support::world::{World, write_documents};
 use support::{FailAfter, Twice};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -41,105 +35,7 @@ fn masters_spec(masters: u32) -> Result<DeploymentSpec, serde_json::Error> {
     ]}))
 }
 
-fn settings() -> StepSettings {
-    StepSettings {
-        poll: Duration::from_millis(5),
-        boot_timeout: Duration::from_secs(30),
-        ..StepSettings::default()
-    }
-}
-
-struct World {
-    compute: Arc<SimulatedCompute>,
-    clusters: Arc<SimulatedClusters>,
-    parameters: Arc<SimulatedParameters>,
-    store: Store,
-}
-
 impl World {
-    fn new() -> Result<World, Box<dyn std::error::Error>> {
-        let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
-        // The nodes' roles come from their elasticsearch.yml, as on EC2.
-        let source = compute.clone();
-        let clusters = Arc::new(
-            SimulatedClusters::new(compute.clone(), SimulatedClustersConfig::default())
-                .with_user_data(Arc::new(move |id: &str| source.user_data(id))),
-        );
-        Ok(World {
-            compute,
-            clusters,
-            parameters: Arc::new(SimulatedParameters::new(Vec::new())),
-            store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
-        })
-    }
-
-    fn steps(&self) -> DeploymentSteps {
-        DeploymentSteps::new(
-            StepPorts {
-                compute: self.compute.clone(),
-                clusters: self.clusters.clone(),
-                parameters: self.parameters.clone(),
-                cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
-                snapshots: Snapshotter::new(self.store.clone(), self.clusters.clone()),
-            },
-            settings(),
-        )
-    }
-
-    async fn deployment(&self, id: &str) -> Result<Deployment, Box<dyn std::error::Error>> {
-        Ok(self
-            .store
-            .get_deployment("acme", id)
-            .await?
-            .ok_or("deployment")?
-            .value)
-    }
-
-    /// A running deployment, made by its create plan, with documents.
-    async fn create(&self, spec: DeploymentSpec) -> Result<Deployment, Box<dyn std::error::Error>> {
-        let now = Utc::now();
-        let plan = Plan::new(
-            "acme",
-            &floe_domain::names::new_resource_id(),
-            PlanParams::Create(spec.clone()),
-            "deployments.create",
-            "tester",
-            now,
-        );
-        let d = Deployment {
-            id: plan.deployment_id.clone(),
-            org: "acme".into(),
-            spec,
-            status: DeploymentStatus::Initializing,
-            pending_plan: Some(plan.reference()),
-            access: None,
-            password_to_apply: None,
-            clone_source: None,
-            health: None,
-            created: now,
-            updated: now,
-        };
-        self.store.create_deployment(&d, &plan, None).await?;
-        let job = PlanJob {
-            org: "acme".into(),
-            deployment_id: d.id.clone(),
-            plan_id: plan.id.clone(),
-        };
-        let status = support::run_to_end(&self.store, Arc::new(self.steps()), &job).await?;
-        assert_eq!(status, PlanStatus::Succeeded);
-        write_documents(&self.url(&d.id).await?).await?;
-        self.deployment(&d.id).await
-    }
-
-    /// The cluster's address; a plan has talked to it by now.
-    async fn url(&self, deployment_id: &str) -> Result<String, Box<dyn std::error::Error>> {
-        Ok(self
-            .clusters
-            .url(deployment_id)
-            .await
-            .ok_or("no simulated cluster")?)
-    }
-
     /// The running instances of `group`, sorted.
     async fn running(
         &self,
@@ -175,19 +71,14 @@ impl World {
             assert!(self.compute.impair(id, Impairment::Instance), "{id}");
         }
         let (queue, mut jobs) = floe_plans::LocalQueue::new();
-        let probe = Arc::new(self.steps());
-        let engine = floe_plans::Engine::new(
+        let heals = floe_plans::PlanStarter::new(self.store.clone(), Arc::new(queue));
+        let check = floe_plans::HealthCheck::new(
             self.store.clone(),
-            Arc::new(queue),
-            probe.clone(),
-            "test",
-            floe_plans::EngineConfig::default(),
-        )
-        .with_health(floe_plans::HealthCheck::new(
-            probe,
+            Arc::new(heals),
+            Arc::new(self.steps()),
             floe_plans::HealthConfig::default(),
-        ));
-        let summary = engine.check_health().await;
+        );
+        let summary = check.check().await;
         assert_eq!(summary.heals_started, 1, "{summary:?}");
         Ok((impaired, jobs.try_recv()?))
     }
@@ -200,26 +91,6 @@ impl World {
             .ok_or("plan")?
             .value)
     }
-}
-
-/// An index with a replica and 40 documents, written over HTTP.
-async fn write_documents(url: &str) -> TestResult {
-    let http = reqwest::Client::new();
-    let created = http
-        .put(format!("{url}/orders"))
-        .json(&json!({"settings": {"number_of_shards": 3, "number_of_replicas": 1}}))
-        .send()
-        .await?;
-    assert_eq!(created.status(), 200, "{}", created.text().await?);
-    for i in 0..40 {
-        let r = http
-            .post(format!("{url}/orders/_doc"))
-            .json(&json!({"n": i}))
-            .send()
-            .await?;
-        assert_eq!(r.status(), 201);
-    }
-    Ok(())
 }
 
 async fn get(url: &str) -> Result<(u16, Value), Box<dyn std::error::Error>> {
@@ -275,6 +146,7 @@ async fn healing_impaired_masters_keeps_the_quorum() -> TestResult {
         let case = format!("{impaired} of {masters} masters impaired");
         let world = World::new()?;
         let d = world.create(masters_spec(masters)?).await?;
+        write_documents(&world.url(&d.id).await?).await?;
         let (lost, job) = world.impair_masters(&d.id, impaired).await?;
         let status =
             support::run_to_end(&world.store, Arc::new(Twice(world.steps())), &job).await?;
@@ -339,6 +211,7 @@ async fn a_failure_after_any_step_of_a_master_heal_clears_the_exclusions() -> Te
     loop {
         let world = World::new()?;
         let d = world.create(masters_spec(3)?).await?;
+        write_documents(&world.url(&d.id).await?).await?;
         let before = world.running(&d.id, "masters").await?;
         let (lost, job) = world.impair_masters(&d.id, 3).await?;
         let plan = world.plan(&job).await?;
@@ -393,6 +266,7 @@ async fn a_failure_after_any_step_of_a_master_heal_clears_the_exclusions() -> Te
 async fn a_heal_recorded_without_the_voting_steps_still_keeps_the_quorum() -> TestResult {
     let world = World::new()?;
     let d = world.create(masters_spec(3)?).await?;
+    write_documents(&world.url(&d.id).await?).await?;
     let (lost, job) = world.impair_masters(&d.id, 3).await?;
     let stored = world
         .store

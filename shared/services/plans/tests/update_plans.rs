@@ -6,24 +6,18 @@
 
 use chrono::Utc;
 use floe_clusters::Clusters;
-use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::{Compute, InstanceState};
-use floe_compute_sim::{SimulatedCompute, SimulatedConfig, SimulatedParameters};
-use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
+use floe_domain::deployment::{DeploymentSpec, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanParams, PlanStatus};
 use floe_plans::engine::Steps;
-use floe_plans::{DeploymentSteps, PlanJob, StepPorts, StepSettings};
 use floe_secrets::LocalCipher;
-use floe_snapshots::Snapshotter;
-use floe_store::Store;
-use floe_store_sqlite::SqliteBackend;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 mod support;
 
+use support::world::{World, write_documents};
 use support::{FailAfter, Twice};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -35,90 +29,7 @@ fn spec(hot: u32, instance_type: &str) -> Result<DeploymentSpec, serde_json::Err
     ]}))
 }
 
-fn settings() -> StepSettings {
-    StepSettings {
-        poll: Duration::from_millis(5),
-        boot_timeout: Duration::from_secs(30),
-        ..StepSettings::default()
-    }
-}
-
-struct World {
-    compute: Arc<SimulatedCompute>,
-    clusters: Arc<SimulatedClusters>,
-    parameters: Arc<SimulatedParameters>,
-    store: Store,
-}
-
 impl World {
-    fn new() -> Result<World, Box<dyn std::error::Error>> {
-        let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
-        // The nodes' roles come from their elasticsearch.yml, as on EC2.
-        let source = compute.clone();
-        let clusters = Arc::new(
-            SimulatedClusters::new(compute.clone(), SimulatedClustersConfig::default())
-                .with_user_data(Arc::new(move |id: &str| source.user_data(id))),
-        );
-        Ok(World {
-            compute,
-            clusters,
-            parameters: Arc::new(SimulatedParameters::new(Vec::new())),
-            store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
-        })
-    }
-
-    fn steps(&self) -> DeploymentSteps {
-        DeploymentSteps::new(
-            StepPorts {
-                compute: self.compute.clone(),
-                clusters: self.clusters.clone(),
-                parameters: self.parameters.clone(),
-                cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
-                snapshots: Snapshotter::new(self.store.clone(), self.clusters.clone()),
-            },
-            settings(),
-        )
-    }
-
-    async fn deployment(&self, id: &str) -> Result<Deployment, Box<dyn std::error::Error>> {
-        Ok(self
-            .store
-            .get_deployment("acme", id)
-            .await?
-            .ok_or("deployment")?
-            .value)
-    }
-
-    /// A running deployment, made by its create plan.
-    async fn create(&self, spec: DeploymentSpec) -> Result<Deployment, Box<dyn std::error::Error>> {
-        let now = Utc::now();
-        let plan = Plan::new(
-            "acme",
-            &floe_domain::names::new_resource_id(),
-            PlanParams::Create(spec.clone()),
-            "deployments.create",
-            "tester",
-            now,
-        );
-        let d = Deployment {
-            id: plan.deployment_id.clone(),
-            org: "acme".into(),
-            spec,
-            status: DeploymentStatus::Initializing,
-            pending_plan: Some(plan.reference()),
-            access: None,
-            password_to_apply: None,
-            clone_source: None,
-            health: None,
-            created: now,
-            updated: now,
-        };
-        self.store.create_deployment(&d, &plan, None).await?;
-        let status = self.run(Arc::new(self.steps()), &d.id, &plan.id).await?;
-        assert_eq!(status, PlanStatus::Succeeded);
-        self.deployment(&d.id).await
-    }
-
     /// Records an update plan towards `target` and drives it to the end.
     async fn update(
         &self,
@@ -155,20 +66,6 @@ impl World {
         Ok((status, plan))
     }
 
-    async fn run(
-        &self,
-        steps: Arc<dyn Steps>,
-        deployment_id: &str,
-        plan_id: &str,
-    ) -> Result<PlanStatus, Box<dyn std::error::Error>> {
-        let job = PlanJob {
-            org: "acme".into(),
-            deployment_id: deployment_id.into(),
-            plan_id: plan_id.into(),
-        };
-        support::run_to_end(&self.store, steps, &job).await
-    }
-
     /// Running instances per node group, and their ids.
     async fn running(
         &self,
@@ -191,35 +88,6 @@ impl World {
             running.iter().map(|i| i.id.clone()).collect(),
         ))
     }
-
-    /// The cluster's address; the plan has talked to it by now.
-    async fn url(&self, deployment_id: &str) -> Result<String, Box<dyn std::error::Error>> {
-        Ok(self
-            .clusters
-            .url(deployment_id)
-            .await
-            .ok_or("no simulated cluster")?)
-    }
-}
-
-/// An index with a replica and 40 documents, written over HTTP.
-async fn write_documents(url: &str) -> TestResult {
-    let http = reqwest::Client::new();
-    let created = http
-        .put(format!("{url}/orders"))
-        .json(&json!({"settings": {"number_of_shards": 3, "number_of_replicas": 1}}))
-        .send()
-        .await?;
-    assert_eq!(created.status(), 200, "{}", created.text().await?);
-    for i in 0..40 {
-        let r = http
-            .post(format!("{url}/orders/_doc"))
-            .json(&json!({"n": i}))
-            .send()
-            .await?;
-        assert_eq!(r.status(), 201);
-    }
-    Ok(())
 }
 
 async fn get(url: &str) -> Result<Value, Box<dyn std::error::Error>> {

@@ -14,16 +14,19 @@
 //!   wall-clock time that occurs twice (the hour repeated in autumn) fires
 //!   once, at its first occurrence.
 //!
-//! The cron grammar is the one `floe_domain::schedule` validates: `*`, `?`,
-//! values, `a-b` ranges, `,` lists, `/` steps (on `*`, a value or a range),
-//! month and day names, `L`, `L-n`, `LW` and `nW` in the day of month, and
-//! `L`, `nL` and `n#k` in the day of week (1 = SUN … 7 = SAT). Exactly one of
-//! the two day fields must be `?`. `nW` never leaves the month (`1W` on a
-//! Saturday is Monday the 3rd), and a month without day n (`31W`, `30` in
-//! February) has no firing, as in Quartz.
+//! The cron grammar is `floe_domain::cron`'s, the one the policy API
+//! validates, parsed there into a typed `Cron`; this module evaluates it.
+//! `nW` never leaves the month (`1W` on a Saturday is Monday the 3rd), and
+//! a month without day n (`31W`, `30` in February) has no firing, as in
+//! Quartz.
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Utc, Weekday};
 use chrono_tz::Tz;
+use floe_domain::cron::{DayOfMonth, DayOfWeek};
+
+/// A parsed cron expression: the grammar is the domain's, the one the
+/// policy API validates.
+pub use floe_domain::cron::Cron;
 
 /// Why an expression or a time zone cannot be evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -107,7 +110,7 @@ impl Expression {
             return parse_rate(body).map(Expression::Rate).map_err(error);
         }
         if let Some(body) = inner(trimmed, "cron(") {
-            return Cron::parse(body)
+            return Cron::parse_eventbridge(body)
                 .map(|c| Expression::Cron(Box::new(c)))
                 .map_err(error);
         }
@@ -149,202 +152,13 @@ fn parse_rate(body: &str) -> Result<Duration, String> {
         .ok_or_else(|| "the rate is too long".into())
 }
 
-/// The values one field allows, as a bitmap over `min..=max`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Values {
-    min: u32,
-    allowed: Vec<bool>,
+/// Evaluation of a parsed [`Cron`] on a time zone's wall clock.
+trait Evaluate {
+    fn matches_day(&self, date: NaiveDate) -> bool;
+    fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>>;
 }
 
-impl Values {
-    fn contains(&self, v: u32) -> bool {
-        v.checked_sub(self.min)
-            .and_then(|i| self.allowed.get(i as usize))
-            .copied()
-            .unwrap_or(false)
-    }
-
-    /// Allowed values in ascending order.
-    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.allowed
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| **a)
-            .map(|(i, _)| self.min + i as u32)
-    }
-
-    fn max_allowed(&self) -> Option<u32> {
-        self.iter().last()
-    }
-}
-
-struct FieldRule {
-    label: &'static str,
-    min: u32,
-    max: u32,
-    names: &'static [&'static str],
-}
-
-const MINUTE: FieldRule = FieldRule {
-    label: "minutes",
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const HOUR: FieldRule = FieldRule {
-    label: "hours",
-    min: 0,
-    max: 23,
-    names: &[],
-};
-const DAY_OF_MONTH: FieldRule = FieldRule {
-    label: "day-of-month",
-    min: 1,
-    max: 31,
-    names: &[],
-};
-const MONTH: FieldRule = FieldRule {
-    label: "month",
-    min: 1,
-    max: 12,
-    names: &[
-        "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
-    ],
-};
-const DAY_OF_WEEK: FieldRule = FieldRule {
-    label: "day-of-week",
-    min: 1,
-    max: 7,
-    names: &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"],
-};
-const YEAR: FieldRule = FieldRule {
-    label: "year",
-    min: 1970,
-    max: 2199,
-    names: &[],
-};
-
-impl FieldRule {
-    fn value(&self, token: &str) -> Result<u32, String> {
-        if !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit()) {
-            let v: u32 = token
-                .parse()
-                .map_err(|_| format!("{}: {token} is out of range", self.label))?;
-            if (self.min..=self.max).contains(&v) {
-                return Ok(v);
-            }
-            return Err(format!(
-                "{}: {v} is out of range {}-{}",
-                self.label, self.min, self.max
-            ));
-        }
-        self.names
-            .iter()
-            .position(|n| *n == token)
-            .map(|i| self.min + i as u32)
-            .ok_or_else(|| format!("{}: {token:?} is not a valid value", self.label))
-    }
-
-    /// `*`, values, ranges and steps, comma-separated.
-    fn list(&self, text: &str) -> Result<Values, String> {
-        let mut allowed = vec![false; (self.max - self.min + 1) as usize];
-        for item in text.split(',') {
-            let (base, step) = match item.split_once('/') {
-                Some((base, step)) => {
-                    let step = step
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|s| *s >= 1 && step.bytes().all(|b| b.is_ascii_digit()))
-                        .ok_or_else(|| format!("{}: bad step in {item:?}", self.label))?;
-                    (base, Some(step))
-                }
-                None => (item, None),
-            };
-            let (low, high) = if base == "*" {
-                (self.min, self.max)
-            } else if let Some((low, high)) = base.split_once('-') {
-                (self.value(low)?, self.value(high)?)
-            } else {
-                let v = self.value(base)?;
-                // Quartz and EventBridge read `5/15` as "from 5, every 15".
-                (v, if step.is_some() { self.max } else { v })
-            };
-            if low > high {
-                return Err(format!(
-                    "{}: the range {base} must go from low to high",
-                    self.label
-                ));
-            }
-            let step = step.unwrap_or(1) as usize;
-            for v in (low..=high).step_by(step) {
-                allowed[(v - self.min) as usize] = true;
-            }
-        }
-        Ok(Values {
-            min: self.min,
-            allowed,
-        })
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum DayOfMonth {
-    Any,
-    Days(Values),
-    /// `L` (0) or `L-n`: n days before the month's last day.
-    Last(u32),
-    /// `LW`: the month's last weekday.
-    LastWeekday,
-    /// `nW`: the weekday nearest to day n, within the month.
-    NearestWeekday(u32),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum DayOfWeek {
-    Any,
-    Days(Values),
-    /// `nL`: the month's last such weekday.
-    Last(u32),
-    /// `n#k`: the month's k-th such weekday.
-    Nth(u32, u32),
-}
-
-/// A parsed EventBridge cron expression.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cron {
-    minutes: Values,
-    hours: Values,
-    day_of_month: DayOfMonth,
-    months: Values,
-    day_of_week: DayOfWeek,
-    years: Values,
-}
-
-impl Cron {
-    fn parse(body: &str) -> Result<Cron, String> {
-        let upper = body.to_ascii_uppercase();
-        let fields: Vec<&str> = upper.split_ascii_whitespace().collect();
-        let [minute, hour, dom, month, dow, year] = fields.as_slice() else {
-            return Err(format!(
-                "a cron expression has 6 fields (minutes hours day-of-month month day-of-week year), found {}",
-                fields.len()
-            ));
-        };
-        if (*dom == "?") == (*dow == "?") {
-            return Err("exactly one of day-of-month and day-of-week must be ?".into());
-        }
-        let day_of_month = parse_day_of_month(dom)?;
-        let day_of_week = parse_day_of_week(dow)?;
-        Ok(Cron {
-            minutes: MINUTE.list(minute)?,
-            hours: HOUR.list(hour)?,
-            day_of_month,
-            months: MONTH.list(month)?,
-            day_of_week,
-            years: YEAR.list(year)?,
-        })
-    }
-
+impl Evaluate for Cron {
     fn matches_day(&self, date: NaiveDate) -> bool {
         let dom_ok = match &self.day_of_month {
             DayOfMonth::Any => true,
@@ -366,7 +180,7 @@ impl Cron {
     }
 
     /// The first firing strictly after `after`, on the wall clock of `tz`.
-    pub fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+    fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
         let wall = after.with_timezone(&tz).naive_local();
         let last_year = self.years.max_allowed()?;
         let mut date = wall.date();
@@ -445,52 +259,4 @@ fn nearest_weekday(date: NaiveDate, n: u32) -> Option<u32> {
         Weekday::Sun => n + 1,
         _ => n,
     })
-}
-
-fn parse_day_of_month(text: &str) -> Result<DayOfMonth, String> {
-    match text {
-        "?" | "*" => return Ok(DayOfMonth::Any),
-        "L" => return Ok(DayOfMonth::Last(0)),
-        "LW" => return Ok(DayOfMonth::LastWeekday),
-        _ => {}
-    }
-    if let Some(offset) = text.strip_prefix("L-") {
-        return offset
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=30).contains(n) && offset.bytes().all(|b| b.is_ascii_digit()))
-            .map(DayOfMonth::Last)
-            .ok_or_else(|| format!("day-of-month: {text:?} needs L-1 to L-30"));
-    }
-    if let Some(day) = text.strip_suffix('W') {
-        if !day.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!(
-                "day-of-month: W follows a single day, not {text:?}"
-            ));
-        }
-        return DAY_OF_MONTH.value(day).map(DayOfMonth::NearestWeekday);
-    }
-    DAY_OF_MONTH.list(text).map(DayOfMonth::Days)
-}
-
-fn parse_day_of_week(text: &str) -> Result<DayOfWeek, String> {
-    match text {
-        "?" | "*" => return Ok(DayOfWeek::Any),
-        // `L` alone is the last day of the week.
-        "L" => return DAY_OF_WEEK.list("7").map(DayOfWeek::Days),
-        _ => {}
-    }
-    if let Some((day, nth)) = text.split_once('#') {
-        let day = DAY_OF_WEEK.value(day)?;
-        let nth = nth
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=5).contains(n) && nth.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or_else(|| format!("day-of-week: {text:?} needs #1 to #5"))?;
-        return Ok(DayOfWeek::Nth(day, nth));
-    }
-    if let Some(day) = text.strip_suffix('L') {
-        return DAY_OF_WEEK.value(day).map(DayOfWeek::Last);
-    }
-    DAY_OF_WEEK.list(text).map(DayOfWeek::Days)
 }

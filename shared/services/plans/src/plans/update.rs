@@ -14,7 +14,8 @@
 //! ones (terminating them would leave no cluster at all).
 
 use crate::deployment_steps::DeploymentSteps;
-use crate::engine::{Outcome, StepContext, fail};
+use crate::engine::{Outcome, StepContext};
+use crate::failure::{StepFailure, StepResult};
 use crate::step::{Saga, action};
 use crate::steps::client_repository_name;
 use crate::steps::drain::update_shape;
@@ -136,10 +137,10 @@ fn retire_started(ctx: &StepContext<'_>) -> bool {
 
 impl DeploymentSteps {
     /// Undoes `template:{group}`, unless the old nodes are gone.
-    async fn unmake_template(&self, ctx: &StepContext<'_>, group: &str) -> Outcome {
+    async fn unmake_template(&self, ctx: &StepContext<'_>, group: &str) -> StepResult {
         if retire_started(ctx) {
             ctx.log("the old nodes are gone: the new ones stay");
-            return Outcome::Done(Value::Null);
+            return Ok(Outcome::Done(Value::Null));
         }
         self.delete_template(ctx, group).await
     }
@@ -148,28 +149,24 @@ impl DeploymentSteps {
     /// may already keep shards on the new nodes (it rebalances onto nodes
     /// that join): they move back first; and new master-eligible nodes may
     /// vote: they leave the voting configuration first.
-    async fn unlaunch(&self, ctx: &StepContext<'_>, group: &str) -> Outcome {
+    async fn unlaunch(&self, ctx: &StepContext<'_>, group: &str) -> StepResult {
         if retire_started(ctx) {
             ctx.log("the old nodes are gone: the new ones stay");
-            return Outcome::Done(Value::Null);
+            return Ok(Outcome::Done(Value::Null));
         }
-        if let Some(waiting) = self.drain_new_nodes(ctx).await {
-            return waiting;
-        }
-        if let Some(waiting) = self.unvote_new_nodes(ctx, group).await {
-            return waiting;
-        }
+        self.drain_new_nodes(ctx).await?;
+        self.unvote_new_nodes(ctx, group).await?;
         self.terminate_launched(ctx, group).await
     }
 
     /// `retire` has no undo: undoing anything after it would leave no
     /// cluster at all. Failing the undo marks the deployment `failed` for a
     /// person to look at (re-applying the change finishes it).
-    async fn past_no_return(&self, _ctx: &StepContext<'_>) -> Outcome {
-        fail(
+    async fn past_no_return(&self, _ctx: &StepContext<'_>) -> StepResult {
+        Err(StepFailure::permanent(
             "point_of_no_return",
             "the old nodes were terminated and the cluster runs on the new ones; apply the change again to finish it",
-        )
+        ))
     }
 }
 

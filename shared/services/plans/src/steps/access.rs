@@ -5,9 +5,9 @@
 //! EC2 nor SSM. The engine copies it onto the deployment when the plan
 //! succeeds ([`crate::Steps::settle`]).
 
-use super::outcome_of;
 use crate::deployment_steps::DeploymentSteps;
-use crate::engine::{Outcome, StepContext, done, fail};
+use crate::engine::{StepContext, done};
+use crate::failure::{StepFailure, StepResult};
 use floe_domain::access::{ClusterAccess, NodeEndpoint, PASSWORD_FIELD, sealing_resource};
 use floe_domain::deployment::Deployment;
 use floe_domain::plan::{Plan, PlanKind};
@@ -16,13 +16,10 @@ use floe_secrets::{Owner, SecretError};
 pub(crate) const STEP: &str = "record-access";
 
 impl DeploymentSteps {
-    pub(crate) async fn record_access(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn record_access(&self, ctx: &StepContext<'_>) -> StepResult {
         use floe_compute::parameters::{ELASTIC_PASSWORD, TLS_CA_CERT, parameter_name};
         let deployment_id = &ctx.plan.deployment_id;
-        let nodes = match floe_clusters::running_nodes(self.compute.as_ref(), deployment_id).await {
-            Ok(n) => n,
-            Err(e) => return outcome_of(e),
-        };
+        let nodes = floe_clusters::running_nodes(self.compute.as_ref(), deployment_id).await?;
         let path = self.parameter_path(deployment_id);
         let (ca, password) = match (
             self.parameters
@@ -33,12 +30,12 @@ impl DeploymentSteps {
                 .await,
         ) {
             (Ok(Some(ca)), Ok(Some(password))) => (ca, password),
-            (Err(e), _) | (_, Err(e)) => return outcome_of(e),
+            (Err(e), _) | (_, Err(e)) => return Err(e.into()),
             _ => {
-                return fail(
+                return Err(StepFailure::permanent(
                     "not_secured",
                     "the deployment's CA or elastic password is missing from the node parameters",
-                );
+                ));
             }
         };
         let resource = sealing_resource(deployment_id);
@@ -52,15 +49,17 @@ impl DeploymentSteps {
             // A KMS throttle or outage passes; a key that cannot be used
             // at all is a configuration to fix.
             Err(SecretError::KeyUnavailable(m)) => {
-                return Outcome::Retry(format!("sealing the elastic password: {m}"));
+                return Err(StepFailure::transient(format!(
+                    "sealing the elastic password: {m}"
+                )));
             }
-            Err(e) => return fail("sealing_failed", e.to_string()),
+            Err(e) => return Err(StepFailure::permanent("sealing_failed", e.to_string())),
         };
         ctx.log(format!(
             "{} running nodes recorded, with the cluster's CA and sealed elastic password",
             nodes.len()
         ));
-        done(&ClusterAccess {
+        Ok(done(&ClusterAccess {
             ca_cert_pem: ca.expose().to_string(),
             sealed_password,
             nodes: nodes
@@ -71,7 +70,7 @@ impl DeploymentSteps {
                 })
                 .collect(),
             http_port: self.settings.http_port,
-        })
+        }))
     }
 }
 

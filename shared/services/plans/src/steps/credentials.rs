@@ -4,7 +4,8 @@
 
 use super::{outcome_of, target};
 use crate::deployment_steps::DeploymentSteps;
-use crate::engine::{Outcome, StepContext, done, fail};
+use crate::engine::{Outcome, StepContext, done};
+use crate::failure::{StepFailure, StepResult};
 use crate::outputs::RepositoryCredentialsOutput;
 use floe_compute::parameters::SecretOrPlain;
 use serde_json::Value;
@@ -48,15 +49,12 @@ impl DeploymentSteps {
     /// Writes the repository's keys where the new nodes' boot script pipes
     /// them into the keystore, before any of them is launched; removes keys
     /// left from an earlier repository when this one has none.
-    pub(crate) async fn repository_credentials(&self, ctx: &StepContext<'_>) -> Outcome {
-        let spec = match target(ctx.plan) {
-            Ok(s) => s,
-            Err(e) => return Outcome::Fail(e),
-        };
+    pub(crate) async fn repository_credentials(&self, ctx: &StepContext<'_>) -> StepResult {
+        let spec = target(ctx.plan)?;
         let repo = match self.client_repository(ctx, &spec).await {
             Ok(Some(r)) => r,
-            Ok(None) => return Outcome::Done(Value::Null),
-            Err(stop) => return stop,
+            Ok(None) => return Ok(Outcome::Done(Value::Null)),
+            Err(stop) => return Ok(stop),
         };
         let wanted = match crate::repository_access::credential_parameters(
             self.cipher.as_ref(),
@@ -66,30 +64,29 @@ impl DeploymentSteps {
         {
             Ok(w) => w,
             Err(floe_secrets::SecretError::KeyUnavailable(e)) => {
-                return Outcome::Retry(format!("opening the credentials of {}: {e}", repo.name));
+                return Err(StepFailure::transient(format!(
+                    "opening the credentials of {}: {e}",
+                    repo.name
+                )));
             }
             Err(e) => {
-                return fail(
+                return Err(StepFailure::permanent(
                     "repository_credentials_unreadable",
                     format!(
                         "the stored credentials of repository {} cannot be opened ({e}); send them again with PUT on the repository",
                         repo.name
                     ),
-                );
+                ));
             }
         };
-        let written = match self
+        let written = self
             .put_parameters(&ctx.plan.deployment_id, &wanted.put)
-            .await
-        {
-            Ok(w) => w,
-            Err(stop) => return stop,
-        };
+            .await?;
         if let Err(stop) = self
             .delete_parameters(&ctx.plan.deployment_id, &wanted.delete)
             .await
         {
-            return stop;
+            return Ok(stop);
         }
         if !written.is_empty() {
             ctx.log(format!(
@@ -98,15 +95,15 @@ impl DeploymentSteps {
                 written.len()
             ));
         }
-        done(&RepositoryCredentialsOutput {
+        Ok(done(&RepositoryCredentialsOutput {
             repository: repo.name,
             parameters: written,
-        })
+        }))
     }
 
     /// Removes the keys a failed create wrote (an update leaves them: the
     /// nodes that stay booted with the same parameters' names).
-    pub(crate) async fn forget_repository_credentials(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn forget_repository_credentials(&self, ctx: &StepContext<'_>) -> StepResult {
         use floe_compute::parameters::{
             REPOSITORY_ACCESS_KEY, REPOSITORY_SECRET_KEY, REPOSITORY_SESSION_TOKEN,
         };
@@ -118,7 +115,7 @@ impl DeploymentSteps {
                 REPOSITORY_SESSION_TOKEN,
             ],
         )
-        .await
-        .map_or_else(|stop| stop, |()| Outcome::Done(Value::Null))
+        .await?;
+        Ok(Outcome::Done(Value::Null))
     }
 }

@@ -5,13 +5,15 @@
 //! (clear-exclusion, forget-templates).
 
 use super::template_name_of;
-use super::{EXCLUDE_SETTING, cluster_outcome, elastic_outcome, is_gone, outcome_of, target};
+use super::{EXCLUDE_SETTING, is_gone, target};
 use crate::deployment_steps::DeploymentSteps;
-use crate::engine::{Outcome, StepContext, done, fail};
+use crate::engine::{Outcome, StepContext, done};
+use crate::failure::{StepFailure, StepResult};
 use crate::outputs::{DrainOutput, DrainedOutput, ForgottenTemplatesOutput, OldNode};
 use floe_compute::{InstanceState, TAG_NODE_GROUP, TAG_PLAN};
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::plan::StepError;
+use floe_elastic::ElasticClient;
 use serde_json::Value;
 
 /// What an update changes: the groups that get new nodes, and the groups
@@ -78,17 +80,10 @@ fn shards_on(shards: &[floe_elastic::ShardRow], names: &[String]) -> (usize, usi
 impl DeploymentSteps {
     /// Excludes the retiring groups' old nodes from shard allocation, so
     /// Elasticsearch moves their shards to the new ones.
-    pub(crate) async fn drain(&self, ctx: &StepContext<'_>) -> Outcome {
-        let poll = self.settings.poll;
-        let (current, target) = match target(ctx.plan) {
-            Ok(t) => (&ctx.deployment.spec, t),
-            Err(e) => return Outcome::Fail(e),
-        };
-        let shape = update_shape(current, &target);
-        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(i) => i,
-            Err(e) => return outcome_of(e),
-        };
+    pub(crate) async fn drain(&self, ctx: &StepContext<'_>) -> StepResult {
+        let target = target(ctx.plan)?;
+        let shape = update_shape(&ctx.deployment.spec, &target);
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let old: Vec<OldNode> = instances
             .into_iter()
             .filter(|i| !is_gone(i.state))
@@ -103,175 +98,131 @@ impl DeploymentSteps {
             })
             .collect();
         let names: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
-        let client = match self.clusters.client(ctx.deployment, &names).await {
-            Ok(c) => c,
-            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
-        };
+        let client = self.clusters.client(ctx.deployment, &names).await?;
         let mut settings = serde_json::Map::new();
         settings.insert(EXCLUDE_SETTING.into(), Value::String(names.join(",")));
-        if let Err(e) = client.put_persistent_settings(settings).await {
-            return elastic_outcome(e, "excluding the old nodes", poll);
-        }
+        client
+            .put_persistent_settings(settings)
+            .await
+            .map_err(|e| StepFailure::elastic(e, "excluding the old nodes"))?;
         ctx.log(format!("moving shards off {}", names.join(", ")));
-        done(&DrainOutput { nodes: old })
+        Ok(done(&DrainOutput { nodes: old }))
     }
 
-    /// Excludes this plan's nodes from allocation and waits until no shard
-    /// is left on them; `None` once they hold nothing.
-    pub(crate) async fn drain_new_nodes(&self, ctx: &StepContext<'_>) -> Option<Outcome> {
-        let poll = self.settings.poll;
-        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(i) => i,
-            Err(e) => return Some(outcome_of(e)),
-        };
+    /// Excludes this plan's nodes from allocation; `Ok` once they hold no
+    /// shard, a not-yet while shards are on them or moving.
+    pub(crate) async fn drain_new_nodes(&self, ctx: &StepContext<'_>) -> Result<(), StepFailure> {
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let names: Vec<String> = instances
             .into_iter()
             .filter(|i| i.tags.get(TAG_PLAN) == Some(&ctx.plan.id) && !is_gone(i.state))
             .map(|i| i.id)
             .collect();
         if names.is_empty() {
-            return None;
+            return Ok(());
         }
-        let client = match self.clusters.client(ctx.deployment, &names).await {
-            Ok(c) => c,
-            Err(e) => return Some(cluster_outcome(e, "reaching the cluster", poll)),
-        };
+        let client = self.clusters.client(ctx.deployment, &names).await?;
         let mut settings = serde_json::Map::new();
         settings.insert(EXCLUDE_SETTING.into(), Value::String(names.join(",")));
-        if let Err(e) = client.put_persistent_settings(settings).await {
-            return Some(elastic_outcome(e, "excluding the new nodes", poll));
+        client
+            .put_persistent_settings(settings)
+            .await
+            .map_err(|e| StepFailure::elastic(e, "excluding the new nodes"))?;
+        let shards = client
+            .shards()
+            .await
+            .map_err(|e| StepFailure::elastic(e, "listing shards"))?;
+        let (on, moving) = shards_on(&shards, &names);
+        if on != 0 || moving != 0 {
+            return Err(StepFailure::NotYet(format!(
+                "{on} shard copies still on the new nodes, {moving} moving"
+            )));
         }
-        match client.shards().await {
-            Ok(shards) => {
-                let (on, moving) = shards_on(&shards, &names);
-                if on == 0 && moving == 0 {
-                    ctx.log(format!(
-                        "no shard left on the new nodes {}",
-                        names.join(", ")
-                    ));
-                    None
-                } else {
-                    Some(Outcome::Wait {
-                        after: poll,
-                        note: format!("{on} shard copies still on the new nodes, {moving} moving"),
-                    })
-                }
-            }
-            Err(e) => Some(elastic_outcome(e, "listing shards", poll)),
-        }
+        ctx.log(format!(
+            "no shard left on the new nodes {}",
+            names.join(", ")
+        ));
+        Ok(())
     }
 
     /// No shard copy is left on (or moving off) an old node.
-    pub(crate) async fn wait_drained(&self, ctx: &StepContext<'_>) -> Outcome {
-        let poll = self.settings.poll;
-        let old = match old_nodes(ctx) {
-            Ok(o) => o,
-            Err(e) => return Outcome::Fail(e),
-        };
+    pub(crate) async fn wait_drained(&self, ctx: &StepContext<'_>) -> StepResult {
+        let old = old_nodes(ctx)?;
         let names: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
-        let client = match self.clusters.client(ctx.deployment, &names).await {
-            Ok(c) => c,
-            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
-        };
-        let shards = match client.shards().await {
-            Ok(s) => s,
-            Err(e) => return elastic_outcome(e, "listing shards", poll),
-        };
+        let client = self.clusters.client(ctx.deployment, &names).await?;
+        let shards = client
+            .shards()
+            .await
+            .map_err(|e| StepFailure::elastic(e, "listing shards"))?;
         let (on_old, moving) = shards_on(&shards, &names);
         if on_old == 0 && moving == 0 {
             ctx.log(format!("no shard left on {} old nodes", names.len()));
-            return done(&DrainedOutput {
+            return Ok(done(&DrainedOutput {
                 shards: shards.len(),
-            });
+            }));
         }
         if ctx.elapsed() > self.settings.drain_timeout {
-            return fail(
+            return Err(StepFailure::permanent(
                 "drain_timeout",
                 format!(
                     "{on_old} shard copies still on the old nodes after {} s",
                     ctx.elapsed().as_secs()
                 ),
-            );
+            ));
         }
-        Outcome::Wait {
-            after: poll,
+        Ok(Outcome::Wait {
+            after: self.settings.poll,
             note: format!("{on_old} shard copies still on the old nodes, {moving} moving"),
-        }
+        })
     }
 
-    pub(crate) async fn wait_retired(&self, ctx: &StepContext<'_>) -> Outcome {
-        let old = match old_nodes(ctx) {
-            Ok(o) => o,
-            Err(e) => return Outcome::Fail(e),
-        };
-        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(i) => i,
-            Err(e) => return outcome_of(e),
-        };
+    pub(crate) async fn wait_retired(&self, ctx: &StepContext<'_>) -> StepResult {
+        let old = old_nodes(ctx)?;
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let left = instances
             .iter()
             .filter(|i| old.iter().any(|o| o.id == i.id))
             .filter(|i| i.state != InstanceState::Terminated)
             .count();
         if left == 0 {
-            return Outcome::Done(Value::Null);
+            return Ok(Outcome::Done(Value::Null));
         }
         if ctx.elapsed() > self.settings.boot_timeout {
-            return fail(
+            return Err(StepFailure::permanent(
                 "terminate_timeout",
                 format!("{left} old nodes still not terminated"),
-            );
+            ));
         }
-        Outcome::Wait {
+        Ok(Outcome::Wait {
             after: self.settings.poll,
             note: format!("{left} old nodes still terminating"),
-        }
+        })
     }
 
     /// `clear-exclusion`, once the old nodes are gone: neither the
     /// allocation exclusion nor any voting exclusion is left (Elasticsearch
     /// waits until the excluded nodes have left the cluster).
-    pub(crate) async fn clear_exclusion(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn clear_exclusion(&self, ctx: &StepContext<'_>) -> StepResult {
         self.clear_exclusions(ctx, true).await
     }
 
     /// The undo of `begin`, the last of an unwinding: the old nodes stay,
     /// so their voting exclusions go without waiting for them to leave.
-    pub(crate) async fn lift_exclusions(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn lift_exclusions(&self, ctx: &StepContext<'_>) -> StepResult {
         self.clear_exclusions(ctx, false).await
     }
 
-    async fn clear_exclusions(&self, ctx: &StepContext<'_>, nodes_gone: bool) -> Outcome {
-        let poll = self.settings.poll;
-        let client = match self.clusters.client(ctx.deployment, &[]).await {
-            Ok(c) => c,
-            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
-        };
-        if let Err(e) = client.clear_voting_config_exclusions(nodes_gone).await {
-            return self.waiting(
-                ctx,
-                elastic_outcome(e, "clearing the voting exclusions", poll),
-                "exclusion_timeout",
-            );
-        }
-        let mut settings = serde_json::Map::new();
-        settings.insert(EXCLUDE_SETTING.into(), Value::Null);
-        match client.put_persistent_settings(settings).await {
-            Ok(()) => Outcome::Done(Value::Null),
-            Err(e) => self.waiting(
-                ctx,
-                elastic_outcome(e, "clearing the allocation exclusion", poll),
-                "exclusion_timeout",
-            ),
-        }
+    /// Clearing waits on the cluster and gives up after the boot timeout;
+    /// reaching it does not.
+    async fn clear_exclusions(&self, ctx: &StepContext<'_>, nodes_gone: bool) -> StepResult {
+        let client = self.clusters.client(ctx.deployment, &[]).await?;
+        let cleared = clear_both_exclusions(&client, nodes_gone).await;
+        self.waiting(ctx, cleared, "exclusion_timeout")
     }
 
     /// The old nodes' launch templates (one per group and plan that made them).
-    pub(crate) async fn forget_templates(&self, ctx: &StepContext<'_>) -> Outcome {
-        let old = match old_nodes(ctx) {
-            Ok(o) => o,
-            Err(e) => return Outcome::Fail(e),
-        };
+    pub(crate) async fn forget_templates(&self, ctx: &StepContext<'_>) -> StepResult {
+        let old = old_nodes(ctx)?;
         let mut names: Vec<String> = old
             .iter()
             .filter(|n| !n.plan.is_empty())
@@ -280,10 +231,23 @@ impl DeploymentSteps {
         names.sort();
         names.dedup();
         for name in &names {
-            if let Err(e) = self.compute.delete_launch_template(name).await {
-                return outcome_of(e);
-            }
+            self.compute.delete_launch_template(name).await?;
         }
-        done(&ForgottenTemplatesOutput { deleted: names })
+        Ok(done(&ForgottenTemplatesOutput { deleted: names }))
     }
+}
+
+/// The voting exclusions, then the allocation exclusion, cleared.
+async fn clear_both_exclusions(client: &ElasticClient, nodes_gone: bool) -> StepResult {
+    client
+        .clear_voting_config_exclusions(nodes_gone)
+        .await
+        .map_err(|e| StepFailure::elastic(e, "clearing the voting exclusions"))?;
+    let mut settings = serde_json::Map::new();
+    settings.insert(EXCLUDE_SETTING.into(), Value::Null);
+    client
+        .put_persistent_settings(settings)
+        .await
+        .map_err(|e| StepFailure::elastic(e, "clearing the allocation exclusion"))?;
+    Ok(Outcome::Done(Value::Null))
 }

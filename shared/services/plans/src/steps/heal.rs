@@ -15,11 +15,12 @@
 //! the replacements join.
 
 use super::voting::{MAX_VOTING_EXCLUSIONS, is_master_group};
-use super::{is_gone, outcome_of, tags, template_name};
+use super::{is_gone, tags, template_name};
 use crate::deployment_steps::DeploymentSteps;
-use crate::engine::{Outcome, StepContext, done, fail};
+use crate::engine::{Outcome, StepContext, done};
+use crate::failure::{StepFailure, StepResult};
 use crate::outputs::{LaunchOutput, TerminatedOutput, VotingExclusionsOutput};
-use floe_compute::{ComputeError, Instance, LaunchRequest, TAG_LAUNCH};
+use floe_compute::{Instance, LaunchRequest, TAG_LAUNCH};
 use floe_domain::plan::{HealParams, Plan, PlanParams, StepStatus};
 use std::collections::BTreeSet;
 
@@ -95,9 +96,12 @@ impl DeploymentSteps {
     /// `replace:{group}`: the group's replacements, each zone's with a
     /// launch tag and client token of its own, so that a second run starts
     /// nothing more.
-    pub(crate) async fn replace(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
+    pub(crate) async fn replace(&self, ctx: &StepContext<'_>, group_id: &str) -> StepResult {
         let PlanParams::Heal(params) = &ctx.plan.params else {
-            return fail("invalid_plan", "replace is a step of heal plans");
+            return Err(StepFailure::permanent(
+                "invalid_plan",
+                "replace is a step of heal plans",
+            ));
         };
         let index = params
             .spec
@@ -105,10 +109,7 @@ impl DeploymentSteps {
             .iter()
             .position(|g| g.id == group_id)
             .unwrap_or(0);
-        let earlier = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(all) => all,
-            Err(e) => return outcome_of(e),
-        };
+        let earlier = self.compute.instances(&ctx.plan.deployment_id).await?;
         let mut ids = Vec::new();
         // A replacement of none only names nodes for `retire-lost`.
         for r in params
@@ -144,29 +145,24 @@ impl DeploymentSteps {
                 client_token: token,
                 tags: launch_tags,
             };
-            match self.compute.launch(&request).await {
-                Ok(got) => {
-                    ctx.log(format!(
-                        "{} of {group_id} in zone {} replacing {}",
-                        got.join(", "),
-                        r.zone,
-                        if r.lost.is_empty() {
-                            "lost nodes".to_string()
-                        } else {
-                            r.lost.join(", ")
-                        }
-                    ));
-                    ids.extend(got);
+            // A zone without capacity is a transient failure (see
+            // `StepFailure`'s `From<ComputeError>`): the zone the node was
+            // lost from has none of its type now, and the next check tries
+            // again (a heal keeps its zone).
+            let got = self.compute.launch(&request).await?;
+            ctx.log(format!(
+                "{} of {group_id} in zone {} replacing {}",
+                got.join(", "),
+                r.zone,
+                if r.lost.is_empty() {
+                    "lost nodes".to_string()
+                } else {
+                    r.lost.join(", ")
                 }
-                // The zone the node was lost from has none of its type
-                // now: the next check tries again (a heal keeps its zone).
-                Err(ComputeError::InsufficientCapacity { zone, message }) => {
-                    return Outcome::Retry(format!("no capacity in zone {zone}: {message}"));
-                }
-                Err(e) => return outcome_of(e),
-            }
+            ));
+            ids.extend(got);
         }
-        done(&LaunchOutput { instance_ids: ids })
+        Ok(done(&LaunchOutput { instance_ids: ids }))
     }
 
     /// Undoes `replace:{group}`: the replacements go, unless the nodes
@@ -176,45 +172,41 @@ impl DeploymentSteps {
     /// exclusions): they leave the voting configuration before they go,
     /// as an unwinding update's new nodes do, and their exclusions are
     /// cleared once they have left the cluster.
-    pub(crate) async fn unreplace(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
+    pub(crate) async fn unreplace(&self, ctx: &StepContext<'_>, group_id: &str) -> StepResult {
         if retire_started(ctx.plan) {
             ctx.log("the lost nodes may be terminated: their replacements stay");
-            return Outcome::Done(serde_json::Value::Null);
+            return Ok(Outcome::Done(serde_json::Value::Null));
         }
         // Replacements that never joined hold no vote, and a cluster
         // that could not take them (no elected master) could not drop
         // them from its configuration either. `wait-joined` keeps its
         // output once undone.
         let joined = ctx.output("wait-joined").is_some();
-        if joined && let Some(waiting) = self.unvote_new_nodes(ctx, group_id).await {
-            return waiting;
+        if joined {
+            self.unvote_new_nodes(ctx, group_id).await?;
         }
-        let terminated = self.terminate_launched(ctx, group_id).await;
+        let terminated = self.terminate_launched(ctx, group_id).await?;
         let voted = match &ctx.plan.params {
             PlanParams::Heal(p) => joined && is_master_group(&p.spec, group_id),
             _ => false,
         };
         if !voted || !matches!(terminated, Outcome::Done(_)) {
-            return terminated;
+            return Ok(terminated);
         }
-        match self.clear_voting(ctx, &[], true).await {
-            Outcome::Done(_) => terminated,
-            other => self.waiting(ctx, other, "exclusion_timeout"),
-        }
+        // Clearing gives `Done` or a failure, which waits at most the boot timeout.
+        let cleared = self.clear_voting(ctx, &[], true).await;
+        self.waiting(ctx, cleared, "exclusion_timeout")?;
+        Ok(terminated)
     }
 
     /// The lost master-eligible nodes still there (not terminated or
     /// shutting down): the ones that may still hold a vote, sorted.
-    async fn lost_masters_there(&self, ctx: &StepContext<'_>) -> Result<Vec<String>, Outcome> {
+    async fn lost_masters_there(&self, ctx: &StepContext<'_>) -> Result<Vec<String>, StepFailure> {
         let masters = lost_masters(ctx.plan);
         if masters.is_empty() {
             return Ok(Vec::new());
         }
-        let instances = self
-            .compute
-            .instances(&ctx.plan.deployment_id)
-            .await
-            .map_err(outcome_of)?;
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let mut there: Vec<String> = instances
             .into_iter()
             .filter(|i| masters.contains(i.id.as_str()) && !is_gone(i.state))
@@ -228,11 +220,8 @@ impl DeploymentSteps {
     /// (one round of them: more go in rounds inside `retire-lost`) are
     /// excluded from voting, through a node that was not lost, once their
     /// replacements have joined and can take their votes.
-    pub(crate) async fn exclude_lost_masters(&self, ctx: &StepContext<'_>) -> Outcome {
-        let mut nodes = match self.lost_masters_there(ctx).await {
-            Ok(n) => n,
-            Err(stop) => return stop,
-        };
+    pub(crate) async fn exclude_lost_masters(&self, ctx: &StepContext<'_>) -> StepResult {
+        let mut nodes = self.lost_masters_there(ctx).await?;
         if nodes.is_empty() {
             ctx.log(
                 "the lost master-eligible nodes are gone already: Elasticsearch drops them from the voting configuration by itself",
@@ -244,11 +233,11 @@ impl DeploymentSteps {
 
     /// `wait-lost-masters-excluded`: the nodes `exclude-lost-masters`
     /// excluded are out of the voting configuration.
-    pub(crate) async fn wait_lost_masters_excluded(&self, ctx: &StepContext<'_>) -> Outcome {
-        let nodes = match ctx.optional_output_of::<VotingExclusionsOutput>("exclude-lost-masters") {
-            Ok(out) => out.map(|o| o.nodes).unwrap_or_default(),
-            Err(e) => return Outcome::Fail(e),
-        };
+    pub(crate) async fn wait_lost_masters_excluded(&self, ctx: &StepContext<'_>) -> StepResult {
+        let nodes = ctx
+            .optional_output_of::<VotingExclusionsOutput>("exclude-lost-masters")?
+            .map(|o| o.nodes)
+            .unwrap_or_default();
         self.wait_voters_excluded(ctx, nodes, &avoid_lost(ctx.plan))
             .await
     }
@@ -256,14 +245,14 @@ impl DeploymentSteps {
     /// Undoes `exclude-lost-masters`: the lost nodes were not terminated,
     /// so they vote again as before the heal (a stopped or impaired
     /// master keeps counting towards the quorum either way).
-    pub(crate) async fn restore_lost_voting(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn restore_lost_voting(&self, ctx: &StepContext<'_>) -> StepResult {
         self.clear_voting(ctx, &avoid_lost(ctx.plan), false).await
     }
 
     /// `clear-lost-exclusion`: the voting exclusions of the lost nodes
     /// go once they have left the cluster, so that none counts towards
     /// Elasticsearch's limit or keeps a node of that name from voting.
-    pub(crate) async fn clear_lost_exclusion(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn clear_lost_exclusion(&self, ctx: &StepContext<'_>) -> StepResult {
         let cleared = self.clear_voting(ctx, &avoid_lost(ctx.plan), true).await;
         self.waiting(ctx, cleared, "exclusion_timeout")
     }
@@ -276,16 +265,13 @@ impl DeploymentSteps {
     /// out of the voting configuration, in rounds as an update's `retire`
     /// takes them. Each run looks at what is, so a second run (or a
     /// resumed one) carries on where the first stopped.
-    pub(crate) async fn retire_lost(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn retire_lost(&self, ctx: &StepContext<'_>) -> StepResult {
         let lost = lost_ids(ctx.plan);
         if lost.is_empty() {
-            return done(&TerminatedOutput { terminated: vec![] });
+            return Ok(done(&TerminatedOutput { terminated: vec![] }));
         }
         let masters = lost_masters(ctx.plan);
-        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(i) => i,
-            Err(e) => return outcome_of(e),
-        };
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let there: Vec<String> = instances
             .into_iter()
             .filter(|i| lost.contains(i.id.as_str()) && !is_gone(i.state))
@@ -299,36 +285,29 @@ impl DeploymentSteps {
             ctx.log("the replaced nodes are gone already");
         }
         if !others.is_empty() {
-            if let Err(e) = self.compute.terminate(&others).await {
-                return outcome_of(e);
-            }
+            self.compute.terminate(&others).await?;
             ctx.log(format!("terminated {}, replaced", others.join(", ")));
         }
-        if !voters.is_empty() {
-            match self
+        if !voters.is_empty()
+            && !self
                 .retire_voters(ctx, &voters, &avoid_lost(ctx.plan))
-                .await
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    return Outcome::Wait {
-                        after: self.settings.poll,
-                        note: format!("{} lost master-eligible nodes to retire", voters.len()),
-                    };
-                }
-                Err(stop) => return stop,
-            }
+                .await?
+        {
+            return Ok(Outcome::Wait {
+                after: self.settings.poll,
+                note: format!("{} lost master-eligible nodes to retire", voters.len()),
+            });
         }
         // A heal recorded before the voting steps existed has no
         // `clear-lost-exclusion`: the exclusions `retire_voters` added
         // are cleared here.
         if !masters.is_empty() && !has_step(ctx.plan, "clear-lost-exclusion") {
-            let cleared = self.clear_lost_exclusion(ctx).await;
+            let cleared = self.clear_lost_exclusion(ctx).await?;
             if !matches!(cleared, Outcome::Done(_)) {
-                return cleared;
+                return Ok(cleared);
             }
         }
-        done(&TerminatedOutput { terminated: there })
+        Ok(done(&TerminatedOutput { terminated: there }))
     }
 }
 

@@ -2,9 +2,9 @@
 //! start plans (before the launch templates that name it), forget-identity
 //! of the delete plan and of a failed create's unwinding.
 
-use super::outcome_of;
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done};
+use crate::failure::{StepFailure, StepResult};
 use crate::outputs::IdentityOutput;
 use serde_json::Value;
 
@@ -12,30 +12,24 @@ impl DeploymentSteps {
     /// The deployment's role and instance profile exist, allowed to read its
     /// own parameters only. Without a node identity port configured, the
     /// nodes keep the compute adapter's profile and this step does nothing.
-    pub(crate) async fn ensure_identity(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn ensure_identity(&self, ctx: &StepContext<'_>) -> StepResult {
         let Some(identity) = &self.identity else {
-            return Outcome::Done(Value::Null);
+            return Ok(Outcome::Done(Value::Null));
         };
-        match identity.ensure(&ctx.plan.deployment_id).await {
-            Ok(profile) => {
-                ctx.log(format!("node identity {profile}"));
-                done(&IdentityOutput {
-                    instance_profile: profile,
-                })
-            }
-            Err(e) => outcome_of(e),
-        }
+        let profile = identity.ensure(&ctx.plan.deployment_id).await?;
+        ctx.log(format!("node identity {profile}"));
+        Ok(done(&IdentityOutput {
+            instance_profile: profile,
+        }))
     }
 
     /// The deployment's node identity is gone (a delete, a failed create).
-    pub(crate) async fn forget_identity(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn forget_identity(&self, ctx: &StepContext<'_>) -> StepResult {
         let Some(identity) = &self.identity else {
-            return Outcome::Done(Value::Null);
+            return Ok(Outcome::Done(Value::Null));
         };
-        match identity.forget(&ctx.plan.deployment_id).await {
-            Ok(()) => Outcome::Done(Value::Null),
-            Err(e) => outcome_of(e),
-        }
+        identity.forget(&ctx.plan.deployment_id).await?;
+        Ok(Outcome::Done(Value::Null))
     }
 
     /// The instance profile a launch template of this plan names: the one
@@ -44,19 +38,13 @@ impl DeploymentSteps {
     pub(crate) async fn instance_profile(
         &self,
         ctx: &StepContext<'_>,
-    ) -> Result<Option<String>, Outcome> {
+    ) -> Result<Option<String>, StepFailure> {
         let Some(identity) = &self.identity else {
             return Ok(None);
         };
-        match ctx.optional_output_of::<IdentityOutput>("node-identity") {
-            Ok(Some(made)) => return Ok(Some(made.instance_profile)),
-            Ok(None) => {}
-            Err(e) => return Err(Outcome::Fail(e)),
+        if let Some(made) = ctx.optional_output_of::<IdentityOutput>("node-identity")? {
+            return Ok(Some(made.instance_profile));
         }
-        identity
-            .ensure(&ctx.plan.deployment_id)
-            .await
-            .map(Some)
-            .map_err(outcome_of)
+        Ok(Some(identity.ensure(&ctx.plan.deployment_id).await?))
     }
 }

@@ -29,15 +29,14 @@ pub mod security;
 pub mod templates;
 pub mod voting;
 
-use crate::engine::{Outcome, fail};
-use floe_clusters::ClusterError;
+use crate::engine::Outcome;
+use crate::failure::StepFailure;
 use floe_compute::{
     ComputeError, InstanceState, TAG_DEPLOYMENT, TAG_NODE_GROUP, TAG_ORG, TAG_PLAN,
 };
 use floe_domain::deployment::{DeploymentSpec, NodeGroup};
 use floe_domain::plan::{Plan, StepError};
 use floe_domain::restore::CloneSource;
-use floe_elastic::ElasticError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -112,28 +111,6 @@ pub(crate) fn template_name_of(deployment_id: &str, group: &str, plan_id: &str) 
 /// The setting that keeps shards off nodes being retired.
 pub(crate) const EXCLUDE_SETTING: &str = "cluster.routing.allocation.exclude._name";
 
-pub(crate) fn cluster_outcome(e: ClusterError, doing: &str, poll: Duration) -> Outcome {
-    if e.is_transient() {
-        Outcome::Wait {
-            after: poll,
-            note: format!("{doing}: {e}"),
-        }
-    } else {
-        fail("cluster_unreachable", format!("{doing}: {e}"))
-    }
-}
-
-pub(crate) fn elastic_outcome(e: ElasticError, doing: &str, poll: Duration) -> Outcome {
-    if e.is_transient() {
-        Outcome::Wait {
-            after: poll,
-            note: format!("{doing}: {e}"),
-        }
-    } else {
-        fail("elasticsearch_error", format!("{doing}: {e}"))
-    }
-}
-
 /// How many of `count` nodes go to each of `zones` zones: as even as can be.
 pub fn spread(count: u32, zones: u32) -> Vec<u32> {
     let zones = zones.max(1);
@@ -142,17 +119,10 @@ pub fn spread(count: u32, zones: u32) -> Vec<u32> {
         .collect()
 }
 
+/// See [`StepFailure`]'s `From<ComputeError>`; for the steps that return
+/// an [`Outcome`]. A compute error is never a not-yet.
 pub(crate) fn outcome_of(e: ComputeError) -> Outcome {
-    match e {
-        ComputeError::Transient { code, message } => Outcome::Retry(format!("{code}: {message}")),
-        ComputeError::InsufficientCapacity { zone, message } => {
-            Outcome::Retry(format!("no capacity in zone {zone}: {message}"))
-        }
-        ComputeError::Permanent {
-            failure_type,
-            message,
-        } => fail(&failure_type, message),
-    }
+    StepFailure::from(e).into_outcome(Duration::ZERO)
 }
 
 pub(crate) fn is_gone(state: InstanceState) -> bool {

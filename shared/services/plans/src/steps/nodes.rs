@@ -2,10 +2,11 @@
 //! templates, its instances, and waiting for them to run, to join the
 //! cluster, or to be gone.
 
-use super::{cluster_outcome, elastic_outcome, spread};
-use super::{is_gone, outcome_of, tags, target, target_group, template_name};
+use super::spread;
+use super::{is_gone, tags, target, target_group, template_name};
 use crate::deployment_steps::DeploymentSteps;
-use crate::engine::{Outcome, StepContext, done, fail};
+use crate::engine::{Outcome, StepContext, done};
+use crate::failure::{StepFailure, StepResult};
 use crate::outputs::{JoinedOutput, LaunchOutput, RunningOutput, TemplateOutput, TerminatedOutput};
 use floe_compute::{
     ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_LAUNCH, TAG_NODE_GROUP,
@@ -18,22 +19,20 @@ impl DeploymentSteps {
     /// `template:{group}`: the group's launch template, with the boot
     /// script of its nodes (named per deployment, group and plan, so a
     /// second run finds the first one's).
-    pub(crate) async fn ensure_template(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
-        let (spec, g) = match target_group(ctx.plan, group_id) {
-            Ok(found) => found,
-            Err(e) => return Outcome::Fail(e),
-        };
+    pub(crate) async fn ensure_template(
+        &self,
+        ctx: &StepContext<'_>,
+        group_id: &str,
+    ) -> StepResult {
+        let (spec, g) = target_group(ctx.plan, group_id)?;
         let g = &g;
         let Some(instance) = catalog::lookup(&g.instance_type) else {
-            return fail(
+            return Err(StepFailure::permanent(
                 "unknown_instance_type",
                 format!("{} is not in the instance catalog", g.instance_type),
-            );
+            ));
         };
-        let repo = match self.client_repository(ctx, &spec).await {
-            Ok(r) => r,
-            Err(stop) => return stop,
-        };
+        let repo = self.client_repository(ctx, &spec).await?;
         // Each deployment reads only its own bootstrap parameters.
         let prefix = self.parameter_path(&ctx.plan.deployment_id);
         let config = floe_nodeconfig::NodeGroupConfig {
@@ -50,10 +49,7 @@ impl DeploymentSteps {
                 .and_then(crate::repository_access::client_settings),
             parameter_prefix: &prefix,
         };
-        let instance_profile = match self.instance_profile(ctx).await {
-            Ok(p) => p,
-            Err(stop) => return stop,
-        };
+        let instance_profile = self.instance_profile(ctx).await?;
         let name = template_name(ctx.plan, group_id);
         let template = LaunchTemplateSpec {
             name: name.clone(),
@@ -69,32 +65,24 @@ impl DeploymentSteps {
             tags: tags(ctx.plan, Some(group_id)),
             instance_profile,
         };
-        match self.compute.ensure_launch_template(&template).await {
-            Ok(id) => {
-                ctx.log(format!(
-                    "launch template {name} ({id}) for {} ({})",
-                    g.instance_type,
-                    instance.arch.as_str()
-                ));
-                done(&TemplateOutput { name, id })
-            }
-            Err(e) => outcome_of(e),
-        }
+        let id = self.compute.ensure_launch_template(&template).await?;
+        ctx.log(format!(
+            "launch template {name} ({id}) for {} ({})",
+            g.instance_type,
+            instance.arch.as_str()
+        ));
+        Ok(done(&TemplateOutput { name, id }))
     }
 
     /// `launch:{group}`: the group's instances, spread over its zones, each
     /// zone's launch with a client token of its own so that a second run
     /// starts nothing more.
-    pub(crate) async fn launch(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
-        let (spec, g) = match target_group(ctx.plan, group_id) {
-            Ok(found) => found,
-            Err(e) => return Outcome::Fail(e),
-        };
+    pub(crate) async fn launch(&self, ctx: &StepContext<'_>, group_id: &str) -> StepResult {
+        let (spec, g) = target_group(ctx.plan, group_id)?;
         let g = &g;
-        let template = match ctx.output_of::<TemplateOutput>(&format!("template:{group_id}")) {
-            Ok(t) => t.name,
-            Err(e) => return Outcome::Fail(e),
-        };
+        let template = ctx
+            .output_of::<TemplateOutput>(&format!("template:{group_id}"))?
+            .name;
         let index = spec
             .node_groups
             .iter()
@@ -103,10 +91,7 @@ impl DeploymentSteps {
         // What earlier runs of this step started, by launch: a launch that
         // fell back to another zone used another client token, so only its
         // tag finds it again.
-        let earlier = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(all) => all,
-            Err(e) => return outcome_of(e),
-        };
+        let earlier = self.compute.instances(&ctx.plan.deployment_id).await?;
         let mut ids = Vec::new();
         for (zone, count) in spread(g.count, g.zone_count).into_iter().enumerate() {
             if count == 0 {
@@ -153,32 +138,32 @@ impl DeploymentSteps {
                     client_token: token,
                     tags: launch_tags.clone(),
                 };
-                match self.compute.launch(&request).await {
-                    Ok(got) => {
-                        ctx.log(format!("{} nodes of {group_id} in zone {z}", got.len()));
-                        launched = Some(got);
-                        break;
-                    }
+                let got = match self.compute.launch(&request).await {
                     Err(ComputeError::InsufficientCapacity { zone, message }) => {
                         ctx.log(format!(
                             "zone {zone} has no capacity for {}: {message}",
                             g.instance_type
                         ));
                         last_error = Some(ComputeError::InsufficientCapacity { zone, message });
+                        continue;
                     }
-                    Err(e) => return outcome_of(e),
-                }
+                    other => other?,
+                };
+                ctx.log(format!("{} nodes of {group_id} in zone {z}", got.len()));
+                launched = Some(got);
+                break;
             }
             match launched {
                 Some(got) => ids.extend(got),
                 None => {
-                    return last_error
-                        .map(outcome_of)
-                        .unwrap_or_else(|| Outcome::Retry("no zone accepted the launch".into()));
+                    return Err(last_error.map_or_else(
+                        || StepFailure::transient("no zone accepted the launch"),
+                        StepFailure::from,
+                    ));
                 }
             }
         }
-        done(&LaunchOutput { instance_ids: ids })
+        Ok(done(&LaunchOutput { instance_ids: ids }))
     }
 
     /// Terminates the instances this plan started for one group (or all groups).
@@ -186,11 +171,8 @@ impl DeploymentSteps {
         &self,
         ctx: &StepContext<'_>,
         group_id: Option<&str>,
-    ) -> Outcome {
-        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(i) => i,
-            Err(e) => return outcome_of(e),
-        };
+    ) -> StepResult {
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let ids: Vec<String> = instances
             .into_iter()
             .filter(|i| i.tags.get(TAG_PLAN) == Some(&ctx.plan.id))
@@ -201,19 +183,14 @@ impl DeploymentSteps {
             .map(|i| i.id)
             .collect();
         if !ids.is_empty() {
-            if let Err(e) = self.compute.terminate(&ids).await {
-                return outcome_of(e);
-            }
+            self.compute.terminate(&ids).await?;
             ctx.log(format!("terminated {}", ids.join(", ")));
         }
-        done(&TerminatedOutput { terminated: ids })
+        Ok(done(&TerminatedOutput { terminated: ids }))
     }
 
-    pub(crate) async fn wait_running(&self, ctx: &StepContext<'_>) -> Outcome {
-        let spec = match target(ctx.plan) {
-            Ok(s) => s,
-            Err(e) => return Outcome::Fail(e),
-        };
+    pub(crate) async fn wait_running(&self, ctx: &StepContext<'_>) -> StepResult {
+        let spec = target(ctx.plan)?;
         // Only the groups this plan launches (an update leaves the others
         // be), or the nodes a heal replaces.
         let launched: Vec<&str> = ctx
@@ -231,66 +208,55 @@ impl DeploymentSteps {
                 .map(|g| g.count)
                 .sum(),
         };
-        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(i) => i,
-            Err(e) => return outcome_of(e),
-        };
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let ours: Vec<_> = instances
             .iter()
             .filter(|i| i.tags.get(TAG_PLAN) == Some(&ctx.plan.id))
             .collect();
         if let Some(lost) = ours.iter().find(|i| is_gone(i.state)) {
-            return fail(
+            return Err(StepFailure::permanent(
                 "instance_lost",
                 format!("instance {} stopped while the plan waited for it", lost.id),
-            );
+            ));
         }
         let running = ours
             .iter()
             .filter(|i| i.state == InstanceState::Running)
             .count() as u32;
         if running >= expected {
-            return done(&RunningOutput { running });
+            return Ok(done(&RunningOutput { running }));
         }
         if ctx.elapsed() > self.settings.boot_timeout {
-            return fail(
+            return Err(StepFailure::permanent(
                 "boot_timeout",
                 format!(
                     "{running} of {expected} nodes running after {} s",
                     ctx.elapsed().as_secs()
                 ),
-            );
+            ));
         }
-        Outcome::Wait {
+        Ok(Outcome::Wait {
             after: self.settings.poll,
             note: format!("{running} of {expected} nodes running"),
-        }
+        })
     }
 
-    pub(crate) async fn terminate_all(&self, ctx: &StepContext<'_>) -> Outcome {
-        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(i) => i,
-            Err(e) => return outcome_of(e),
-        };
+    pub(crate) async fn terminate_all(&self, ctx: &StepContext<'_>) -> StepResult {
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let ids: Vec<String> = instances
             .into_iter()
             .filter(|i| !is_gone(i.state))
             .map(|i| i.id)
             .collect();
-        if !ids.is_empty()
-            && let Err(e) = self.compute.terminate(&ids).await
-        {
-            return outcome_of(e);
+        if !ids.is_empty() {
+            self.compute.terminate(&ids).await?;
         }
         ctx.log(format!("terminating {} nodes", ids.len()));
-        done(&TerminatedOutput { terminated: ids })
+        Ok(done(&TerminatedOutput { terminated: ids }))
     }
 
-    pub(crate) async fn wait_terminated(&self, ctx: &StepContext<'_>) -> Outcome {
-        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(i) => i,
-            Err(e) => return outcome_of(e),
-        };
+    pub(crate) async fn wait_terminated(&self, ctx: &StepContext<'_>) -> StepResult {
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let left = instances
             .iter()
             .filter(|i| i.state != InstanceState::Terminated)
@@ -298,53 +264,37 @@ impl DeploymentSteps {
         if left == 0 {
             // No node is left of the cluster: nothing kept for it is of use.
             self.clusters.forget(&ctx.plan.deployment_id).await;
-            return Outcome::Done(Value::Null);
+            return Ok(Outcome::Done(Value::Null));
         }
         if ctx.elapsed() > self.settings.boot_timeout {
-            return fail(
+            return Err(StepFailure::permanent(
                 "terminate_timeout",
                 format!("{left} nodes still not terminated"),
-            );
+            ));
         }
-        Outcome::Wait {
+        Ok(Outcome::Wait {
             after: self.settings.poll,
             note: format!("{left} nodes still terminating"),
-        }
+        })
     }
 
     /// Every running node of the deployment has joined its cluster (but
     /// those a heal replaces).
-    pub(crate) async fn wait_joined(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn wait_joined(&self, ctx: &StepContext<'_>) -> StepResult {
+        let joined = self.all_joined(ctx).await;
+        self.waiting(ctx, joined, "join_timeout")
+    }
+
+    /// Done once every running node has joined, a wait else.
+    async fn all_joined(&self, ctx: &StepContext<'_>) -> StepResult {
         let poll = self.settings.poll;
-        let running = match floe_clusters::running_nodes(
-            self.compute.as_ref(),
-            &ctx.plan.deployment_id,
-        )
-        .await
-        {
-            Ok(n) => n,
-            Err(e) => return outcome_of(e),
-        };
-        let client = match self.clusters.client(ctx.deployment, &[]).await {
-            Ok(c) => c,
-            Err(e) => {
-                return self.waiting(
-                    ctx,
-                    cluster_outcome(e, "reaching the cluster", poll),
-                    "join_timeout",
-                );
-            }
-        };
-        let joined = match client.nodes().await {
-            Ok(n) => n,
-            Err(e) => {
-                return self.waiting(
-                    ctx,
-                    elastic_outcome(e, "listing nodes", poll),
-                    "join_timeout",
-                );
-            }
-        };
+        let running =
+            floe_clusters::running_nodes(self.compute.as_ref(), &ctx.plan.deployment_id).await?;
+        let client = self.clusters.client(ctx.deployment, &[]).await?;
+        let joined = client
+            .nodes()
+            .await
+            .map_err(|e| StepFailure::elastic(e, "listing nodes"))?;
         // A heal's stopped or impaired nodes may never join again: they
         // are what it replaces.
         let replaced = super::heal::lost_ids(ctx.plan);
@@ -356,46 +306,74 @@ impl DeploymentSteps {
             .collect();
         if missing.is_empty() {
             ctx.log(format!("{} nodes in the cluster", joined.len()));
-            return done(&JoinedOutput {
+            return Ok(done(&JoinedOutput {
                 nodes: joined.len(),
-            });
+            }));
         }
-        self.waiting(
-            ctx,
-            Outcome::Wait {
-                after: poll,
-                note: format!("waiting for {} to join", missing.join(", ")),
-            },
-            "join_timeout",
-        )
+        Ok(Outcome::Wait {
+            after: poll,
+            note: format!("waiting for {} to join", missing.join(", ")),
+        })
     }
 
-    /// Turns a wait into a failure once the step has waited too long.
+    /// The one place that turns a long wait into a failure: a wait (or a
+    /// not-yet) once the step has waited longer than the boot timeout
+    /// fails it as `failure_type`. Steps that wait on the cluster read it
+    /// in a helper that uses `?`, then hand the result here.
     pub(crate) fn waiting(
         &self,
         ctx: &StepContext<'_>,
-        outcome: Outcome,
+        result: StepResult,
         failure_type: &str,
-    ) -> Outcome {
-        match outcome {
-            Outcome::Wait { note, .. } if ctx.elapsed() > self.settings.boot_timeout => fail(
-                failure_type,
-                format!("gave up after {} s: {note}", ctx.elapsed().as_secs()),
-            ),
+    ) -> StepResult {
+        match result {
+            Ok(Outcome::Wait { note, .. }) if self.waited_too_long(ctx) => {
+                Err(self.gave_up(ctx, failure_type, &note))
+            }
+            Ok(outcome) => Ok(outcome),
+            Err(stop) => Err(self.stop_waiting(ctx, stop, failure_type)),
+        }
+    }
+
+    /// [`DeploymentSteps::waiting`] for a failure alone (of a helper that
+    /// returns something else than an outcome when it succeeds).
+    pub(crate) fn stop_waiting(
+        &self,
+        ctx: &StepContext<'_>,
+        stop: StepFailure,
+        failure_type: &str,
+    ) -> StepFailure {
+        match stop {
+            StepFailure::NotYet(note) | StepFailure::Outcome(Outcome::Wait { note, .. })
+                if self.waited_too_long(ctx) =>
+            {
+                self.gave_up(ctx, failure_type, &note)
+            }
             other => other,
         }
     }
 
+    fn waited_too_long(&self, ctx: &StepContext<'_>) -> bool {
+        ctx.elapsed() > self.settings.boot_timeout
+    }
+
+    fn gave_up(&self, ctx: &StepContext<'_>, failure_type: &str, note: &str) -> StepFailure {
+        StepFailure::permanent(
+            failure_type,
+            format!("gave up after {} s: {note}", ctx.elapsed().as_secs()),
+        )
+    }
+
     /// Undoes `template:{group}`: the group's launch template goes.
-    pub(crate) async fn delete_template(&self, ctx: &StepContext<'_>, group_id: &str) -> Outcome {
-        match self
-            .compute
+    pub(crate) async fn delete_template(
+        &self,
+        ctx: &StepContext<'_>,
+        group_id: &str,
+    ) -> StepResult {
+        self.compute
             .delete_launch_template(&template_name(ctx.plan, group_id))
-            .await
-        {
-            Ok(()) => Outcome::Done(Value::Null),
-            Err(e) => outcome_of(e),
-        }
+            .await?;
+        Ok(Outcome::Done(Value::Null))
     }
 
     /// Undoes `launch:{group}`: the group's instances this plan started go.
@@ -403,7 +381,7 @@ impl DeploymentSteps {
         &self,
         ctx: &StepContext<'_>,
         group_id: &str,
-    ) -> Outcome {
+    ) -> StepResult {
         self.terminate_own(ctx, Some(group_id)).await
     }
 }

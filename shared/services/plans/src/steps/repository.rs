@@ -2,9 +2,10 @@
 //! client settings, for registering it), register-repository, and the
 //! final-snapshot of a shutdown.
 
-use super::{client_repository_name, cluster_outcome, target};
+use super::{client_repository_name, target};
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done, fail};
+use crate::failure::{StepFailure, StepResult};
 use crate::outputs::{FinalSnapshotOutput, RegisteredOutput};
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::repository::Repository;
@@ -60,45 +61,39 @@ impl DeploymentSteps {
 
     /// Registers the deployment's repository on its cluster (the only
     /// writer), with the repository's throttles.
-    pub(crate) async fn register_repository(&self, ctx: &StepContext<'_>) -> Outcome {
-        let poll = self.settings.poll;
-        let spec = match target(ctx.plan) {
-            Ok(s) => s,
-            Err(e) => return Outcome::Fail(e),
-        };
+    pub(crate) async fn register_repository(&self, ctx: &StepContext<'_>) -> StepResult {
+        let spec = target(ctx.plan)?;
         let repo = match self.repository_of(ctx, &spec).await {
             Ok(Some(r)) => r,
-            Ok(None) => return Outcome::Done(Value::Null),
-            Err(stop) => return stop,
+            Ok(None) => return Ok(Outcome::Done(Value::Null)),
+            Err(stop) => return Ok(stop),
         };
         let name = &repo.name;
-        let client = match self.clusters.client(ctx.deployment, &[]).await {
-            Ok(c) => c,
-            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
-        };
+        let client = self.clusters.client(ctx.deployment, &[]).await?;
         let registration =
             floe_snapshots::repository_registration(&repo, &ctx.plan.deployment_id, false);
-        match client.put_repository(name, &registration).await {
-            Ok(()) => {
-                ctx.log(format!(
-                    "repository {name} registered ({})",
-                    registration.repository_type
-                ));
-                done(&RegisteredOutput {
-                    repository: name.clone(),
-                })
-            }
-            Err(e) if e.is_transient() => Outcome::Retry(format!("registering {name}: {e}")),
-            Err(e) => fail(
-                "repository_registration_failed",
-                format!("registering {name}: {e}"),
-            ),
-        }
+        client
+            .put_repository(name, &registration)
+            .await
+            .map_err(|e| {
+                StepFailure::elastic_retried(
+                    e,
+                    &format!("registering {name}"),
+                    "repository_registration_failed",
+                )
+            })?;
+        ctx.log(format!(
+            "repository {name} registered ({})",
+            registration.repository_type
+        ));
+        Ok(done(&RegisteredOutput {
+            repository: name.clone(),
+        }))
     }
 
     /// The last snapshot before the nodes go, unless the shutdown said
     /// `skip_snapshot`, or there is no repository to take it into.
-    pub(crate) async fn final_snapshot(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn final_snapshot(&self, ctx: &StepContext<'_>) -> StepResult {
         self.snapshot_first(
             ctx,
             "final-snapshot",
@@ -112,7 +107,7 @@ impl DeploymentSteps {
     /// `upgrade-snapshot`: before a version change, as ECE takes one, a
     /// snapshot of the cluster on the version it runs (a snapshot restores
     /// only onto the same or a newer version, so this one is the way back).
-    pub(crate) async fn upgrade_snapshot(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn upgrade_snapshot(&self, ctx: &StepContext<'_>) -> StepResult {
         self.snapshot_first(
             ctx,
             "upgrade-snapshot",
@@ -132,44 +127,44 @@ impl DeploymentSteps {
         prefix: &str,
         failure_type: &str,
         hint: &str,
-    ) -> Outcome {
+    ) -> StepResult {
         if ctx.deployment.spec.repository().is_none() {
             ctx.log("no snapshot repository: no snapshot first");
-            return Outcome::Done(Value::Null);
+            return Ok(Outcome::Done(Value::Null));
         }
-        match ctx.optional_output_of::<FinalSnapshotOutput>(step_id) {
-            Ok(Some(taken)) => return done(&taken),
-            Ok(None) => {}
-            Err(e) => return Outcome::Fail(e),
+        if let Some(taken) = ctx.optional_output_of::<FinalSnapshotOutput>(step_id)? {
+            return Ok(done(&taken));
         }
         let name = format!("{prefix}-{}", ctx.plan.id.get(..12).unwrap_or(&ctx.plan.id));
-        match self
-            .snapshots
-            .take_final(&ctx.plan.org, &ctx.plan.deployment_id, &name)
-            .await
-        {
-            Ok(taken) => {
-                let state = taken.value.state.as_str();
-                ctx.log(format!("snapshot {name}: {state}"));
-                if state == "SUCCESS" || state == "PARTIAL" {
-                    done(&FinalSnapshotOutput {
-                        snapshot: name,
-                        state: state.to_string(),
-                    })
-                } else if state == "IN_PROGRESS" {
-                    Outcome::Wait {
-                        after: self.settings.poll,
-                        note: format!("snapshot {name} still in progress"),
+        Ok(
+            match self
+                .snapshots
+                .take_final(&ctx.plan.org, &ctx.plan.deployment_id, &name)
+                .await
+            {
+                Ok(taken) => {
+                    let state = taken.value.state.as_str();
+                    ctx.log(format!("snapshot {name}: {state}"));
+                    if state == "SUCCESS" || state == "PARTIAL" {
+                        done(&FinalSnapshotOutput {
+                            snapshot: name,
+                            state: state.to_string(),
+                        })
+                    } else if state == "IN_PROGRESS" {
+                        Outcome::Wait {
+                            after: self.settings.poll,
+                            note: format!("snapshot {name} still in progress"),
+                        }
+                    } else {
+                        fail(
+                            failure_type,
+                            format!("the snapshot {name} ended {state}; {hint}"),
+                        )
                     }
-                } else {
-                    fail(
-                        failure_type,
-                        format!("the snapshot {name} ended {state}; {hint}"),
-                    )
                 }
-            }
-            Err(e) if e.is_transient() => Outcome::Retry(format!("snapshot {name}: {e}")),
-            Err(e) => fail(failure_type, format!("snapshot {name}: {e}")),
-        }
+                Err(e) if e.is_transient() => Outcome::Retry(format!("snapshot {name}: {e}")),
+                Err(e) => fail(failure_type, format!("snapshot {name}: {e}")),
+            },
+        )
     }
 }

@@ -11,9 +11,10 @@
 //! restore under way shows in `_recovery` with the snapshot as its source;
 //! a mounted index exists), so running one twice starts nothing twice.
 
-use super::{cluster_outcome, target};
+use super::target;
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done, fail};
+use crate::failure::{StepFailure, StepResult};
 use crate::outputs::{MountOutput, RestoreOutput, RestoredOutput, SourceOutput};
 use floe_domain::deployment::{Deployment, NodeRole};
 use floe_domain::plan::{Plan, PlanKind};
@@ -26,14 +27,6 @@ use serde_json::Value;
 /// little behind the worker's.
 fn recoveries_since(started: chrono::DateTime<chrono::Utc>) -> i64 {
     (started - chrono::Duration::seconds(2)).timestamp_millis()
-}
-
-fn elastic_outcome(e: ElasticError, what: &str, failure_type: &str) -> Outcome {
-    if e.is_transient() {
-        Outcome::Retry(format!("{what}: {e}"))
-    } else {
-        fail(failure_type, format!("{what}: {e}"))
-    }
 }
 
 fn the_target(ctx: &StepContext<'_>) -> Result<RestoreTarget, Outcome> {
@@ -75,30 +68,23 @@ pub(crate) fn settle_source(plan: &Plan, next: &mut Deployment) {
 
 impl DeploymentSteps {
     /// Registers the snapshot's repository read-only on this cluster.
-    pub(crate) async fn register_source(&self, ctx: &StepContext<'_>) -> Outcome {
-        let t = match source_target(ctx) {
-            Ok(t) => t,
-            Err(stop) => return stop,
-        };
+    pub(crate) async fn register_source(&self, ctx: &StepContext<'_>) -> StepResult {
+        let t = source_target(ctx)?;
         let repo = match self
             .snapshots
             .store()
             .get_repository(&ctx.plan.org, &t.repository)
-            .await
+            .await?
         {
-            Ok(Some(r)) => r.value,
-            Ok(None) => {
-                return fail(
+            Some(r) => r.value,
+            None => {
+                return Err(StepFailure::permanent(
                     "repository_missing",
                     format!("snapshot repository {} no longer exists", t.repository),
-                );
+                ));
             }
-            Err(e) => return Outcome::Retry(format!("store: {e}")),
         };
-        let client = match self.clusters.client(ctx.deployment, &[]).await {
-            Ok(c) => c,
-            Err(e) => return cluster_outcome(e, "reaching the cluster", self.settings.poll),
-        };
+        let client = self.clusters.client(ctx.deployment, &[]).await?;
         // The snapshots are under the deployment that took them.
         let registration =
             floe_snapshots::repository_registration(&repo, &t.source_deployment_id, true);
@@ -113,16 +99,16 @@ impl DeploymentSteps {
                         repo.name, t.source_deployment_id
                     ));
                 }
-                done(&SourceOutput {
+                Ok(done(&SourceOutput {
                     repository: name.to_string(),
                     readonly: true,
-                })
+                }))
             }
-            Err(e) => elastic_outcome(
+            Err(e) => Err(StepFailure::elastic_retried(
                 e,
                 &format!("registering {name} read-only"),
                 "repository_registration_failed",
-            ),
+            )),
         }
     }
 
@@ -149,28 +135,22 @@ impl DeploymentSteps {
 
     /// Starts the restore; Elasticsearch refuses it when an open index has
     /// the name a restored one would get, and the step fails with its reason.
-    pub(crate) async fn restore(&self, ctx: &StepContext<'_>) -> Outcome {
-        let t = match the_target(ctx) {
-            Ok(t) => t,
-            Err(stop) => return stop,
-        };
-        let client = match self.clusters.client(ctx.deployment, &[]).await {
-            Ok(c) => c,
-            Err(e) => return cluster_outcome(e, "reaching the cluster", self.settings.poll),
-        };
-        match self.restore_started(ctx, &client, &t).await {
-            Ok(true) => {
-                ctx.log(format!(
-                    "the restore of {} is already under way",
-                    t.snapshot
-                ));
-                return done(&RestoreOutput {
-                    snapshot: t.snapshot,
-                    repository: t.repository,
-                });
-            }
-            Ok(false) => {}
-            Err(e) => return elastic_outcome(e, "reading recoveries", "restore_failed"),
+    pub(crate) async fn restore(&self, ctx: &StepContext<'_>) -> StepResult {
+        let t = the_target(ctx)?;
+        let client = self.clusters.client(ctx.deployment, &[]).await?;
+        let started = self
+            .restore_started(ctx, &client, &t)
+            .await
+            .map_err(|e| StepFailure::elastic_retried(e, "reading recoveries", "restore_failed"))?;
+        if started {
+            ctx.log(format!(
+                "the restore of {} is already under way",
+                t.snapshot
+            ));
+            return Ok(done(&RestoreOutput {
+                snapshot: t.snapshot,
+                repository: t.repository,
+            }));
         }
         let request = RestoreRequest {
             indices: t.indices.clone(),
@@ -195,26 +175,23 @@ impl DeploymentSteps {
                     "restore of {}:{}{resolved} started",
                     t.repository, t.snapshot
                 ));
-                done(&RestoreOutput {
+                Ok(done(&RestoreOutput {
                     snapshot: t.snapshot,
                     repository: t.repository,
-                })
+                }))
             }
-            Err(e) => elastic_outcome(
+            Err(e) => Err(StepFailure::elastic_retried(
                 e,
                 &format!("restoring {}:{}", t.repository, t.snapshot),
                 "restore_refused",
-            ),
+            )),
         }
     }
 
     /// Mounts every selected index of the snapshot: `shared_cache` when the
     /// deployment has a frozen tier, `full_copy` otherwise.
-    pub(crate) async fn mount(&self, ctx: &StepContext<'_>) -> Outcome {
-        let t = match the_target(ctx) {
-            Ok(t) => t,
-            Err(stop) => return stop,
-        };
+    pub(crate) async fn mount(&self, ctx: &StepContext<'_>) -> StepResult {
+        let t = the_target(ctx)?;
         let frozen = target(ctx.plan).is_ok_and(|spec| {
             spec.node_groups
                 .iter()
@@ -225,21 +202,20 @@ impl DeploymentSteps {
         } else {
             MountStorage::FullCopy
         };
-        let client = match self.clusters.client(ctx.deployment, &[]).await {
-            Ok(c) => c,
-            Err(e) => return cluster_outcome(e, "reaching the cluster", self.settings.poll),
-        };
-        let info = match client
+        let client = self.clusters.client(ctx.deployment, &[]).await?;
+        let info = client
             .get_snapshot(t.cluster_repository(), &t.snapshot)
             .await
-        {
-            Ok(i) => i,
-            Err(e) => return elastic_outcome(e, "reading the snapshot", "snapshot_missing"),
-        };
-        let existing: std::collections::BTreeSet<String> = match client.shards().await {
-            Ok(rows) => rows.into_iter().map(|r| r.index).collect(),
-            Err(e) => return elastic_outcome(e, "listing indices", "mount_failed"),
-        };
+            .map_err(|e| {
+                StepFailure::elastic_retried(e, "reading the snapshot", "snapshot_missing")
+            })?;
+        let existing: std::collections::BTreeSet<String> = client
+            .shards()
+            .await
+            .map_err(|e| StepFailure::elastic_retried(e, "listing indices", "mount_failed"))?
+            .into_iter()
+            .map(|r| r.index)
+            .collect();
         let mut mounted = Vec::new();
         for index in info.indices.iter().filter(|i| selects(&t.indices, i)) {
             if existing.contains(index) {
@@ -258,7 +234,11 @@ impl DeploymentSteps {
                 .mount(t.cluster_repository(), &t.snapshot, &request, false)
                 .await
             {
-                return elastic_outcome(e, &format!("mounting {index}"), "mount_refused");
+                return Err(StepFailure::elastic_retried(
+                    e,
+                    &format!("mounting {index}"),
+                    "mount_refused",
+                ));
             }
             mounted.push(index.clone());
         }
@@ -269,27 +249,21 @@ impl DeploymentSteps {
             t.snapshot,
             storage.as_str()
         ));
-        done(&MountOutput {
+        Ok(done(&MountOutput {
             indices: mounted,
             storage: storage.as_str().to_string(),
-        })
+        }))
     }
 
     /// Done when every shard read from the snapshot has recovered; until
     /// then each look logs how far the restore has got.
-    pub(crate) async fn wait_restored(&self, ctx: &StepContext<'_>) -> Outcome {
-        let t = match the_target(ctx) {
-            Ok(t) => t,
-            Err(stop) => return stop,
-        };
-        let client = match self.clusters.client(ctx.deployment, &[]).await {
-            Ok(c) => c,
-            Err(e) => return cluster_outcome(e, "reaching the cluster", self.settings.poll),
-        };
-        let progress = match client.recovery(&[]).await {
-            Ok(p) => p,
-            Err(e) => return elastic_outcome(e, "reading recoveries", "restore_failed"),
-        };
+    pub(crate) async fn wait_restored(&self, ctx: &StepContext<'_>) -> StepResult {
+        let t = the_target(ctx)?;
+        let client = self.clusters.client(ctx.deployment, &[]).await?;
+        let progress = client
+            .recovery(&[])
+            .await
+            .map_err(|e| StepFailure::elastic_retried(e, "reading recoveries", "restore_failed"))?;
         // Only this plan's recoveries: the cluster also lists finished
         // ones of earlier restores of the same snapshot.
         let since = ctx
@@ -329,31 +303,31 @@ impl DeploymentSteps {
                 indices.len(),
                 t.snapshot
             ));
-            return done(&figures);
+            return Ok(done(&figures));
         }
         if ctx.elapsed() > self.settings.drain_timeout {
-            return fail(
+            return Err(StepFailure::permanent(
                 "restore_timeout",
                 format!("{recovered} of {total} shards recovered after the time allowed"),
-            );
+            ));
         }
-        Outcome::Wait {
+        Ok(Outcome::Wait {
             after: self.settings.poll,
             note: format!(
                 "recovering: {recovered}/{total} shards, {}/{bytes_total} bytes",
                 bytes_done.min(bytes_total)
             ),
-        }
+        })
     }
 
     /// Undoes a restore into a running deployment: it leaves what it
     /// restored (there was nothing under those names, and removing data is
     /// not an undo's call). A clone's cluster goes as a whole instead.
-    pub(crate) async fn leave_restored(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn leave_restored(&self, ctx: &StepContext<'_>) -> StepResult {
         ctx.log(format!(
             "{}: restored indices are left in place",
             ctx.step.step_id
         ));
-        Outcome::Done(Value::Null)
+        Ok(Outcome::Done(Value::Null))
     }
 }

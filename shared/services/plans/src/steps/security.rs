@@ -1,9 +1,9 @@
 //! node-security: the deployment's CA, node certificate and `elastic`
 //! password, made once for every node it will ever have.
 
-use super::outcome_of;
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done, fail};
+use crate::failure::{StepFailure, StepResult};
 use crate::outputs::NodeSecurityOutput;
 use floe_domain::access::{PASSWORD_FIELD, sealing_resource};
 use floe_domain::secret::SecretString;
@@ -15,35 +15,30 @@ impl DeploymentSteps {
     /// once and kept: every node of the deployment, now and after any
     /// resize, must share them. The password goes last, so its presence
     /// says the set is complete.
-    pub(crate) async fn node_security(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn node_security(&self, ctx: &StepContext<'_>) -> StepResult {
         use floe_compute::parameters::{
             ELASTIC_PASSWORD, SecretOrPlain, TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY,
             parameter_name,
         };
         let path = self.parameter_path(&ctx.plan.deployment_id);
-        match self
+        if self
             .parameters
             .get(&parameter_name(&path, ELASTIC_PASSWORD))
-            .await
+            .await?
+            .is_some()
         {
-            Ok(Some(_)) => {
-                ctx.log("the deployment's certificates and password exist: kept");
-                return done(&NodeSecurityOutput { kept: true });
-            }
-            Ok(None) => {}
-            Err(e) => return outcome_of(e),
+            ctx.log("the deployment's certificates and password exist: kept");
+            return Ok(done(&NodeSecurityOutput { kept: true }));
         }
         // The create handed its owner a password already: the cluster gets
         // that one. (Records from before creates did so have none.)
         let password = match self.password_to_apply(ctx).await {
             Ok(Some(p)) => p,
             Ok(None) => floe_node_security::new_password(),
-            Err(stop) => return stop,
+            Err(stop) => return Ok(stop),
         };
-        let security = match floe_node_security::generate_with(&ctx.plan.deployment_id, password) {
-            Ok(s) => s,
-            Err(e) => return fail("node_security_failed", e.to_string()),
-        };
+        let security = floe_node_security::generate_with(&ctx.plan.deployment_id, password)
+            .map_err(|e| StepFailure::permanent("node_security_failed", e.to_string()))?;
         let values = [
             (TLS_CA_CERT, SecretOrPlain::plain(security.ca_cert_pem)),
             (TLS_NODE_CERT, SecretOrPlain::secret(security.node_cert_pem)),
@@ -56,41 +51,40 @@ impl DeploymentSteps {
                 SecretOrPlain::secret(security.elastic_password.expose()),
             ),
         ];
-        if let Err(stop) = self.put_parameters(&ctx.plan.deployment_id, &values).await {
-            return stop;
-        }
+        self.put_parameters(&ctx.plan.deployment_id, &values)
+            .await?;
         ctx.log(format!(
             "a CA, a node certificate for {} and the elastic password stored for the nodes",
             floe_node_security::server_name(&ctx.plan.deployment_id)
         ));
-        done(&NodeSecurityOutput { kept: false })
+        Ok(done(&NodeSecurityOutput { kept: false }))
     }
 
     /// Gives the running cluster the password the record holds for this
     /// plan, then stores it where the nodes and the functions read it. Run
     /// again after a crash, it finds the cluster already changed (the old
     /// password is refused, the new one works) and only stores it.
-    pub(crate) async fn apply_password(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn apply_password(&self, ctx: &StepContext<'_>) -> StepResult {
         use floe_compute::parameters::{ELASTIC_PASSWORD, SecretOrPlain, parameter_name};
         let new = match self.password_to_apply(ctx).await {
             Ok(Some(p)) => p,
-            Ok(None) => return fail("invalid_plan", "the record holds no password to apply"),
-            Err(stop) => return stop,
+            Ok(None) => {
+                return Err(StepFailure::permanent(
+                    "invalid_plan",
+                    "the record holds no password to apply",
+                ));
+            }
+            Err(stop) => return Ok(stop),
         };
         let path = self.parameter_path(&ctx.plan.deployment_id);
         let name = parameter_name(&path, ELASTIC_PASSWORD);
-        match self.parameters.get(&name).await {
-            Ok(Some(current)) if current.expose() == new.expose() => {
-                ctx.log("the cluster has the new password already");
-                return Outcome::Done(Value::Null);
-            }
-            Ok(_) => {}
-            Err(e) => return outcome_of(e),
+        if let Some(current) = self.parameters.get(&name).await?
+            && current.expose() == new.expose()
+        {
+            ctx.log("the cluster has the new password already");
+            return Ok(Outcome::Done(Value::Null));
         }
-        let client = match self.clusters.client(ctx.deployment, &[]).await {
-            Ok(c) => c,
-            Err(e) => return super::cluster_outcome(e, "reaching the cluster", self.settings.poll),
-        };
+        let client = self.clusters.client(ctx.deployment, &[]).await?;
         let user = floe_node_security::ELASTIC_USER;
         match client.change_password(user, &new).await {
             Ok(()) => ctx.log("the cluster took the new elastic password"),
@@ -98,35 +92,33 @@ impl DeploymentSteps {
                 // An earlier attempt changed it and died before storing it.
                 let again = client.with_basic_auth(user, new.clone());
                 if let Err(e) = again.authenticate().await {
-                    return fail(
+                    return Err(StepFailure::permanent(
                         "password_reset_failed",
                         format!(
                             "the cluster takes neither the old nor the new elastic password: {e}"
                         ),
-                    );
+                    ));
                 }
                 ctx.log("the cluster had taken the new elastic password already");
             }
             Err(e) if e.is_transient() => {
-                return Outcome::Retry(format!("changing the elastic password: {e}"));
+                return Err(StepFailure::transient(format!(
+                    "changing the elastic password: {e}"
+                )));
             }
             Err(e) => {
-                return fail(
+                return Err(StepFailure::permanent(
                     "password_reset_failed",
                     format!("changing the elastic password: {e}"),
-                );
+                ));
             }
         }
-        match self
-            .put_parameters(
-                &ctx.plan.deployment_id,
-                &[(ELASTIC_PASSWORD, SecretOrPlain::secret(new.expose()))],
-            )
-            .await
-        {
-            Ok(_) => Outcome::Done(Value::Null),
-            Err(stop) => stop,
-        }
+        self.put_parameters(
+            &ctx.plan.deployment_id,
+            &[(ELASTIC_PASSWORD, SecretOrPlain::secret(new.expose()))],
+        )
+        .await?;
+        Ok(Outcome::Done(Value::Null))
     }
 
     /// The password the deployment's record holds for its pending plan to
@@ -157,7 +149,7 @@ impl DeploymentSteps {
     }
 
     /// A failed create's certificates and password go with it.
-    pub(crate) async fn forget_node_security(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn forget_node_security(&self, ctx: &StepContext<'_>) -> StepResult {
         use floe_compute::parameters::{
             ELASTIC_PASSWORD, TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY,
         };
@@ -165,7 +157,7 @@ impl DeploymentSteps {
             &ctx.plan.deployment_id,
             &[ELASTIC_PASSWORD, TLS_NODE_KEY, TLS_NODE_CERT, TLS_CA_CERT],
         )
-        .await
-        .map_or_else(|stop| stop, |()| Outcome::Done(Value::Null))
+        .await?;
+        Ok(Outcome::Done(Value::Null))
     }
 }

@@ -24,9 +24,10 @@
 //! `retire-lost` (in rounds, through [`DeploymentSteps::retire_voters`]),
 //! then `clear-lost-exclusion` (see [`crate::steps::heal`]).
 
-use super::{cluster_outcome, elastic_outcome, is_gone, outcome_of};
+use super::is_gone;
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done};
+use crate::failure::{StepFailure, StepResult};
 use crate::outputs::{DrainOutput, OldNode, TerminatedOutput, VotingExclusionsOutput};
 use floe_domain::deployment::{DeploymentSpec, NodeRole};
 use floe_domain::plan::StepError;
@@ -81,26 +82,33 @@ fn old_names(ctx: &StepContext<'_>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Adding voting exclusions: a wait that ran out leaves them recorded
+/// (the next step waits for them to take effect), so it counts as done.
+fn recorded(added: Result<(), ElasticError>) -> Result<(), StepFailure> {
+    match added {
+        Ok(()) | Err(ElasticError::Timeout { .. }) => Ok(()),
+        Err(e) => Err(StepFailure::elastic(
+            e,
+            "excluding master-eligible nodes from voting",
+        )),
+    }
+}
+
 impl DeploymentSteps {
     /// A client through a node that stays (none of `avoid`).
     async fn staying_client(
         &self,
         ctx: &StepContext<'_>,
         avoid: &[String],
-    ) -> Result<ElasticClient, Outcome> {
-        self.clusters
-            .client(ctx.deployment, avoid)
-            .await
-            .map_err(|e| cluster_outcome(e, "reaching the cluster", self.settings.poll))
+    ) -> Result<ElasticClient, StepFailure> {
+        Ok(self.clusters.client(ctx.deployment, avoid).await?)
     }
 
     /// `exclude-masters`: the first round of old master-eligible nodes is
     /// excluded from voting.
-    pub(crate) async fn exclude_masters(&self, ctx: &StepContext<'_>) -> Outcome {
-        match first_round(ctx) {
-            Ok(nodes) => self.exclude_voters(ctx, nodes, &old_names(ctx)).await,
-            Err(e) => Outcome::Fail(e),
-        }
+    pub(crate) async fn exclude_masters(&self, ctx: &StepContext<'_>) -> StepResult {
+        let nodes = first_round(ctx)?;
+        self.exclude_voters(ctx, nodes, &old_names(ctx)).await
     }
 
     /// `nodes` (one round, at most [`MAX_VOTING_EXCLUSIONS`]) excluded
@@ -110,61 +118,52 @@ impl DeploymentSteps {
         ctx: &StepContext<'_>,
         nodes: Vec<String>,
         avoid: &[String],
-    ) -> Outcome {
-        let poll = self.settings.poll;
+    ) -> StepResult {
         if nodes.is_empty() {
-            return done(&VotingExclusionsOutput { nodes });
+            return Ok(done(&VotingExclusionsOutput { nodes }));
         }
-        let client = match self.staying_client(ctx, avoid).await {
-            Ok(c) => c,
-            Err(stop) => return stop,
-        };
-        match client.add_voting_config_exclusions(&nodes).await {
-            // A wait that ran out leaves the exclusions recorded: the
-            // next step waits for them to take effect.
-            Ok(()) | Err(ElasticError::Timeout { .. }) => {
-                ctx.log(format!("excluded {} from voting", nodes.join(", ")));
-                done(&VotingExclusionsOutput { nodes })
-            }
-            Err(e) => elastic_outcome(e, "excluding master-eligible nodes from voting", poll),
-        }
+        let client = self.staying_client(ctx, avoid).await?;
+        recorded(client.add_voting_config_exclusions(&nodes).await)?;
+        ctx.log(format!("excluded {} from voting", nodes.join(", ")));
+        Ok(done(&VotingExclusionsOutput { nodes }))
     }
 
     /// `wait-masters-excluded`: the cluster's voting configuration no
     /// longer holds the excluded nodes.
-    pub(crate) async fn wait_masters_excluded(&self, ctx: &StepContext<'_>) -> Outcome {
-        match first_round(ctx) {
-            Ok(nodes) => self.wait_voters_excluded(ctx, nodes, &old_names(ctx)).await,
-            Err(e) => Outcome::Fail(e),
-        }
+    pub(crate) async fn wait_masters_excluded(&self, ctx: &StepContext<'_>) -> StepResult {
+        let nodes = first_round(ctx)?;
+        self.wait_voters_excluded(ctx, nodes, &old_names(ctx)).await
     }
 
     /// Waits until the voting configuration no longer holds `nodes`,
-    /// read through a node that is none of `avoid`.
+    /// read through a node that is none of `avoid`; gives up after the
+    /// boot timeout.
     pub(crate) async fn wait_voters_excluded(
         &self,
         ctx: &StepContext<'_>,
         nodes: Vec<String>,
         avoid: &[String],
-    ) -> Outcome {
-        let poll = self.settings.poll;
+    ) -> StepResult {
+        let left = self.voters_left(ctx, nodes, avoid).await;
+        self.waiting(ctx, left, "voting_exclusion_timeout")
+    }
+
+    /// Done once the voting configuration no longer holds `nodes`, a
+    /// wait else.
+    async fn voters_left(
+        &self,
+        ctx: &StepContext<'_>,
+        nodes: Vec<String>,
+        avoid: &[String],
+    ) -> StepResult {
         if nodes.is_empty() {
-            return done(&VotingExclusionsOutput { nodes });
+            return Ok(done(&VotingExclusionsOutput { nodes }));
         }
-        let client = match self.staying_client(ctx, avoid).await {
-            Ok(c) => c,
-            Err(stop) => return self.waiting(ctx, stop, "voting_exclusion_timeout"),
-        };
-        let config = match client.voting_configuration().await {
-            Ok(c) => c,
-            Err(e) => {
-                return self.waiting(
-                    ctx,
-                    elastic_outcome(e, "reading the voting configuration", poll),
-                    "voting_exclusion_timeout",
-                );
-            }
-        };
+        let client = self.staying_client(ctx, avoid).await?;
+        let config = client
+            .voting_configuration()
+            .await
+            .map_err(|e| StepFailure::elastic(e, "reading the voting configuration"))?;
         let voting: Vec<&str> = nodes
             .iter()
             .filter(|n| !config.has_left(n))
@@ -172,22 +171,18 @@ impl DeploymentSteps {
             .collect();
         if voting.is_empty() {
             ctx.log(format!("{} no longer vote", nodes.join(", ")));
-            return done(&VotingExclusionsOutput { nodes });
+            return Ok(done(&VotingExclusionsOutput { nodes }));
         }
-        self.waiting(
-            ctx,
-            Outcome::Wait {
-                after: poll,
-                note: format!("{} still in the voting configuration", voting.join(", ")),
-            },
-            "voting_exclusion_timeout",
-        )
+        Ok(Outcome::Wait {
+            after: self.settings.poll,
+            note: format!("{} still in the voting configuration", voting.join(", ")),
+        })
     }
 
     /// Undoes `exclude-masters` (and, from `begin`, whatever an unwinding
     /// plan left): the old masters stay, so they vote again. Not waiting
     /// for them to leave: they are not leaving.
-    pub(crate) async fn restore_voting(&self, ctx: &StepContext<'_>) -> Outcome {
+    pub(crate) async fn restore_voting(&self, ctx: &StepContext<'_>) -> StepResult {
         self.clear_voting(ctx, &[], false).await
     }
 
@@ -201,16 +196,13 @@ impl DeploymentSteps {
         ctx: &StepContext<'_>,
         avoid: &[String],
         nodes_gone: bool,
-    ) -> Outcome {
-        let poll = self.settings.poll;
-        let client = match self.clusters.client(ctx.deployment, avoid).await {
-            Ok(c) => c,
-            Err(e) => return cluster_outcome(e, "reaching the cluster", poll),
-        };
-        match client.clear_voting_config_exclusions(nodes_gone).await {
-            Ok(()) => Outcome::Done(Value::Null),
-            Err(e) => elastic_outcome(e, "clearing the voting exclusions", poll),
-        }
+    ) -> StepResult {
+        let client = self.clusters.client(ctx.deployment, avoid).await?;
+        client
+            .clear_voting_config_exclusions(nodes_gone)
+            .await
+            .map_err(|e| StepFailure::elastic(e, "clearing the voting exclusions"))?;
+        Ok(Outcome::Done(Value::Null))
     }
 
     /// `retire`: the old nodes go. Nodes that do not vote go at once;
@@ -218,21 +210,14 @@ impl DeploymentSteps {
     /// in rounds of at most [`MAX_VOTING_EXCLUSIONS`] (see the module).
     /// Each run looks at what is, so a second run (or a resumed one)
     /// carries on where the first stopped.
-    pub(crate) async fn retire(&self, ctx: &StepContext<'_>) -> Outcome {
-        let poll = self.settings.poll;
-        let old: Vec<OldNode> = match ctx.optional_output_of::<DrainOutput>("drain") {
-            Ok(d) => d.map(|d| d.nodes).unwrap_or_default(),
-            Err(e) => return Outcome::Fail(e),
-        };
-        let masters: BTreeSet<String> = match old_masters(ctx) {
-            Ok(m) => m.into_iter().collect(),
-            Err(e) => return Outcome::Fail(e),
-        };
+    pub(crate) async fn retire(&self, ctx: &StepContext<'_>) -> StepResult {
+        let old: Vec<OldNode> = ctx
+            .optional_output_of::<DrainOutput>("drain")?
+            .map(|d| d.nodes)
+            .unwrap_or_default();
+        let masters: BTreeSet<String> = old_masters(ctx)?.into_iter().collect();
         let all: Vec<String> = old.iter().map(|n| n.id.clone()).collect();
-        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(i) => i,
-            Err(e) => return outcome_of(e),
-        };
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let alive: BTreeSet<String> = instances
             .iter()
             .filter(|i| !is_gone(i.state))
@@ -244,9 +229,7 @@ impl DeploymentSteps {
             .cloned()
             .collect();
         if !others.is_empty() {
-            if let Err(e) = self.compute.terminate(&others).await {
-                return outcome_of(e);
-            }
+            self.compute.terminate(&others).await?;
             ctx.log(format!("terminated {}", others.join(", ")));
         }
         let pending: Vec<String> = masters
@@ -254,59 +237,51 @@ impl DeploymentSteps {
             .filter(|id| alive.contains(*id))
             .cloned()
             .collect();
-        if pending.is_empty() {
-            return done(&TerminatedOutput { terminated: all });
+        if pending.is_empty() || self.retire_voters(ctx, &pending, &all).await? {
+            return Ok(done(&TerminatedOutput { terminated: all }));
         }
-        match self.retire_voters(ctx, &pending, &all).await {
-            Ok(true) => done(&TerminatedOutput { terminated: all }),
-            Ok(false) => Outcome::Wait {
-                after: poll,
-                note: format!("{} master-eligible nodes to retire", pending.len()),
-            },
-            Err(stop) => stop,
-        }
+        Ok(Outcome::Wait {
+            after: self.settings.poll,
+            note: format!("{} master-eligible nodes to retire", pending.len()),
+        })
     }
 
     /// One pass over master-eligible nodes that must go (`pending`, all
     /// running), through a client avoiding `avoid`: the ones out of the
     /// voting configuration are terminated, or else the next round of them
     /// is excluded. `Ok(true)` once every one of them was terminated.
+    /// Gives up after the boot timeout.
     pub(crate) async fn retire_voters(
         &self,
         ctx: &StepContext<'_>,
         pending: &[String],
         avoid: &[String],
-    ) -> Result<bool, Outcome> {
-        let poll = self.settings.poll;
-        let client = match self.clusters.client(ctx.deployment, avoid).await {
-            Ok(c) => c,
-            Err(e) => {
-                return Err(self.waiting(
-                    ctx,
-                    cluster_outcome(e, "reaching the cluster", poll),
-                    "voting_exclusion_timeout",
-                ));
-            }
-        };
-        let config = match client.voting_configuration().await {
-            Ok(c) => c,
-            Err(e) => {
-                return Err(self.waiting(
-                    ctx,
-                    elastic_outcome(e, "reading the voting configuration", poll),
-                    "voting_exclusion_timeout",
-                ));
-            }
-        };
+    ) -> Result<bool, StepFailure> {
+        self.voting_round(ctx, pending, avoid)
+            .await
+            .map_err(|stop| self.stop_waiting(ctx, stop, "voting_exclusion_timeout"))
+    }
+
+    /// [`DeploymentSteps::retire_voters`]'s pass, before the timeout.
+    async fn voting_round(
+        &self,
+        ctx: &StepContext<'_>,
+        pending: &[String],
+        avoid: &[String],
+    ) -> Result<bool, StepFailure> {
+        let client = self.clusters.client(ctx.deployment, avoid).await?;
+        let config = client
+            .voting_configuration()
+            .await
+            .map_err(|e| StepFailure::elastic(e, "reading the voting configuration"))?;
         let ready: Vec<String> = pending
             .iter()
             .filter(|n| config.has_left(n))
             .cloned()
             .collect();
         if !ready.is_empty() {
-            if let Err(e) = self.compute.terminate(&ready).await {
-                return Err(outcome_of(e));
-            }
+            // A compute error is never a wait: the timeout leaves it be.
+            self.compute.terminate(&ready).await?;
             ctx.log(format!("terminated {}, no longer voting", ready.join(", ")));
             return Ok(ready.len() == pending.len());
         }
@@ -316,39 +291,25 @@ impl DeploymentSteps {
             .iter()
             .any(|e| pending.contains(&e.node_name));
         if excluded_pending {
-            return Err(self.waiting(
-                ctx,
-                Outcome::Wait {
-                    after: poll,
-                    note: "waiting for the voting configuration to drop the excluded nodes".into(),
-                },
-                "voting_exclusion_timeout",
+            return Err(StepFailure::NotYet(
+                "waiting for the voting configuration to drop the excluded nodes".into(),
             ));
         }
         // The next round. The exclusions left are of nodes already gone;
         // they count towards the limit, so they are cleared first.
-        if !config.voting_config_exclusions.is_empty()
-            && let Err(e) = client.clear_voting_config_exclusions(true).await
-        {
-            return Err(self.waiting(
-                ctx,
-                elastic_outcome(e, "clearing the voting exclusions of gone nodes", poll),
-                "voting_exclusion_timeout",
-            ));
+        if !config.voting_config_exclusions.is_empty() {
+            client
+                .clear_voting_config_exclusions(true)
+                .await
+                .map_err(|e| {
+                    StepFailure::elastic(e, "clearing the voting exclusions of gone nodes")
+                })?;
         }
         let mut round = pending.to_vec();
         round.truncate(MAX_VOTING_EXCLUSIONS);
-        match client.add_voting_config_exclusions(&round).await {
-            Ok(()) | Err(ElasticError::Timeout { .. }) => {
-                ctx.log(format!("excluded {} from voting", round.join(", ")));
-                Ok(false)
-            }
-            Err(e) => Err(self.waiting(
-                ctx,
-                elastic_outcome(e, "excluding master-eligible nodes from voting", poll),
-                "voting_exclusion_timeout",
-            )),
-        }
+        recorded(client.add_voting_config_exclusions(&round).await)?;
+        ctx.log(format!("excluded {} from voting", round.join(", ")));
+        Ok(false)
     }
 }
 
@@ -357,23 +318,18 @@ impl DeploymentSteps {
     /// master-eligible nodes it launched in `group`: once they joined they
     /// may hold votes the old nodes' quorum needs, so they leave the
     /// voting configuration first.
-    /// `None` once none of them is running any more or they hold no vote.
+    /// `Ok` once none of them is running any more or they hold no vote; a
+    /// not-yet while they are still retiring.
     pub(crate) async fn unvote_new_nodes(
         &self,
         ctx: &StepContext<'_>,
         group: &str,
-    ) -> Option<Outcome> {
-        let target = match super::target(ctx.plan) {
-            Ok(t) => t,
-            Err(e) => return Some(Outcome::Fail(e)),
-        };
+    ) -> Result<(), StepFailure> {
+        let target = super::target(ctx.plan)?;
         if !is_master_group(&target, group) {
-            return None;
+            return Ok(());
         }
-        let instances = match self.compute.instances(&ctx.plan.deployment_id).await {
-            Ok(i) => i,
-            Err(e) => return Some(outcome_of(e)),
-        };
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let pending: Vec<String> = instances
             .into_iter()
             .filter(|i| i.tags.get(floe_compute::TAG_PLAN) == Some(&ctx.plan.id))
@@ -381,16 +337,12 @@ impl DeploymentSteps {
             .filter(|i| i.state == floe_compute::InstanceState::Running)
             .map(|i| i.id)
             .collect();
-        if pending.is_empty() {
-            return None;
+        if pending.is_empty() || self.retire_voters(ctx, &pending, &pending).await? {
+            return Ok(());
         }
-        match self.retire_voters(ctx, &pending, &pending).await {
-            Ok(true) => None,
-            Ok(false) => Some(Outcome::Wait {
-                after: self.settings.poll,
-                note: format!("{} new master-eligible nodes to retire", pending.len()),
-            }),
-            Err(stop) => Some(stop),
-        }
+        Err(StepFailure::NotYet(format!(
+            "{} new master-eligible nodes to retire",
+            pending.len()
+        )))
     }
 }

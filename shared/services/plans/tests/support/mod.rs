@@ -1,6 +1,11 @@
 //! Step wrappers shared by the plan tests, in the style of omicron's saga
 //! tests: run every step twice, or fail right after a chosen step.
 
+// The world of the tests on simulated compute; each test binary compiles
+// this module, and not every one uses it.
+#[allow(dead_code)]
+pub mod world;
+
 use async_trait::async_trait;
 use floe_domain::deployment::Deployment;
 use floe_domain::plan::{Plan, StepError};

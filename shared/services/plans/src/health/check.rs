@@ -1,0 +1,257 @@
+//! The health check's round over the fleet: each sweep, the next page of
+//! running deployments, each probed, judged and recorded.
+//!
+//! A write of health alone keeps the record's version (see
+//! [`floe_store::Store::record_health`]): a user who read the deployment
+//! and sends a change with `If-Match` is not refused because the check
+//! looked at it. Starting a heal is a change like any other and moves it.
+//!
+//! Its cost is bounded: each sweep reads one page of running deployments
+//! (one store query, from the fleet copies of every organization), probes
+//! them a few at a time, each within a time limit, and writes a record
+//! only when what it found changed or a heal starts. The next sweep takes
+//! the next page. Nothing it does can fail or hold up the plan sweep.
+
+use super::judge::Observation;
+use super::probe::Probe;
+use crate::sweep::{StartPlan, SweepTask};
+use async_trait::async_trait;
+use chrono::Utc;
+use floe_domain::deployment::{Deployment, DeploymentStatus};
+use floe_domain::health::Health;
+use floe_domain::plan::{HealParams, Plan, PlanParams, lifecycle};
+use floe_store::{PageRequest, Store, StoreError, Versioned};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct HealthConfig {
+    /// Deployments one sweep checks (one page of the fleet, at most 100).
+    pub per_sweep: u32,
+    /// Deployments probed at once.
+    pub concurrency: usize,
+    /// One probe's time limit: a cluster that does not answer is reported
+    /// so, and holds up nothing.
+    pub probe_timeout: Duration,
+    /// After a heal started, the next waits this long unless the first
+    /// succeeded (a cluster that cannot heal must not loop).
+    pub heal_retry_after: Duration,
+}
+
+impl Default for HealthConfig {
+    fn default() -> HealthConfig {
+        HealthConfig {
+            per_sweep: 100,
+            concurrency: 8,
+            probe_timeout: Duration::from_secs(20),
+            heal_retry_after: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// The health check each sweep runs beside the plans: where it reads and
+/// records, how it looks at a deployment, how it starts a heal, its
+/// settings, and where in the fleet the next sweep goes on (kept for as
+/// long as the worker stays warm; a cold start begins at the first page).
+#[derive(Clone)]
+pub struct HealthCheck {
+    store: Store,
+    heals: Arc<dyn StartPlan>,
+    probe: Arc<dyn Probe>,
+    config: HealthConfig,
+    cursor: Arc<Mutex<Option<String>>>,
+}
+
+/// What one sweep's health check did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HealthSummary {
+    pub checked: usize,
+    pub unhealthy: usize,
+    pub heals_started: usize,
+}
+
+/// The user a health check's plans are recorded as started by.
+pub const HEALTH_CHECK_USER: &str = "floe-health-check";
+
+/// What the record should say after `observation`, and the heal to start
+/// (if any), given what it said before.
+pub fn assess(
+    deployment: &Deployment,
+    observation: Observation,
+    config: &HealthConfig,
+    now: chrono::DateTime<Utc>,
+) -> (Health, Option<Plan>) {
+    let previous = deployment.health.as_ref();
+    let mut health = Health {
+        healthy: observation.healthy,
+        reason: (!observation.healthy).then(|| observation.problems.join("; ")),
+        nodes: observation.nodes,
+        since: now,
+        heal_started: previous.and_then(|p| p.heal_started),
+    };
+    if let Some(p) = previous
+        && p.same_findings(&health)
+    {
+        health.since = p.since;
+    }
+    let retry = chrono::Duration::from_std(config.heal_retry_after)
+        .unwrap_or(chrono::Duration::minutes(15));
+    let may_heal = health.heal_started.is_none_or(|at| now - at >= retry);
+    if observation.replacements.is_empty() || !may_heal || deployment.pending_plan.is_some() {
+        return (health, None);
+    }
+    health.heal_started = Some(now);
+    let plan = Plan::new(
+        &deployment.org,
+        &deployment.id,
+        PlanParams::Heal(HealParams {
+            spec: deployment.spec.clone(),
+            replacements: observation.replacements,
+        }),
+        "health.heal",
+        HEALTH_CHECK_USER,
+        now,
+    );
+    (health, Some(plan))
+}
+
+impl HealthCheck {
+    pub fn new(
+        store: Store,
+        heals: Arc<dyn StartPlan>,
+        probe: Arc<dyn Probe>,
+        config: HealthConfig,
+    ) -> HealthCheck {
+        HealthCheck {
+            store,
+            heals,
+            probe,
+            config,
+            cursor: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// One sweep's health check: the next page of running deployments.
+    pub async fn check(&self) -> HealthSummary {
+        let cursor = self
+            .cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let page = PageRequest {
+            size: Some(self.config.per_sweep.clamp(1, 100)),
+            cursor,
+        };
+        let fleet = match self.store.list_running_fleet(&page).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "health check: cannot list the running deployments");
+                return HealthSummary::default();
+            }
+        };
+        *self
+            .cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fleet.next_cursor;
+        use futures_util::StreamExt;
+        let results: Vec<Option<(bool, bool)>> = futures_util::stream::iter(fleet.items)
+            .map(|d| self.check_one(d))
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        let mut summary = HealthSummary::default();
+        for (healthy, healing) in results.into_iter().flatten() {
+            summary.checked += 1;
+            summary.unhealthy += usize::from(!healthy);
+            summary.heals_started += usize::from(healing);
+        }
+        summary
+    }
+
+    /// What one deployment's probe found, within the time limit: a cluster
+    /// that does not answer is unhealthy, with the nodes last seen.
+    async fn observe(&self, d: &Deployment) -> Option<Observation> {
+        match tokio::time::timeout(self.config.probe_timeout, self.probe.probe(d)).await {
+            Ok(Ok(o)) => Some(o),
+            Ok(Err(e)) => {
+                tracing::warn!(deployment = %d.id, error = %e, "health check: cannot list the instances");
+                None
+            }
+            Err(_) => Some(Observation {
+                healthy: false,
+                problems: vec![format!(
+                    "no answer within {} s",
+                    self.config.probe_timeout.as_secs()
+                )],
+                nodes: d
+                    .health
+                    .as_ref()
+                    .map(|h| h.nodes.clone())
+                    .unwrap_or_default(),
+                replacements: Vec::new(),
+            }),
+        }
+    }
+
+    /// Probes one deployment and records what changed; `(healthy, heal
+    /// started)`, or `None` when it could not be checked this time.
+    async fn check_one(&self, d: Versioned<Deployment>) -> Option<(bool, bool)> {
+        if d.value.status != DeploymentStatus::Running || d.value.pending_plan.is_some() {
+            return None;
+        }
+        let id = d.value.id.clone();
+        let observation = self.observe(&d.value).await?;
+        let (health, heal) = assess(&d.value, observation, &self.config, Utc::now());
+        let healthy = health.healthy;
+        if heal.is_none()
+            && d.value
+                .health
+                .as_ref()
+                .is_some_and(|h| h.same_findings(&health) && h.since == health.since)
+        {
+            return Some((healthy, false));
+        }
+        let written = match &heal {
+            Some(plan) => {
+                let mut next = d.value.clone();
+                next.health = Some(health.clone());
+                next.status = lifecycle::while_running(plan.kind());
+                next.pending_plan = Some(plan.reference());
+                self.heals.start(&d, &next, plan).await
+            }
+            // What the check saw is no change of the deployment: its
+            // version stays, so that no user's If-Match fails over it.
+            None => self.store.record_health(&d, &health).await,
+        };
+        match written {
+            Ok(()) => {}
+            // A user's change won the race: the next sweep looks again.
+            Err(StoreError::VersionMismatch { .. }) => return None,
+            Err(e) => {
+                tracing::warn!(deployment = %id, error = %e, "health check: cannot record the deployment's health");
+                return None;
+            }
+        }
+        if !healthy {
+            tracing::warn!(deployment = %id, reason = health.reason.as_deref().unwrap_or(""), "deployment is unhealthy");
+        }
+        let Some(plan) = heal else {
+            return Some((healthy, false));
+        };
+        tracing::info!(deployment = %id, plan = %plan.id, "health check started a heal plan");
+        Some((healthy, true))
+    }
+}
+
+#[async_trait]
+impl SweepTask for HealthCheck {
+    async fn sweep(&self) {
+        let summary = self.check().await;
+        tracing::info!(
+            checked = summary.checked,
+            unhealthy = summary.unhealthy,
+            heals_started = summary.heals_started,
+            "health check done"
+        );
+    }
+}
