@@ -49,6 +49,23 @@ if [ ! -x "$venv/bin/moto_server" ] || ! cmp -s "$req" "$venv/.requirements"; th
   cp "$req" "$venv/.requirements"
 fi
 
+# The official Elasticsearch Python clients, one major each, in folders of
+# their own (two versions of one package cannot share the venv):
+# tests/tests/official_clients.rs runs each against a deployment of its
+# major with it first on PYTHONPATH. Installed again only when a pin changes.
+clients=tests/clients/python
+for major in 8 9; do
+  dir="$venv/es-clients/$major"
+  if [ ! -f "$dir/.requirements" ] || ! cmp -s "$clients/requirements-es$major.txt" "$dir/.requirements"; then
+    echo "== installing the official Elasticsearch Python client $major.x into $dir"
+    rm -rf "$dir"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --target "$dir" -r "$clients/requirements-es$major.txt"
+    cp "$clients/requirements-es$major.txt" "$dir/.requirements"
+  fi
+done
+export FLOE_TEST_ES_CLIENTS="$venv/es-clients"
+export FLOE_TEST_PYTHON="$venv/bin/python"
+
 # The TypeScript client's generator and compiler (tests/contract/typescript),
 # installed as its lock file pins them; again only when the lock changed.
 ts=tests/contract/typescript

@@ -8,6 +8,7 @@ use crate::{App, AppError, Caller, Resource};
 use floe_domain::Code;
 use floe_domain::access::ELASTICSEARCH_REF_ID;
 use floe_domain::deployment::DeploymentStatus;
+pub use floe_elastic::FORWARDED_REQUEST_HEADERS;
 use floe_elastic::{ForwardRequest, Forwarded};
 
 /// The largest request body passed on (API Gateway's own limit is 10 MB);
@@ -21,10 +22,15 @@ pub const MAX_PROXY_RESPONSE_BYTES: usize = 6 * 1024 * 1024;
 pub struct ProxyRequest {
     pub method: String,
     /// The path below the cluster's root, as the caller encoded it,
-    /// without a leading `/`.
+    /// without a leading `/`. An encoded `/` (`%2F`, as a generated client
+    /// sends the one path parameter) separates segments as a raw one does,
+    /// but inside a date-math name (`%3C…%3E`), where Elasticsearch reads
+    /// it as part of the name ([`wire_path`]).
     pub path: String,
     pub query: Option<String>,
-    pub content_type: Option<String>,
+    /// The caller's request headers; only those Elasticsearch reads
+    /// (`floe_elastic::FORWARDED_REQUEST_HEADERS`) are passed on.
+    pub headers: Vec<(String, Vec<u8>)>,
     pub body: Vec<u8>,
 }
 
@@ -66,7 +72,7 @@ impl App {
                 format!("{deployment_id}/{ref_id}"),
             ));
         }
-        check_path(&request.path)?;
+        let path = wire_path(&request.path)?;
         let reachable = matches!(
             deployment.value.status,
             DeploymentStatus::Running | DeploymentStatus::Reconfiguring
@@ -99,9 +105,9 @@ impl App {
             .forward(
                 ForwardRequest {
                     method,
-                    path: request.path,
+                    path,
                     query: request.query,
-                    content_type: request.content_type,
+                    headers: request.headers,
                     body: request.body,
                 },
                 MAX_PROXY_RESPONSE_BYTES,
@@ -114,10 +120,13 @@ impl App {
     }
 }
 
-/// The path stays below the cluster's root: no dot segments (raw or
-/// percent-encoded), no empty segments that would change its meaning, no
-/// control characters.
-fn check_path(path: &str) -> Result<(), AppError> {
+/// The path as it goes to the cluster: each `%2F` outside a date-math
+/// name turned into the `/` a generated client meant by it, then checked
+/// to stay below the cluster's root: no dot segments (raw or
+/// percent-encoded), no control characters or backslashes, no malformed
+/// percent-encoding. Every other escape is passed on as the caller wrote
+/// it, for Elasticsearch to decode.
+fn wire_path(path: &str) -> Result<String, AppError> {
     let bad = |why: &str| Err(AppError::invalid(Code::PROXY_PATH, "path", why));
     if path.len() > 4096 {
         return bad("is longer than 4096 characters");
@@ -125,21 +134,53 @@ fn check_path(path: &str) -> Result<(), AppError> {
     if path.bytes().any(|b| b.is_ascii_control() || b == b'\\') {
         return bad("must not contain control characters or backslashes");
     }
-    for segment in path.split('/') {
-        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
-        if decoded == "." || decoded == ".." {
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    // Inside `<…>` (sent as `%3C…%3E`), a date-math name such as
+    // `<logs-{now/d}>`: its `/` is part of the name.
+    let mut in_date_math = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'%' {
+            // Only ASCII was let through above, or a multi-byte character
+            // that is passed on whole.
+            let ch = path[i..].chars().next().unwrap_or_default();
+            out.push(ch);
+            i += ch.len_utf8().max(1);
+            continue;
+        }
+        let hex = path
+            .get(i + 1..i + 3)
+            .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+        let Some(hex) = hex else {
+            return bad("has a % not followed by two hexadecimal digits");
+        };
+        match hex.to_ascii_uppercase().as_str() {
+            "3C" => in_date_math = true,
+            "3E" => in_date_math = false,
+            "2F" if !in_date_math => {
+                out.push('/');
+                i += 3;
+                continue;
+            }
+            _ => {}
+        }
+        out.push('%');
+        out.push_str(hex);
+        i += 3;
+    }
+    for segment in out.split('/') {
+        let dots = segment.to_ascii_lowercase().replace("%2e", ".");
+        if dots == "." || dots == ".." {
             return bad("must not contain . or .. segments");
         }
-        if segment.to_ascii_lowercase().contains("%2f") {
-            return bad("must not contain an encoded /");
-        }
     }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::check_path;
+    use super::wire_path;
 
     #[test]
     fn paths_stay_below_the_root() {
@@ -149,12 +190,42 @@ mod tests {
             "logs-1/_doc/a%20b",
             "_snapshot/repo/joshua_1",
         ] {
-            assert!(check_path(ok).is_ok(), "{ok}");
+            assert_eq!(wire_path(ok).ok().as_deref(), Some(ok));
         }
         for bad in [
-            "..", "a/../b", "%2e%2e/x", "a/%2E./b", "a%2fb", "a\\b", "a\nb",
+            "..",
+            "a/../b",
+            "%2e%2e/x",
+            "a/%2E./b",
+            "a\\b",
+            "a\nb",
+            "a%2F..%2Fb",
+            "%2e%2E",
+            "a%zz",
+            "a%2",
+            "%",
         ] {
-            assert!(check_path(bad).is_err(), "{bad}");
+            assert!(wire_path(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_encoded_slash_separates_segments_but_in_date_math() {
+        for (sent, wire) in [
+            ("_cat%2Fhealth", "_cat/health"),
+            ("logs%2F_doc%2Fa%20b", "logs/_doc/a%20b"),
+            ("_snapshot%2frepo%2F_all", "_snapshot/repo/_all"),
+            (
+                "%3Clogs-%7Bnow%2Fd%7D%3E/_search",
+                "%3Clogs-%7Bnow%2Fd%7D%3E/_search",
+            ),
+            (
+                "%3Clogs-%7Bnow%2Fd%7D%3E%2F_search",
+                "%3Clogs-%7Bnow%2Fd%7D%3E/_search",
+            ),
+            ("caf\u{e9}/_doc/1", "caf\u{e9}/_doc/1"),
+        ] {
+            assert_eq!(wire_path(sent).ok().as_deref(), Some(wire), "{sent}");
         }
     }
 }

@@ -8,6 +8,7 @@ Run by tests/tests/contract.rs with FLOE_API, FLOE_TOKEN and the local S3
 store's S3_ENDPOINT, S3_BUCKET, S3_ACCESS_KEY and S3_SECRET_KEY.
 """
 
+import json
 import os
 import sys
 import time
@@ -18,6 +19,7 @@ from floe_client.api.deployments import (
     create_deployment,
     delete_deployment,
     get_deployment,
+    proxy_elasticsearch_get,
     shutdown_deployment,
     take_deployment_snapshot,
     update_deployment,
@@ -115,6 +117,16 @@ created = create_deployment.sync_detailed(
 source = expect(created, 201, DeploymentView)
 assert source.status == DeploymentStatus.INITIALIZING, source.status
 wait_for(source.id, DeploymentStatus.RUNNING)
+
+# The cluster through the proxy: the generated client encodes the one
+# `{path}` parameter whole (`_cluster%2Fhealth`), and it reaches the same
+# path a raw request does, with the cluster's own headers passed back.
+health = proxy_elasticsearch_get.sync_detailed(
+    source.id, "main-elasticsearch", "_cluster/health", client=client
+)
+assert health.status_code == 200, (health.status_code, health.content[:500])
+assert health.headers.get("x-elastic-product") == "Elasticsearch", dict(health.headers)
+assert json.loads(health.content)["cluster_name"] == "contract-py", health.content[:500]
 
 policy = expect(
     create_snapshot_policy.sync_detailed(

@@ -130,6 +130,20 @@ async function main(): Promise<void> {
   assert(source.status === "initializing", `status ${source.status}`);
   await waitFor(source.id, "running");
 
+  // The cluster through the proxy: openapi-fetch encodes the one `{path}`
+  // parameter whole (`_cluster%2Fhealth`), and it reaches the same path a
+  // raw request does, with the cluster's own headers passed back.
+  const health = await client.GET("/api/v1/deployments/{id}/elasticsearch/{ref_id}/proxy/{path}", {
+    params: { path: { id: source.id, ref_id: "main-elasticsearch", path: "_cluster/health" } },
+  });
+  assert(health.response.status === 200, `proxy _cluster/health: ${health.response.status}`);
+  assert(
+    health.response.headers.get("x-elastic-product") === "Elasticsearch",
+    "the proxy passes X-Elastic-Product back",
+  );
+  const cluster = health.data as { cluster_name?: string } | undefined;
+  assert(cluster?.cluster_name === "contract-ts", `proxy answer ${JSON.stringify(health.data)}`);
+
   const policy = expect(
     await client.POST("/api/v1/snapshot-policies", {
       body: {

@@ -9,9 +9,10 @@ use crate::state::ApiState;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::Response;
 use axum::routing::{MethodFilter, on};
+use floe_app::proxy::FORWARDED_REQUEST_HEADERS;
 use floe_app::proxy::{MAX_PROXY_REQUEST_BYTES, ProxyRequest};
 use floe_domain::Code;
 use std::collections::BTreeMap;
@@ -69,12 +70,19 @@ macro_rules! proxy_operation {
         /// Send a request to the deployment's Elasticsearch.
         ///
         /// The path below the cluster's root, with its query and body, is
-        /// passed on; the cluster's status, `Content-Type` and body come
-        /// back unchanged. The control plane authenticates to the cluster
-        /// itself (as `elastic`), from what its store holds: the caller's
-        /// own headers are not passed on. `ref_id` is `main-elasticsearch`,
-        /// the one Elasticsearch resource of a Floe deployment. Bodies up
-        /// to 10 MiB; answers up to 6 MiB.
+        /// passed on with the request headers Elasticsearch reads
+        /// (`Content-Type`, `Accept` with its `compatible-with` version,
+        /// `X-Opaque-Id`, `Content-Encoding`, `Accept-Encoding`,
+        /// `traceparent`, `tracestate`). The cluster's status, headers
+        /// (`X-Elastic-Product`, `Warning`, `Content-Type`, …; a `Location`
+        /// rewritten below this proxy) and body come back unchanged, but for
+        /// hop-by-hop headers, `WWW-Authenticate` and `Set-Cookie`, so the
+        /// official Elasticsearch clients work through it (point one at
+        /// `…/proxy` with the bearer token). The control plane
+        /// authenticates to the cluster itself (as `elastic`), from what its
+        /// store holds: the caller's `Authorization` is never passed on.
+        /// `ref_id` is `main-elasticsearch`, the one Elasticsearch resource
+        /// of a Floe deployment. Bodies up to 10 MiB; answers up to 6 MiB.
         #[utoipa::path(
             $method,
             path = "/api/v1/deployments/{id}/elasticsearch/{ref_id}/proxy/{path}",
@@ -84,7 +92,7 @@ macro_rules! proxy_operation {
             params(
                 ("id" = String, Path, description = "Deployment id."),
                 ("ref_id" = String, Path, description = "`main-elasticsearch`."),
-                ("path" = String, Path, description = "The Elasticsearch path, such as `_cat/health`; its query string is passed on."),
+                ("path" = String, Path, description = "The Elasticsearch path, such as `_cat/health` or `logs/_doc/1`; its query string is passed on. Its segments may be sent with raw `/` or with `/` encoded as `%2F` (as a generated client sends this parameter): both reach the same path. Inside a date-math name (`%3Clogs-%7Bnow%2Fd%7D%3E`), `%2F` stays part of the name. Other escapes are passed on for Elasticsearch to decode; `.` and `..` segments, control characters, backslashes and malformed escapes are refused (400 `proxy.path`)."),
             ),
             $($body)*
             extensions(("x-floe-roles" = json!(floe_app::caller::$roles))),
@@ -172,11 +180,12 @@ async fn proxy(
         .map(|rest| rest.trim_start_matches('/').to_string())
         .unwrap_or_default();
     let query = request.uri().query().map(str::to_string);
-    let content_type = request
+    let headers = request
         .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+        .iter()
+        .filter(|(name, _)| FORWARDED_REQUEST_HEADERS.contains(&name.as_str()))
+        .map(|(name, value)| (name.as_str().to_string(), value.as_bytes().to_vec()))
+        .collect();
     let body = Bytes::from_request(request, &state).await.map_err(|_| {
         ApiError::new(
             Code::REQUEST_BODY_TOO_LARGE,
@@ -193,26 +202,50 @@ async fn proxy(
                 method,
                 path,
                 query,
-                content_type,
+                headers,
                 body: body.to_vec(),
             },
         )
         .await?;
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    let mut response = (status, Body::from(answer.body)).into_response();
-    if let Some(ct) = answer
-        .content_type
-        .as_deref()
-        .and_then(|ct| HeaderValue::from_str(ct).ok())
-    {
-        response.headers_mut().insert(header::CONTENT_TYPE, ct);
+    let mut response = Response::new(Body::from(answer.body));
+    *response.status_mut() = status;
+    let out = response.headers_mut();
+    for (name, value) in answer.headers {
+        let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(&value),
+        ) else {
+            continue;
+        };
+        // A `Location` on the cluster's root (a document just created)
+        // names the same thing below the proxy.
+        let value = if name == header::LOCATION {
+            below_proxy(&id, &ref_id, &value).unwrap_or(value)
+        } else {
+            value
+        };
+        out.append(name, value);
     }
-    response.headers_mut().insert(
+    out.insert(
         "x-found-handling-cluster",
         HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("-")),
     );
     Ok(response)
 }
+/// `location`, a path on the cluster's root, as the same path below this
+/// deployment's proxy; `None` for anything else (an absolute URL).
+fn below_proxy(id: &str, ref_id: &str, location: &HeaderValue) -> Option<HeaderValue> {
+    let path = location.to_str().ok()?.strip_prefix('/')?;
+    if path.starts_with('/') {
+        return None;
+    }
+    HeaderValue::from_str(&format!(
+        "/api/v1/deployments/{id}/elasticsearch/{ref_id}/proxy/{path}"
+    ))
+    .ok()
+}
+
 proxy_operation!(
     proxy_options,
     options,

@@ -380,11 +380,20 @@ impl SimulatedClusters {
                     ))
                 };
                 let (master_eligible, data) = roles.or_else(from_group).unwrap_or((true, true));
+                // A node on a loopback address is served there: it
+                // publishes that address, as a real node its private one.
+                let addr = n
+                    .private_ip
+                    .parse::<IpAddr>()
+                    .ok()
+                    .filter(IpAddr::is_loopback)
+                    .map(|ip| SocketAddr::new(ip, self.http_port));
                 SimNode {
                     name: n.node_name.clone(),
                     master_eligible,
                     version,
                     data,
+                    addr,
                 }
             })
             .collect())
@@ -398,6 +407,7 @@ impl SimulatedClusters {
         boot: Boot,
     ) -> Result<Simulated, ClusterError> {
         let mut config = SimConfig::new(deployment.spec.name.clone())
+            .with_version(deployment.spec.version.clone())
             .with_members(members)
             .with_faults(self.config.faults.clone());
         if let Some(root) = &self.config.fs_root {

@@ -15,18 +15,22 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 /// How often a waiting health request looks again.
 const POLL: Duration = Duration::from_millis(25);
 
-pub fn root(sim: &Sim) -> ApiResult {
+/// `GET /`: the node that answers, and the version it runs.
+pub fn root(sim: &Sim, req: &Req) -> ApiResult {
+    let node = sim.serving_node(req.served);
+    let facts = crate::compat::facts(&node.version);
     Ok(Reply::ok(json!({
-        "name": sim.master().name,
+        "name": node.name,
         "cluster_name": sim.cluster_name,
         "cluster_uuid": sim.cluster_uuid,
         "version": {
-            "number": sim.version,
+            "number": node.version,
             "build_flavor": "default",
             "build_type": "simulated",
             "build_snapshot": false,
-            "minimum_wire_compatibility_version": "7.17.0",
-            "minimum_index_compatibility_version": "7.0.0",
+            "lucene_version": facts.lucene,
+            "minimum_wire_compatibility_version": facts.minimum_wire_compatibility,
+            "minimum_index_compatibility_version": facts.minimum_index_compatibility,
         },
         "tagline": "You Know, for Search",
     })))

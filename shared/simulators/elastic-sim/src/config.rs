@@ -51,6 +51,9 @@ pub struct SimNode {
     /// Whether it has a data role (it has when `node.roles` is unset):
     /// `_cluster/health` counts such nodes as `number_of_data_nodes`.
     pub data: bool,
+    /// The address it publishes for HTTP (`_nodes/http`, `_cat/nodes`);
+    /// `None`: the first address the cluster serves.
+    pub addr: Option<SocketAddr>,
 }
 
 impl SimNode {
@@ -60,6 +63,7 @@ impl SimNode {
             master_eligible: true,
             version: None,
             data: true,
+            addr: None,
         }
     }
 }
@@ -86,6 +90,12 @@ impl SimConfig {
     pub fn with_members(mut self, members: Vec<SimNode>) -> SimConfig {
         self.nodes = u32::try_from(members.len()).unwrap_or(u32::MAX);
         self.members = Some(members);
+        self
+    }
+
+    /// The version its nodes run unless a node says otherwise.
+    pub fn with_version(mut self, version: impl Into<String>) -> SimConfig {
+        self.version = version.into();
         self
     }
 

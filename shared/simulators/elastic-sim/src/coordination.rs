@@ -459,6 +459,7 @@ mod tests {
             master_eligible: master,
             version: "8.15.0".into(),
             data: true,
+            addr: None,
         }
     }
 

@@ -205,6 +205,12 @@ impl ApiError {
         )
     }
 
+    /// The REST layer's refusal of `Accept` and `Content-Type` headers that
+    /// ask for a REST API version it does not serve (400).
+    pub fn media_type_header(why: &str) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "media_type_header_exception", why)
+    }
+
     /// The REST layer's refusal of a body it cannot read (406).
     pub fn not_acceptable(why: &str) -> ApiError {
         ApiError::new(StatusCode::NOT_ACCEPTABLE, "", why)

@@ -31,6 +31,7 @@ mod blobs;
 mod bulk;
 mod cat;
 mod cluster;
+mod compat;
 mod config;
 mod coordination;
 mod error;

@@ -41,7 +41,7 @@ pub fn cat_nodes(sim: &Sim, req: &Req) -> ApiResult {
             };
             row([
                 ("id", json!(id)),
-                ("ip", json!("127.0.0.1")),
+                ("ip", json!(n.addr.unwrap_or(req.served).ip().to_string())),
                 ("heap.percent", json!("30")),
                 ("ram.percent", json!("50")),
                 ("cpu", json!("1")),
@@ -58,19 +58,93 @@ pub fn cat_nodes(sim: &Sim, req: &Req) -> ApiResult {
     table(req, NODE_COLUMNS, rows)
 }
 
-pub fn nodes_info(sim: &Sim) -> ApiResult {
+/// The GET APIs under `_nodes/` that are not node information; a path
+/// naming one of them is not read as a node filter.
+pub const OTHER_NODE_APIS: &[&str] = &["stats", "usage", "hot_threads", "reload_secure_settings"];
+
+/// The metrics `_nodes` knows. The simulator fills in `http` and
+/// `transport`; the others add nothing to the node's answer.
+const METRICS: &[&str] = &[
+    "_all",
+    "_none",
+    "settings",
+    "os",
+    "process",
+    "jvm",
+    "thread_pool",
+    "transport",
+    "http",
+    "plugins",
+    "ingest",
+    "aggregations",
+    "indices",
+    "remote_cluster_server",
+];
+
+/// Whether a comma-separated list names metrics only (`_nodes/http`).
+pub fn are_metrics(list: &str) -> bool {
+    list.split(',').all(|m| METRICS.contains(&m))
+}
+
+/// `GET _nodes[/{nodes}][/{metrics}]`: each chosen node with the address
+/// it publishes, so that a client that sniffs reaches every node.
+pub fn nodes_info(sim: &Sim, req: &Req, which: Option<&str>, metrics: Option<&str>) -> ApiResult {
+    if let Some(list) = metrics
+        && let Some(unknown) = list.split(',').find(|m| !METRICS.contains(m))
+    {
+        return Err(ApiError::illegal_argument(format!(
+            "request [{}] contains unrecognized metric: [{unknown}]",
+            req.uri
+        )));
+    }
+    let wanted = |metric: &str| {
+        metrics.is_none_or(|list| list.split(',').any(|m| m == metric || m == "_all"))
+    };
+    let master = sim.master();
+    let serving = sim.serving_node(req.served);
+    let chosen = |n: &crate::state::Node| {
+        which.is_none_or(|list| {
+            list.split(',').any(|w| match w {
+                "_all" | "*" => true,
+                "_local" => n.id == serving.id,
+                "_master" => n.id == master.id,
+                pattern => n.id == pattern || glob_match(pattern, &n.name),
+            })
+        })
+    };
     let nodes: Map<String, Value> = sim
         .nodes()
         .iter()
+        .filter(|n| chosen(n))
         .map(|n| {
-            (
-                n.id.clone(),
-                json!({
-                    "name": n.name,
-                    "version": n.version,
-                    "roles": n.roles(),
-                }),
-            )
+            let addr = n.addr.unwrap_or(req.served);
+            let ip = addr.ip().to_string();
+            let mut node = json!({
+                "name": n.name,
+                "transport_address": format!("{ip}:9300"),
+                "host": ip,
+                "ip": ip,
+                "version": n.version,
+                "build_flavor": "default",
+                "build_type": "simulated",
+                "roles": n.roles(),
+                "attributes": {},
+            });
+            if wanted("transport") {
+                node["transport"] = json!({
+                    "bound_address": [format!("{ip}:9300")],
+                    "publish_address": format!("{ip}:9300"),
+                    "profiles": {},
+                });
+            }
+            if wanted("http") {
+                node["http"] = json!({
+                    "bound_address": [addr.to_string()],
+                    "publish_address": addr.to_string(),
+                    "max_content_length_in_bytes": 104_857_600,
+                });
+            }
+            (n.id.clone(), node)
         })
         .collect();
     let count = nodes.len();
@@ -136,7 +210,15 @@ pub fn cat_shards(sim: &Sim, req: &Req, index: Option<&str>) -> ApiResult {
                     ("docs", on_node(json!(idx.docs.len().to_string()))),
                     ("store", on_node(json!(store))),
                     ("dataset", on_node(json!(store))),
-                    ("ip", on_node(json!("127.0.0.1"))),
+                    (
+                        "ip",
+                        on_node(json!(
+                            node.and_then(|n| n.addr)
+                                .unwrap_or(req.served)
+                                .ip()
+                                .to_string()
+                        )),
+                    ),
                     ("id", json!(node.map(|n| n.id.clone()))),
                     ("node", json!(node.map(|n| n.name.clone()))),
                 ]));

@@ -110,7 +110,8 @@ async fn serve(
         .local_addr()
         .map_err(|source| SimError::Bind { addr, source })?;
     let (stop, stopped) = oneshot::channel::<()>();
-    let app = app.clone();
+    // Each listener is one node's address: a request knows which it came in on.
+    let app = app.clone().layer(axum::Extension(Served(addr)));
     let shutdown = async {
         let _ = stopped.await;
     };
@@ -331,7 +332,13 @@ impl Drop for RunningCluster {
 }
 
 /// One request, as the APIs see it.
+/// The address a request came in on: the node that answers it.
+#[derive(Debug, Clone, Copy)]
+pub struct Served(pub SocketAddr);
+
 pub struct Req {
+    /// The address the request came in on.
+    pub served: SocketAddr,
     pub method: Method,
     /// The path alone, as Elasticsearch's messages name it.
     pub uri: String,
@@ -423,6 +430,7 @@ fn json_response_as(status: StatusCode, body: &Value, pretty: bool) -> Response 
 
 async fn dispatch(
     State(sim): State<Arc<Sim>>,
+    axum::Extension(Served(served)): axum::Extension<Served>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -430,6 +438,26 @@ async fn dispatch(
     body: Bytes,
 ) -> Response {
     let head = method == Method::HEAD;
+    let header_text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    // The REST layer reads the media types before anything else, security
+    // included: a version the node does not serve is refused at once.
+    let node_major =
+        crate::compat::major_minor(&sim.serving_node(served).version).map_or(8, |(major, _)| major);
+    let compatible = match crate::compat::requested_version(
+        node_major,
+        header_text(header::ACCEPT),
+        header_text(header::CONTENT_TYPE),
+        !body.is_empty(),
+    ) {
+        Ok(v) => v,
+        Err(error) => {
+            let mut response = json_response(error.status, &error.body());
+            if head {
+                *response.body_mut() = Body::empty();
+            }
+            return response;
+        }
+    };
     if sim.is_secured() {
         // Elasticsearch names the request as sent, query string included.
         let request = uri
@@ -453,6 +481,7 @@ async fn dispatch(
     let outcome = match path_segments(uri.path()) {
         Ok(segments) => {
             let req = Req {
+                served,
                 method: if head { Method::GET } else { method.clone() },
                 uri: uri.path().to_string(),
                 content_type,
@@ -491,6 +520,18 @@ async fn dispatch(
             json_response_as(error.status, &error.body(), pretty)
         }
     };
+    // Asked for a compatible version, Elasticsearch names it in its answer.
+    if let Some(v) = compatible
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"))
+        && let Ok(ct) = HeaderValue::from_str(&format!(
+            "application/vnd.elasticsearch+json;compatible-with={v}"
+        ))
+    {
+        response.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
     if head {
         *response.body_mut() = Body::empty();
     }
@@ -515,7 +556,7 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         return Err(ApiError::master_not_discovered());
     }
     match segments.as_slice() {
-        [] if get => cluster::root(sim),
+        [] if get => cluster::root(sim, req),
         [] => wrong(&["GET", "HEAD"]),
         ["_cluster", "voting_config_exclusions"] if post => {
             coordination::add_exclusions(sim, req).await
@@ -537,7 +578,18 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         ["_cat", "nodes"] if get => nodes::cat_nodes(sim, req),
         ["_cat", "shards"] if get => nodes::cat_shards(sim, req, None),
         ["_cat", "shards", index] if get => nodes::cat_shards(sim, req, Some(index)),
-        ["_nodes"] if get => nodes::nodes_info(sim),
+        ["_nodes"] if get => nodes::nodes_info(sim, req, None, None),
+        ["_nodes", one] if get && !nodes::OTHER_NODE_APIS.contains(one) => {
+            // One part is the metrics when it names only metrics, else the nodes.
+            if nodes::are_metrics(one) {
+                nodes::nodes_info(sim, req, None, Some(one))
+            } else {
+                nodes::nodes_info(sim, req, Some(one), None)
+            }
+        }
+        ["_nodes", which, metrics] if get && !nodes::OTHER_NODE_APIS.contains(metrics) => {
+            nodes::nodes_info(sim, req, Some(which), Some(metrics))
+        }
         ["_nodes", "reload_secure_settings"] if post => nodes::reload_secure_settings(sim, req),
         ["_nodes", node, "reload_secure_settings"] if post => {
             nodes::reload_secure_settings_on(sim, req, node)

@@ -48,6 +48,8 @@ pub struct Node {
     pub version: String,
     /// It has a data role.
     pub data: bool,
+    /// The address it publishes for HTTP; `None`: the cluster's first.
+    pub addr: Option<std::net::SocketAddr>,
 }
 
 impl Node {
@@ -57,6 +59,7 @@ impl Node {
             name: member.name.clone(),
             master_eligible: member.master_eligible,
             data: member.data,
+            addr: member.addr,
             version: member
                 .version
                 .clone()
@@ -281,7 +284,17 @@ impl Sim {
                 master_eligible: false,
                 version: self.version.clone(),
                 data: false,
+                addr: None,
             })
+    }
+
+    /// The node whose address `served` is; a node without an address of
+    /// its own (a cluster started alone, on one address) is the master.
+    pub fn serving_node(&self, served: std::net::SocketAddr) -> Node {
+        self.nodes()
+            .into_iter()
+            .find(|n| n.addr.is_some_and(|a| a.ip() == served.ip()))
+            .unwrap_or_else(|| self.master())
     }
 
     /// Makes the cluster's nodes exactly `names` (nodes keep their ids

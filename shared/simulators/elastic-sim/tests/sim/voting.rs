@@ -14,6 +14,7 @@ fn node(name: &str, master: bool) -> SimNode {
         master_eligible: master,
         version: None,
         data: !master,
+        addr: None,
     }
 }
 
@@ -179,6 +180,7 @@ fn versioned(name: &str, version: &str) -> SimNode {
         master_eligible: true,
         version: Some(version.into()),
         data: true,
+        addr: None,
     }
 }
 

@@ -1,0 +1,161 @@
+"""Drives a Floe deployment with the official Elasticsearch Python client.
+
+Run by tests/tests/official_clients.rs with the client under test on
+PYTHONPATH (8.x or 9.x, pinned in requirements-es8.txt / -es9.txt and
+installed by scripts/test.sh). Reaches the cluster through the control
+plane's proxy with a bearer token (FLOE_PROXY_URL, FLOE_TOKEN).
+
+Each call's outcome is printed as one JSON line: {"call", "ok", "detail"}.
+The exit status is 0 only when every call worked.
+"""
+
+import json
+import os
+import sys
+import traceback
+
+import elasticsearch
+from elasticsearch import Elasticsearch, helpers
+
+
+def client():
+    return Elasticsearch(
+        os.environ["FLOE_PROXY_URL"],
+        bearer_auth=os.environ["FLOE_TOKEN"],
+        request_timeout=30,
+        retry_on_timeout=False,
+        max_retries=0,
+    )
+
+
+def main():
+    es = client()
+    repo = None
+    # Names of this run's own, so that a second client can run after it.
+    prefix = os.environ.get("FLOE_NAME_PREFIX", "")
+    index = f"{prefix}conformance-logs"
+    restored = f"restored-{index}"
+    snapshot = f"{prefix}conformance-snap"
+    expected_version = os.environ["FLOE_ES_VERSION"]
+    outcomes = []
+
+    def check(name, fn):
+        try:
+            detail = fn()
+            outcomes.append({"call": name, "ok": True, "detail": detail})
+        except Exception as e:  # every failure is a row of the table
+            outcomes.append(
+                {
+                    "call": name,
+                    "ok": False,
+                    "detail": f"{type(e).__name__}: {e}",
+                    "trace": traceback.format_exc(limit=3),
+                }
+            )
+
+    def info():
+        number = es.info()["version"]["number"]
+        assert number == expected_version, f"version {number}, expected {expected_version}"
+        return number
+
+    def health():
+        return es.cluster.health(wait_for_status="yellow", timeout="10s")["status"]
+
+    def cat_apis():
+        es.cat.health(format="json")
+        nodes = es.cat.nodes(format="json", h="ip,name,version")
+        versions = {n["version"] for n in nodes}
+        assert versions == {expected_version}, f"_cat/nodes versions {versions}"
+        es.cat.indices(format="json")
+        text = es.cat.health()
+        assert isinstance(text, str) or hasattr(text, "body")
+        return len(nodes)
+
+    def create_index():
+        es.indices.create(
+            index=index,
+            settings={"number_of_shards": 1, "number_of_replicas": 0},
+            mappings={"properties": {"message": {"type": "text"}, "n": {"type": "long"}}},
+        )
+        return index
+
+    def bulk():
+        actions = ({"_index": index, "_id": str(i), "_source": {"message": f"line {i}", "n": i}} for i in range(50))
+        ok, errors = helpers.bulk(es, actions, refresh=True)
+        assert ok == 50 and not errors, (ok, errors)
+        return ok
+
+    def count():
+        n = es.count(index=index)["count"]
+        assert n == 50, n
+        return n
+
+    def search():
+        hits = es.search(index=index, query={"match_all": {}}, size=5)["hits"]
+        assert hits["total"]["value"] == 50, hits["total"]
+        assert len(hits["hits"]) == 5
+        return hits["total"]["value"]
+
+    def get_repository():
+        # The repository Floe registered for the deployment's snapshots.
+        nonlocal repo
+        repo = next(iter(es.snapshot.get_repository()))
+        return repo
+
+    def snapshot_create():
+        r = es.snapshot.create(
+            repository=repo, snapshot=snapshot, indices=index, wait_for_completion=True
+        )
+        assert r["snapshot"]["state"] == "SUCCESS", r
+        return r["snapshot"]["state"]
+
+    def snapshot_get():
+        r = es.snapshot.get(repository=repo, snapshot=snapshot)
+        assert r["snapshots"][0]["snapshot"] == snapshot, r
+        return len(r["snapshots"])
+
+    def snapshot_restore():
+        r = es.snapshot.restore(
+            repository=repo,
+            snapshot=snapshot,
+            indices=index,
+            rename_pattern="(.+)",
+            rename_replacement="restored-$1",
+            wait_for_completion=True,
+        )
+        assert r["snapshot"]["shards"]["failed"] == 0, r
+        es.indices.refresh(index=restored)
+        n = es.count(index=restored)["count"]
+        assert n == 50, n
+        return n
+
+    def authenticate():
+        return es.security.authenticate()["username"]
+
+    def ping():
+        assert es.ping()
+        return True
+
+    check("info", info)
+    check("ping", ping)
+    check("cluster.health", health)
+    check("cat", cat_apis)
+    check("indices.create", create_index)
+    check("helpers.bulk", bulk)
+    check("count", count)
+    check("search", search)
+    check("snapshot.get_repository", get_repository)
+    check("snapshot.create", snapshot_create)
+    check("snapshot.get", snapshot_get)
+    check("snapshot.restore", snapshot_restore)
+    check("security.authenticate", authenticate)
+
+    client_version = ".".join(str(p) for p in elasticsearch.__versionstr__.split(".")[:3])
+    for o in outcomes:
+        o["client"] = client_version
+        print(json.dumps(o))
+    return 0 if all(o["ok"] for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
