@@ -123,6 +123,9 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
             // private endpoints are refused.
             trusted: local_s3.as_ref().map(|s| s.addr()),
         },
+        // Each deployment's simulated cluster serves a loopback address of
+        // its own for its whole life, named by its certificate.
+        endpoints: floe_domain::access::EndpointNaming::Loopback,
         queue: platform.queue,
         schedules: platform.schedules,
         clusters: platform.clusters,

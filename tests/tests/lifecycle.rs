@@ -105,6 +105,32 @@ fn count_of(d: &Value) -> u64 {
     d["node_groups"][0]["count"].as_u64().unwrap_or(0)
 }
 
+/// `version.number` of the cluster at `endpoint`, reached as any verifying
+/// client reaches it: the deployment's CA as the only root, no name
+/// override, the `elastic` user's password.
+async fn version_at(
+    endpoint: &str,
+    ca: &str,
+    password: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let client = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(ca.as_bytes())?])
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let info: Value = client
+        .get(format!("{endpoint}/"))
+        .basic_auth("elastic", Some(password))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(info["version"]["number"]
+        .as_str()
+        .ok_or_else(|| format!("no version in {info}"))?
+        .to_string())
+}
+
 #[tokio::test]
 async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
     let s = Server::start_with(&[
@@ -384,9 +410,27 @@ async fn an_upgrade_with_a_repository_snapshots_first() -> TestResult {
             .await;
         let created = created.expect_status(201).json();
         let id = created["id"].as_str().ok_or("id")?.to_string();
+        let password = created["credentials"]["password"]
+            .as_str()
+            .ok_or("password")?
+            .to_string();
         let path = format!("{DEPLOYMENTS}/{id}");
         let d = settled(&s, &token, &path).await?;
         assert_eq!(d["status"], json!("running"), "{d}");
+        let endpoint = d["elasticsearch"]["endpoint"]
+            .as_str()
+            .ok_or("endpoint")?
+            .to_string();
+        let ca = d["elasticsearch"]["ca_certificate"]
+            .as_str()
+            .ok_or("CA")?
+            .to_string();
+        let nodes_before = d["elasticsearch"]["nodes"].clone();
+        assert_eq!(
+            version_at(&endpoint, &ca, &password).await?,
+            from,
+            "{endpoint}"
+        );
         let version = d["resource_version"].as_u64().ok_or("version")?;
         spec["version"] = json!(to);
         let changed = s
@@ -410,6 +454,24 @@ async fn an_upgrade_with_a_repository_snapshots_first() -> TestResult {
         );
         assert_eq!(d["status"], json!("running"), "{from} -> {to}: {d}");
         assert_eq!(d["version"], json!(to), "{plans}");
+        // Every node was replaced; the endpoint a user saved still answers,
+        // verified against the same CA, now with the new version.
+        assert_eq!(d["elasticsearch"]["endpoint"], json!(endpoint), "{d}");
+        let addresses = |nodes: &Value| -> Vec<String> {
+            nodes
+                .as_array()
+                .map(|l| l.iter().map(|n| n["address"].to_string()).collect())
+                .unwrap_or_default()
+        };
+        let before = addresses(&nodes_before);
+        assert!(
+            addresses(&d["elasticsearch"]["nodes"])
+                .iter()
+                .all(|a| !before.contains(a)),
+            "{nodes_before} -> {}",
+            d["elasticsearch"]["nodes"]
+        );
+        assert_eq!(version_at(&endpoint, &ca, &password).await?, to);
         let (_, steps) = last_plan(&s, &token, &path).await?;
         assert_eq!(
             steps.get(1).map(String::as_str),

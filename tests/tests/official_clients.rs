@@ -1,5 +1,7 @@
 //! The official Elasticsearch Python client, as operators use it, against
-//! local deployments through the control plane's proxy: the 8.x client
+//! local deployments, directly at each deployment's endpoint (its CA and
+//! the `elastic` password alone) and through the control plane's proxy (a
+//! bearer token): the 8.x client
 //! against an 8.x deployment and the 9.x client against a 9.x one (each
 //! asks for its own major's REST API, `compatible-with=N`); then the 8.x
 //! client against the 9.x deployment, which serves the major before its
@@ -51,8 +53,17 @@ fn deployment(name: &str, version: &str) -> Value {
     })
 }
 
-/// Creates a deployment at `version` and waits until it runs; its id.
-async fn running(s: &Server, token: &str, name: &str, version: &str) -> Result<String, String> {
+/// A running deployment, as a user has it: its id, the `elastic` password
+/// from the create's answer, its endpoint and its CA.
+struct Running {
+    id: String,
+    password: String,
+    endpoint: String,
+    ca_certificate: String,
+}
+
+/// Creates a deployment at `version` and waits until it runs.
+async fn running(s: &Server, token: &str, name: &str, version: &str) -> Result<Running, String> {
     let created = s
         .call(
             Call::post(DEPLOYMENTS)
@@ -62,6 +73,10 @@ async fn running(s: &Server, token: &str, name: &str, version: &str) -> Result<S
         .await;
     let created = created.expect_status(201).json();
     let id = created["id"].as_str().ok_or("no id")?.to_string();
+    let password = created["credentials"]["password"]
+        .as_str()
+        .ok_or("no password in the create's answer")?
+        .to_string();
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let d = s
@@ -69,7 +84,14 @@ async fn running(s: &Server, token: &str, name: &str, version: &str) -> Result<S
             .await
             .json();
         if d["plans"]["pending"].is_null() && d["status"] == json!("running") {
-            return Ok(id);
+            let es = &d["elasticsearch"];
+            assert_eq!(es["stable_endpoint"], json!(true), "{es}");
+            return Ok(Running {
+                id,
+                password,
+                endpoint: es["endpoint"].as_str().ok_or("no endpoint")?.to_string(),
+                ca_certificate: es["ca_certificate"].as_str().ok_or("no CA")?.to_string(),
+            });
         }
         if Instant::now() > deadline {
             return Err(format!("{name} did not run within 90 s: {d}"));
@@ -78,34 +100,56 @@ async fn running(s: &Server, token: &str, name: &str, version: &str) -> Result<S
     }
 }
 
-/// One run of the conformance script: its rows, and whether it passed.
-fn run_client(major: u8, proxy_url: &str, token: &str, version: &str) -> (Vec<Value>, bool) {
-    run_client_named(major, proxy_url, token, version, "")
+/// How the script reaches the cluster.
+enum Reach {
+    /// Through the control plane's proxy, with a bearer token.
+    Proxy { url: String, token: String },
+    /// At the deployment's endpoint, with its CA and the password alone.
+    Direct {
+        endpoint: String,
+        ca_file: PathBuf,
+        password: String,
+    },
 }
 
-/// [`run_client`] with the script's indices and snapshot named after
-/// `prefix`, for a second client on the same deployment.
-fn run_client_named(
-    major: u8,
-    proxy_url: &str,
-    token: &str,
-    version: &str,
-    prefix: &str,
-) -> (Vec<Value>, bool) {
+impl Reach {
+    fn label(&self, version: &str) -> String {
+        match self {
+            Reach::Proxy { .. } => format!("{version} via proxy"),
+            Reach::Direct { .. } => format!("{version} direct"),
+        }
+    }
+}
+
+/// One run of the conformance script with the `major`.x client, its
+/// indices and snapshot named after `prefix`: its rows, and whether every
+/// call passed.
+fn run_client(major: u8, path: &Reach, version: &str, prefix: &str) -> (Vec<Value>, bool) {
     let dir = clients_dir().join(major.to_string());
     assert!(
         dir.join("elasticsearch").is_dir(),
         "the official Python client {major}.x is not installed in {} (scripts/test.sh installs it)",
         dir.display()
     );
-    let out = std::process::Command::new(python())
+    let mut command = std::process::Command::new(python());
+    command
         .arg(script())
         .env("PYTHONPATH", &dir)
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("FLOE_PROXY_URL", proxy_url)
-        .env("FLOE_TOKEN", token)
         .env("FLOE_ES_VERSION", version)
-        .env("FLOE_NAME_PREFIX", prefix)
+        .env("FLOE_NAME_PREFIX", prefix);
+    match path {
+        Reach::Proxy { url, token } => command.env("FLOE_PROXY_URL", url).env("FLOE_TOKEN", token),
+        Reach::Direct {
+            endpoint,
+            ca_file,
+            password,
+        } => command
+            .env("FLOE_ENDPOINT", endpoint)
+            .env("FLOE_CA_FILE", ca_file)
+            .env("FLOE_PASSWORD", password),
+    };
+    let out = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", python().display()));
     let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
@@ -125,7 +169,7 @@ fn table(label: &str, rows: &[Value]) -> String {
     let mut t = String::new();
     for r in rows {
         t.push_str(&format!(
-            "{label:<24} client {:<7} {:<22} {:<4} {}\n",
+            "{label:<24} client {:<7} {:<24} {:<4} {}\n",
             r["client"].as_str().unwrap_or("?"),
             r["call"].as_str().unwrap_or("?"),
             if r["ok"] == json!(true) { "ok" } else { "FAIL" },
@@ -136,7 +180,7 @@ fn table(label: &str, rows: &[Value]) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_official_python_clients_work_through_the_proxy() -> TestResult {
+async fn the_official_python_clients_work_directly_and_through_the_proxy() -> TestResult {
     let s = Server::start_with(&[
         ("FLOE_SIM_BOOT_DELAY_MS", "50"),
         ("FLOE_SIM_TERMINATE_DELAY_MS", "20"),
@@ -159,40 +203,55 @@ async fn the_official_python_clients_work_through_the_proxy() -> TestResult {
         (8u8, "8.15.3", "clients-eight"),
         (9, "9.1.0", "clients-nine"),
     ] {
-        let id = running(&s, &token, name, version).await?;
-        let proxy = format!(
-            "{}{DEPLOYMENTS}/{id}/elasticsearch/main-elasticsearch/proxy",
-            s.base_url()
-        );
-        let (rows, passed) =
-            tokio::task::block_in_place(|| run_client(major, &proxy, &token, version));
-        report.push_str(&table(&format!("{version} via proxy"), &rows));
-        if !passed {
-            failed.push(format!("{major}.x client on {version}"));
-        }
-        // The other major's client: a 9.x client asks an 8.x cluster for a
-        // REST API it does not serve, and is refused with Elasticsearch's
-        // 400; an 8.x client is served by a 9.x cluster (compatible-with=8).
-        if major == 8 {
-            let (rows, _) = tokio::task::block_in_place(|| run_client(9, &proxy, &token, version));
-            let info = rows.iter().find(|r| r["call"] == json!("info"));
-            let detail = info.map(|r| r["detail"].to_string()).unwrap_or_default();
-            assert!(
-                info.is_some_and(|r| r["ok"] == json!(false))
-                    && detail.contains("media_type_header_exception"),
-                "a 9.x client must be refused by an 8.x cluster: {detail}"
-            );
-            report.push_str(&format!(
-                "{:<24} client 9.x     info                   refused as on Elasticsearch 8: {detail}\n",
-                format!("{version} via proxy")
-            ));
-        } else {
-            let (rows, passed) = tokio::task::block_in_place(|| {
-                run_client_named(8, &proxy, &token, version, "eight-")
-            });
-            report.push_str(&table(&format!("{version} via proxy"), &rows));
+        let d = running(&s, &token, name, version).await?;
+        let ca_file = s.data_dir().join(format!("{name}-ca.pem"));
+        std::fs::write(&ca_file, &d.ca_certificate)?;
+        let paths = [
+            Reach::Proxy {
+                url: format!(
+                    "{}{DEPLOYMENTS}/{}/elasticsearch/main-elasticsearch/proxy",
+                    s.base_url(),
+                    d.id
+                ),
+                token: token.clone(),
+            },
+            Reach::Direct {
+                endpoint: d.endpoint.clone(),
+                ca_file,
+                password: d.password.clone(),
+            },
+        ];
+        for (n, path) in paths.iter().enumerate() {
+            let label = path.label(version);
+            // Its own client, then the other major's: an 8.x cluster
+            // refuses a 9.x client as Elasticsearch 8 does; a 9.x cluster
+            // serves an 8.x client (compatible-with=8).
+            let (rows, passed) =
+                tokio::task::block_in_place(|| run_client(major, path, version, &format!("p{n}-")));
+            report.push_str(&table(&label, &rows));
             if !passed {
-                failed.push(format!("8.x client on {version}"));
+                failed.push(format!("{major}.x client, {label}"));
+            }
+            if major == 8 {
+                let (rows, _) =
+                    tokio::task::block_in_place(|| run_client(9, path, version, &format!("q{n}-")));
+                let info = rows.iter().find(|r| r["call"] == json!("info"));
+                let detail = info.map(|r| r["detail"].to_string()).unwrap_or_default();
+                if !(info.is_some_and(|r| r["ok"] == json!(false))
+                    && detail.contains("media_type_header_exception"))
+                {
+                    failed.push(format!("9.x client not refused, {label}: {detail}"));
+                }
+                report.push_str(&format!(
+                    "{label:<24} client 9.x     info                     refused as by Elasticsearch 8: {detail}\n"
+                ));
+            } else {
+                let (rows, passed) =
+                    tokio::task::block_in_place(|| run_client(8, path, version, &format!("q{n}-")));
+                report.push_str(&table(&label, &rows));
+                if !passed {
+                    failed.push(format!("8.x client, {label}"));
+                }
             }
         }
     }

@@ -47,6 +47,9 @@ pub async fn state() -> Result<ApiState, WiringError> {
             allow_private: config.allow_private_endpoints,
             ..EndpointPolicy::default()
         },
+        // Until the plans keep a DNS record per deployment (issue 32's
+        // Route 53 part), the view shows a node's address.
+        endpoints: floe_domain::access::EndpointNaming::NodeAddress,
         queue,
         schedules,
         resolver: Arc::new(floe_ports::SystemResolver),

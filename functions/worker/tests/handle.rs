@@ -143,6 +143,7 @@ async fn create_plan(store: &Store) -> Result<PlanJob, Error> {
         pending_plan: Some(plan.reference()),
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: now,

@@ -227,6 +227,7 @@ async fn new_create(store: &Store) -> Result<PlanJob, Box<dyn Error>> {
         pending_plan: Some(plan.reference()),
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: now,

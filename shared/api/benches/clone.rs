@@ -139,6 +139,7 @@ async fn world(root: &std::path::Path) -> Fallible<World> {
             store: store.clone(),
             cipher: Arc::new(LocalCipher::from_key(&[5u8; 32])),
             endpoint_policy: EndpointPolicy::default(),
+            endpoints: floe_domain::access::EndpointNaming::NodeAddress,
             queue,
             clusters: clusters.clone(),
             schedules: Arc::new(floe_schedules::ReconcileNow::new(

@@ -236,6 +236,7 @@ async fn world() -> Fallible<World> {
             store: store.clone(),
             cipher: Arc::new(LocalCipher::from_key(&[5u8; 32])),
             endpoint_policy: EndpointPolicy::default(),
+            endpoints: floe_domain::access::EndpointNaming::NodeAddress,
             queue,
             clusters,
             schedules: Arc::new(ToTheWorker),

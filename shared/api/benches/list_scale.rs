@@ -80,6 +80,7 @@ fn deployment_record(template: &DeploymentSpec, n: usize) -> Fallible<Record> {
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: now,
@@ -181,6 +182,7 @@ fn router(backend: Arc<dyn Backend>) -> Fallible<axum::Router> {
             store: store.clone(),
             cipher: Arc::new(LocalCipher::from_key(&[5u8; 32])),
             endpoint_policy: EndpointPolicy::default(),
+            endpoints: floe_domain::access::EndpointNaming::NodeAddress,
             queue: Arc::new(queue),
             clusters: Arc::new(floe_clusters_sim::SimulatedClusters::new(
                 compute,

@@ -171,6 +171,7 @@ async fn world() -> Fallible<World> {
             store: store.clone(),
             cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
             endpoint_policy: EndpointPolicy::default(),
+            endpoints: floe_domain::access::EndpointNaming::NodeAddress,
             queue,
             clusters: clusters.clone(),
             schedules: Arc::new(floe_schedules::ReconcileNow::new(

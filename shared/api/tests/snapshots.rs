@@ -126,6 +126,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: now,
@@ -177,6 +178,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
             store: store.clone(),
             cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
             endpoint_policy: EndpointPolicy::default(),
+            endpoints: floe_domain::access::EndpointNaming::NodeAddress,
             queue: Arc::new(floe_plans::LocalQueue::new().0),
             clusters,
             schedules: Arc::new(floe_schedules::ReconcileNow::new(

@@ -39,6 +39,8 @@ pub struct App {
     pub store: Store,
     pub cipher: Arc<dyn Cipher>,
     pub endpoint_policy: EndpointPolicy,
+    /// How a new deployment's stable endpoint is named.
+    pub endpoints: floe_domain::access::EndpointNaming,
     /// Wakes a worker for a new or cancelled plan.
     pub queue: Arc<dyn WorkQueue>,
     /// Keeps the snapshot schedules in step with the records.

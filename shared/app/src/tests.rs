@@ -110,6 +110,7 @@ fn world_on(inner: SqliteBackend) -> Result<World, Box<dyn std::error::Error>> {
         store: Store::new(backend.clone()),
         cipher: Arc::new(floe_secrets::LocalCipher::from_key(&[3u8; 32])),
         endpoint_policy: EndpointPolicy::default(),
+        endpoints: floe_domain::access::EndpointNaming::Loopback,
         queue: Arc::new(queue),
         schedules: synced.clone(),
         clusters: Arc::new(floe_clusters_sim::SimulatedClusters::new(

@@ -2,8 +2,11 @@
 
 Run by tests/tests/official_clients.rs with the client under test on
 PYTHONPATH (8.x or 9.x, pinned in requirements-es8.txt / -es9.txt and
-installed by scripts/test.sh). Reaches the cluster through the control
-plane's proxy with a bearer token (FLOE_PROXY_URL, FLOE_TOKEN).
+installed by scripts/test.sh). Reaches the cluster either through the
+control plane's proxy with a bearer token (FLOE_PROXY_URL, FLOE_TOKEN), or
+directly at the deployment's endpoint with nothing but its CA and the
+`elastic` user's password (FLOE_ENDPOINT, FLOE_CA_FILE, FLOE_PASSWORD): no
+host name override, no unverified TLS.
 
 Each call's outcome is printed as one JSON line: {"call", "ok", "detail"}.
 The exit status is 0 only when every call worked.
@@ -19,12 +22,16 @@ from elasticsearch import Elasticsearch, helpers
 
 
 def client():
+    common = {"request_timeout": 30, "retry_on_timeout": False, "max_retries": 0}
+    if "FLOE_ENDPOINT" in os.environ:
+        return Elasticsearch(
+            os.environ["FLOE_ENDPOINT"],
+            ca_certs=os.environ["FLOE_CA_FILE"],
+            basic_auth=("elastic", os.environ["FLOE_PASSWORD"]),
+            **common,
+        )
     return Elasticsearch(
-        os.environ["FLOE_PROXY_URL"],
-        bearer_auth=os.environ["FLOE_TOKEN"],
-        request_timeout=30,
-        retry_on_timeout=False,
-        max_retries=0,
+        os.environ["FLOE_PROXY_URL"], bearer_auth=os.environ["FLOE_TOKEN"], **common
     )
 
 

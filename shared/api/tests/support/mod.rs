@@ -78,6 +78,7 @@ pub fn api() -> Result<Api, Box<dyn std::error::Error>> {
         store: store.clone(),
         cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
         endpoint_policy: EndpointPolicy::default(),
+        endpoints: floe_domain::access::EndpointNaming::NodeAddress,
         queue: Arc::new(floe_plans::LocalQueue::new().0),
         schedules: Arc::new(floe_schedules::ReconcileNow::new(store, scheduler)),
         clusters: Arc::new(floe_clusters_sim::SimulatedClusters::new(

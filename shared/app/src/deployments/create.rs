@@ -76,11 +76,16 @@ impl App {
         id: &str,
     ) -> Result<NewDeployment, AppError> {
         let clone = self.resolve_clone(&who.org, &mut spec).await?;
+        // A validation reserves no id, and so names no endpoint.
+        let endpoint = (!id.is_empty())
+            .then(|| self.endpoints.host_for(id))
+            .flatten();
         Ok(decide::decide_create(
             who,
             id,
             spec,
             clone,
+            endpoint,
             chrono::Utc::now(),
         ))
     }

@@ -69,12 +69,14 @@ pub(crate) struct NewDeployment {
 
 /// The deployment a create makes from `spec` (a clone's source resolved
 /// into it). `id` is the new deployment's; a validation's is empty, as it
-/// reserves none.
+/// reserves none. `endpoint` is the host of its stable endpoint, named
+/// once, here, for its whole life.
 pub(crate) fn decide_create(
     who: &Caller,
     id: &str,
     mut spec: DeploymentSpec,
     clone: ResolvedClone,
+    endpoint: Option<String>,
     now: DateTime<Utc>,
 ) -> NewDeployment {
     // The plan restores the clone's source; the deployment keeps what it
@@ -98,6 +100,7 @@ pub(crate) fn decide_create(
     );
     let deployment = Deployment {
         clone_source,
+        endpoint,
         ..Deployment::first_planned_by(&plan, spec)
     };
     NewDeployment {

@@ -24,6 +24,56 @@ pub fn server_name(deployment_id: &str) -> String {
     format!("{deployment_id}.nodes.floe.internal")
 }
 
+/// How a deployment's stable endpoint is named, chosen once at its create.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum EndpointNaming {
+    /// No stable endpoint: the view shows a running node's address (what
+    /// Floe did before it named endpoints).
+    #[default]
+    NodeAddress,
+    /// Local mode: a loopback address of the deployment's own
+    /// (`127.128.0.0` to `127.254.255.255`, apart from the simulated
+    /// instances' `127.1` to `127.127`), derived from its id, which its
+    /// simulated cluster serves for its whole life. Names do not resolve
+    /// on a developer's machine; an address needs nothing but itself.
+    Loopback,
+    /// On AWS: `{deployment id}.{domain}`, a record of the private hosted
+    /// zone that the plans keep equal to the nodes that serve clients.
+    Dns { domain: String },
+}
+
+impl EndpointNaming {
+    /// The endpoint host of deployment `deployment_id`; `None` without
+    /// stable endpoints.
+    pub fn host_for(&self, deployment_id: &str) -> Option<String> {
+        match self {
+            EndpointNaming::NodeAddress => None,
+            EndpointNaming::Loopback => Some(loopback_endpoint(deployment_id).to_string()),
+            EndpointNaming::Dns { domain } => {
+                Some(format!("{deployment_id}.{}", domain.trim_end_matches('.')))
+            }
+        }
+    }
+}
+
+/// The loopback address of a deployment's endpoint in local mode: FNV-1a
+/// of its id (a hash whose value never changes between builds, unlike the
+/// standard library's) spread over `127.128.0.1` to `127.254.254.254`.
+pub fn loopback_endpoint(deployment_id: &str) -> std::net::Ipv4Addr {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in deployment_id.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let pick = |shift: u32, span: u64| u8::try_from((hash >> shift) % span).unwrap_or(0);
+    std::net::Ipv4Addr::new(
+        127,
+        128 + pick(0, 127),
+        1 + pick(16, 254),
+        1 + pick(32, 254),
+    )
+}
+
 /// What the last plan that changed the nodes recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterAccess {
@@ -52,15 +102,23 @@ pub struct ElasticsearchAccess {
     /// `main-elasticsearch`: the `ref_id` of the proxy's path.
     #[schema(example = "main-elasticsearch")]
     pub ref_id: String,
-    /// `https://{address}:{port}` of the first running node (every node
-    /// answers for the cluster; in local mode, the simulated node's own
-    /// loopback address). Its certificate names `server_name`, not the
-    /// address: connect with `curl --cacert ca.pem --connect-to
-    /// SERVER_NAME:PORT:ADDRESS:PORT https://SERVER_NAME:PORT/`.
-    #[schema(example = "https://10.0.1.7:9200")]
+    /// `https://{host}:{port}`: the deployment's stable endpoint, which
+    /// stays its own while nodes are replaced, and which its node
+    /// certificate names: connect with the CA and the credentials alone
+    /// (`curl --cacert ca.pem -u elastic:PASSWORD ENDPOINT/`). On AWS a
+    /// name in the platform's private hosted zone; in local mode a loopback
+    /// address of the deployment's own. A deployment created before Floe
+    /// gave each one its endpoint (`stable_endpoint: false`) shows a running
+    /// node's address here, whose certificate names `server_name` only.
+    #[schema(example = "https://0193a0c4d2b77c3e9a4b5c6d7e8f9a0b.es.floe.internal:9200")]
     pub endpoint: String,
-    /// The one name on the nodes' certificate (their addresses are not
-    /// known when it is made): what a client checks the certificate against.
+    /// Whether `endpoint` is the deployment's stable, verifiable endpoint;
+    /// `false` for a deployment created before Floe gave each one (its
+    /// endpoint is then a node's address, reached with `--connect-to
+    /// SERVER_NAME:PORT:ADDRESS:PORT`).
+    pub stable_endpoint: bool,
+    /// The name the functions check a node's certificate against, which
+    /// every node certificate carries beside the endpoint's host.
     #[schema(example = "0193a0c4d2b77c3e9a4b5c6d7e8f9a0b.nodes.floe.internal")]
     pub server_name: String,
     pub port: u16,
@@ -79,18 +137,25 @@ pub struct ElasticsearchAccess {
 }
 
 impl ElasticsearchAccess {
-    /// What the view shows of `access` for deployment `id`.
-    pub fn of(id: &str, access: &ClusterAccess) -> ElasticsearchAccess {
+    /// What the view shows of `access` for deployment `id`, whose stable
+    /// endpoint's host is `endpoint` (`None` for a deployment from before).
+    pub fn of(id: &str, access: &ClusterAccess, endpoint: Option<&str>) -> ElasticsearchAccess {
         let name = server_name(id);
+        let url = |host: &str| {
+            if host.contains(':') {
+                format!("https://[{host}]:{}", access.http_port)
+            } else {
+                format!("https://{host}:{}", access.http_port)
+            }
+        };
         ElasticsearchAccess {
             ref_id: ELASTICSEARCH_REF_ID.to_string(),
-            endpoint: match access.nodes.first() {
-                Some(node) if node.address.contains(':') => {
-                    format!("https://[{}]:{}", node.address, access.http_port)
-                }
-                Some(node) => format!("https://{}:{}", node.address, access.http_port),
-                None => format!("https://{name}:{}", access.http_port),
+            endpoint: match (endpoint, access.nodes.first()) {
+                (Some(host), _) => url(host),
+                (None, Some(node)) => url(&node.address),
+                (None, None) => url(&name),
             },
+            stable_endpoint: endpoint.is_some(),
             server_name: name,
             port: access.http_port,
             nodes: access.nodes.clone(),
@@ -137,4 +202,37 @@ pub const PASSWORD_FIELD: &str = "elastic_password";
 /// as the other's.
 pub fn sealing_resource(deployment_id: &str) -> String {
     format!("deployment/{deployment_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EndpointNaming, loopback_endpoint};
+
+    #[test]
+    fn an_endpoint_is_named_once_and_the_same_every_time() {
+        let id = "0193a0c4d2b77c3e9a4b5c6d7e8f9a0b";
+        assert_eq!(EndpointNaming::NodeAddress.host_for(id), None);
+        assert_eq!(
+            EndpointNaming::Dns {
+                domain: "es.floe.internal.".into()
+            }
+            .host_for(id)
+            .as_deref(),
+            Some("0193a0c4d2b77c3e9a4b5c6d7e8f9a0b.es.floe.internal")
+        );
+        let a = EndpointNaming::Loopback.host_for(id);
+        assert_eq!(a, EndpointNaming::Loopback.host_for(id));
+        assert_ne!(a, EndpointNaming::Loopback.host_for("another"));
+    }
+
+    #[test]
+    fn loopback_endpoints_stay_apart_from_the_simulated_instances() {
+        for i in 0..2000 {
+            let ip = loopback_endpoint(&format!("deployment-{i}"));
+            let [a, b, c, d] = ip.octets();
+            assert_eq!(a, 127);
+            assert!((128..=254).contains(&b), "{ip}");
+            assert!((1..=254).contains(&c) && (1..=254).contains(&d), "{ip}");
+        }
+    }
 }

@@ -787,6 +787,13 @@ pub struct Deployment {
     /// plan that applies it succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password_to_apply: Option<String>,
+    /// The host of the deployment's stable endpoint (a DNS name the plans
+    /// keep pointing at its nodes, or in local mode a loopback address its
+    /// cluster serves for its whole life), chosen at its create and named
+    /// by its node certificate. Absent for deployments created before Floe
+    /// gave each one (their endpoint is a node's address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
     /// A clone's source: what it was made from and still depends on.
     /// Absent for other deployments (and for clones recorded before Floe
     /// kept it).
@@ -814,6 +821,7 @@ impl Deployment {
             pending_plan: Some(plan.reference()),
             access: None,
             password_to_apply: None,
+            endpoint: None,
             clone_source: None,
             health: None,
             created: plan.created,
@@ -901,7 +909,7 @@ impl DeploymentView {
             .access
             .as_ref()
             .filter(|a| !a.nodes.is_empty())
-            .map(|a| crate::access::ElasticsearchAccess::of(&d.id, a));
+            .map(|a| crate::access::ElasticsearchAccess::of(&d.id, a, d.endpoint.as_deref()));
         let (healthy, health_reason, nodes) = match d.health {
             Some(h) => (Some(h.healthy), h.reason, h.nodes),
             None => (None, None, Vec::new()),

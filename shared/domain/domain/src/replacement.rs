@@ -211,6 +211,7 @@ mod tests {
                 http_port: 9200,
             }),
             password_to_apply: None,
+            endpoint: None,
             clone_source: None,
             health: None,
             created: at,

@@ -69,16 +69,21 @@ pub fn new_password() -> SecretString {
     )
 }
 
-/// A new CA, node certificate and password for `deployment_id`.
+/// A new CA, node certificate and password for `deployment_id`, without a
+/// stable endpoint (the certificate names [`server_name`] alone).
 pub fn generate(deployment_id: &str) -> Result<ClusterSecurity, SecurityError> {
-    generate_with(deployment_id, new_password())
+    generate_with(deployment_id, new_password(), None)
 }
 
 /// A new CA and node certificate for `deployment_id`, with the password the
-/// deployment's create already handed to its owner.
+/// deployment's create already handed to its owner. The certificate names
+/// [`server_name`] and, when the deployment has one, its stable endpoint's
+/// host (`endpoint`): a DNS name, or an address, which it names as an IP
+/// address, so that any verifying client connects with the CA alone.
 pub fn generate_with(
     deployment_id: &str,
     elastic_password: SecretString,
+    endpoint: Option<&str>,
 ) -> Result<ClusterSecurity, SecurityError> {
     let ca_key = KeyPair::generate()?;
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
@@ -95,7 +100,9 @@ pub fn generate_with(
     let issuer = Issuer::new(ca, ca_key);
 
     let node_key = KeyPair::generate()?;
-    let mut node = CertificateParams::new(vec![server_name(deployment_id)])?;
+    let mut names = vec![server_name(deployment_id)];
+    names.extend(endpoint.map(str::to_string));
+    let mut node = CertificateParams::new(names)?;
     node.distinguished_name
         .push(DnType::CommonName, server_name(deployment_id));
     node.is_ca = IsCa::ExplicitNoCa;
@@ -160,6 +167,21 @@ mod tests {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric())
         );
+        Ok(())
+    }
+
+    #[test]
+    fn the_node_certificate_names_the_stable_endpoint_too() -> Result<(), SecurityError> {
+        let id = "0123456789abcdef0123456789abcdef";
+        let by_name = generate_with(id, new_password(), Some("d1.es.floe.internal"))?;
+        let node = der(&by_name.node_cert_pem, "CERTIFICATE");
+        assert!(contains(&node, b"d1.es.floe.internal"));
+        assert!(contains(&node, server_name(id).as_bytes()));
+        // An address is named as an IP address: context tag 7, 4 octets.
+        let by_address = generate_with(id, new_password(), Some("127.200.3.4"))?;
+        let node = der(&by_address.node_cert_pem, "CERTIFICATE");
+        assert!(contains(&node, &[0x87, 4, 127, 200, 3, 4]));
+        assert!(!contains(&node, b"127.200.3.4"));
         Ok(())
     }
 

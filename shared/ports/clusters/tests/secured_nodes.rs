@@ -208,6 +208,7 @@ fn deployment(id: &str) -> Result<Deployment, serde_json::Error> {
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: chrono::Utc::now(),

@@ -130,6 +130,7 @@ fn deployment(
         pending_plan: Some(p.reference()),
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: now,

@@ -239,6 +239,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: now,

@@ -784,6 +784,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             pending_plan: None,
             access: None,
             password_to_apply: None,
+            endpoint: None,
             clone_source: None,
             health: None,
             created: now,

@@ -166,6 +166,7 @@ async fn harness(
         pending_plan: Some(plan.reference()),
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: now,

@@ -179,6 +179,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: now,

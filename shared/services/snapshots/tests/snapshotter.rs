@@ -144,6 +144,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: now,
@@ -875,6 +876,7 @@ async fn retention_keeps_a_snapshot_a_clone_pins_and_says_so() -> TestResult {
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: Some(CloneSource {
             source_deployment_id: d.id.clone(),
             repository: "main".into(),

@@ -471,6 +471,26 @@ fn version_in(user_data: &str) -> Option<String> {
     (!value.is_empty()).then(|| value.to_string())
 }
 
+/// The addresses a deployment's cluster serves: its nodes' and, when they
+/// are loopback addresses and the deployment has a loopback endpoint, that
+/// endpoint (which outlives every node).
+fn served_addrs(deployment: &Deployment, node_addrs: &[SocketAddr], port: u16) -> Vec<SocketAddr> {
+    let mut served = node_addrs.to_vec();
+    let endpoint = deployment
+        .endpoint
+        .as_deref()
+        .and_then(|host| host.parse::<IpAddr>().ok())
+        .filter(IpAddr::is_loopback)
+        .map(|ip| SocketAddr::new(ip, port));
+    if let Some(endpoint) = endpoint
+        && !served.is_empty()
+        && !served.contains(&endpoint)
+    {
+        served.push(endpoint);
+    }
+    served
+}
+
 /// The node addresses to serve: every running node's, when all of them are
 /// loopback addresses (a real node's private address would never be
 /// bindable here).
@@ -503,13 +523,16 @@ impl Clusters for SimulatedClusters {
         }
         let members = self.members(deployment, &nodes).await?;
         let node_addrs = loopback_addrs(&nodes, self.http_port);
+        // What the cluster serves: every node's address and, while it has
+        // nodes there, the deployment's stable endpoint.
+        let served = served_addrs(deployment, &node_addrs, self.http_port);
         let boot = self.boot(&deployment.id, &nodes).await?;
         let password = self.parameter(&deployment.id, ELASTIC_PASSWORD).await?;
         let mut clusters = self.clusters.lock().await;
         let simulated = match clusters.entry(deployment.id.clone()) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => e.insert(
-                self.start(deployment, members.clone(), &node_addrs, boot.clone())
+                self.start(deployment, members.clone(), &served, boot.clone())
                     .await?,
             ),
         };
@@ -517,7 +540,7 @@ impl Clusters for SimulatedClusters {
         cluster.set_members(&members);
         if simulated.on_node_addresses && !node_addrs.is_empty() {
             cluster
-                .set_addrs(&node_addrs)
+                .set_addrs(&served)
                 .await
                 .map_err(|e| ClusterError::Simulator(e.to_string()))?;
         }

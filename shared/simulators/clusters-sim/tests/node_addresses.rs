@@ -40,6 +40,7 @@ fn deployment() -> Result<Deployment, serde_json::Error> {
         pending_plan: None,
         access: None,
         password_to_apply: None,
+        endpoint: None,
         clone_source: None,
         health: None,
         created: chrono::Utc::now(),

@@ -746,8 +746,10 @@ fn for_each_request(dir: Option<&std::path::Path>, mut act: impl FnMut(&str, &st
 static LOOPBACK_USED: std::sync::LazyLock<Mutex<BTreeSet<std::net::Ipv4Addr>>> =
     std::sync::LazyLock::new(|| Mutex::new(BTreeSet::new()));
 
-/// A fresh random `127.a.b.c`, `a`, `b`, `c` in 1..=254 (never
-/// `127.0.0.1` nor a network or broadcast-looking address).
+/// A fresh random `127.a.b.c`, `a` in 1..=127, `b`, `c` in 1..=254 (never
+/// `127.0.0.1` nor a network or broadcast-looking address). `127.128` and
+/// above hold the deployments' endpoints
+/// (`floe_domain::access::loopback_endpoint`).
 fn draw_loopback() -> std::net::Ipv4Addr {
     use rand::Rng;
     let mut used = LOOPBACK_USED.lock().unwrap_or_else(PoisonError::into_inner);
@@ -755,11 +757,11 @@ fn draw_loopback() -> std::net::Ipv4Addr {
     loop {
         let ip = std::net::Ipv4Addr::new(
             127,
-            rng.random_range(1..=254),
+            rng.random_range(1..=127),
             rng.random_range(1..=254),
             rng.random_range(1..=254),
         );
-        // 254³ addresses: a process would need millions of instances
+        // 127 × 254² addresses: a process would need millions of instances
         // before this loops more than a few times.
         if used.insert(ip) {
             return ip;
@@ -1488,6 +1490,8 @@ mod tests {
             let [a, b, c, d] = ip.octets();
             assert_eq!(a, 127, "{ip}");
             assert!([b, c, d].iter().all(|o| (1..=254).contains(o)), "{ip}");
+            // Below the deployments' endpoints.
+            assert!(b <= 127, "{ip}");
         }
         // A terminated instance's address is never handed out again.
         sim.terminate(&ids[..1]).await?;

@@ -62,6 +62,7 @@ fn record(
             pending_plan,
             access: ran.then(access),
             password_to_apply: None,
+            endpoint: None,
             clone_source: None,
             health: None,
             created: now(),
@@ -130,9 +131,14 @@ fn a_create_decides_an_initializing_record_with_its_create_plan() -> TestResult 
         "d1",
         check_create("alice", spec(1)?, None)?.spec,
         clone,
+        Some("d1.es.floe.internal".into()),
         now(),
     );
     assert_eq!(new.deployment.id, "d1");
+    assert_eq!(
+        new.deployment.endpoint.as_deref(),
+        Some("d1.es.floe.internal")
+    );
     assert_eq!(new.deployment.status, DeploymentStatus::Initializing);
     assert_eq!(new.deployment.pending_plan, Some(new.plan.reference()));
     assert_eq!(new.plan.kind(), PlanKind::Create);

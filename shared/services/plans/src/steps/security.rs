@@ -37,8 +37,12 @@ impl DeploymentSteps {
             Ok(None) => floe_node_security::new_password(),
             Err(stop) => return Ok(stop),
         };
-        let security = floe_node_security::generate_with(&ctx.plan.deployment_id, password)
-            .map_err(|e| StepFailure::permanent("node_security_failed", e.to_string()))?;
+        let security = floe_node_security::generate_with(
+            &ctx.plan.deployment_id,
+            password,
+            ctx.deployment.endpoint.as_deref(),
+        )
+        .map_err(|e| StepFailure::permanent("node_security_failed", e.to_string()))?;
         let values = [
             (TLS_CA_CERT, SecretOrPlain::plain(security.ca_cert_pem)),
             (TLS_NODE_CERT, SecretOrPlain::secret(security.node_cert_pem)),
@@ -53,9 +57,15 @@ impl DeploymentSteps {
         ];
         self.put_parameters(&ctx.plan.deployment_id, &values)
             .await?;
+        let named = match &ctx.deployment.endpoint {
+            Some(host) => format!(
+                "{} and {host}",
+                floe_node_security::server_name(&ctx.plan.deployment_id)
+            ),
+            None => floe_node_security::server_name(&ctx.plan.deployment_id),
+        };
         ctx.log(format!(
-            "a CA, a node certificate for {} and the elastic password stored for the nodes",
-            floe_node_security::server_name(&ctx.plan.deployment_id)
+            "a CA, a node certificate for {named} and the elastic password stored for the nodes"
         ));
         Ok(done(&NodeSecurityOutput { kept: false }))
     }
