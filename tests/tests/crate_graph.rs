@@ -79,6 +79,7 @@ const LAYERS: &[(&str, Layer)] = &[
     // The nodes' per-deployment IAM role and instance profile: the only
     // crate linking aws-sdk-iam (the worker's, never the api's).
     ("floe-identity-iam", Layer::Adapters),
+    ("floe-records-route53", Layer::Adapters),
     ("floe-clusters-sim", Layer::Adapters),
     ("floe-elastic-sim", Layer::Adapters),
     // Local mode's S3-compatible store: what the simulated nodes' S3

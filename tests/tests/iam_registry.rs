@@ -155,6 +155,15 @@ fn iam_node_identity_registry_matches_its_calls() {
     );
 }
 
+#[test]
+fn route53_records_registry_matches_its_calls() {
+    check(
+        "shared/adapters/records-route53/src/lib.rs",
+        called_operations(&source("shared/adapters/records-route53/src/lib.rs")),
+        registered("route53", floe_records_route53::OPERATIONS),
+    );
+}
+
 /// The worker reaches IAM only through the node identity adapter, whose
 /// registry the template's grants are held to (template_iam.rs): a call
 /// made in the function itself would escape that check. It does build the

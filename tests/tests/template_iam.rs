@@ -107,6 +107,11 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
                 floe_identity_iam::IAM_ACTIONS,
                 "floe_identity_iam::IAM_ACTIONS: each deployment's node role and instance profile",
             );
+            add(
+                &mut actions,
+                floe_records_route53::IAM_ACTIONS,
+                "floe_records_route53::IAM_ACTIONS: the deployments' endpoint names",
+            );
         }
         _ => return None,
     }

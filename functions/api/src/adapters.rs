@@ -47,9 +47,9 @@ pub async fn state() -> Result<ApiState, WiringError> {
             allow_private: config.allow_private_endpoints,
             ..EndpointPolicy::default()
         },
-        // Until the plans keep a DNS record per deployment (issue 32's
-        // Route 53 part), the view shows a node's address.
-        endpoints: floe_domain::access::EndpointNaming::NodeAddress,
+        // A name in the platform's private hosted zone, which the worker's
+        // plans keep pointing at the nodes; without a zone, a node's address.
+        endpoints: floe_wiring::EndpointSettings::naming(config.endpoints.as_ref()),
         queue,
         schedules,
         resolver: Arc::new(floe_ports::SystemResolver),

@@ -70,19 +70,26 @@ impl Adapters {
         // Each deployment's nodes run with a role of their own: the
         // create, start and update plans ensure it before a launch template
         // names it, the delete plan removes it.
-        let steps = Arc::new(
-            DeploymentSteps::new(
-                StepPorts {
-                    compute,
-                    clusters,
-                    parameters,
-                    cipher: build::cipher(&config.secrets, sdk.into()).await?,
-                    snapshots: snapshotter,
-                },
-                settings,
-            )
-            .with_identity(identity),
-        );
+        let mut steps = DeploymentSteps::new(
+            StepPorts {
+                compute,
+                clusters,
+                parameters,
+                cipher: build::cipher(&config.secrets, sdk.into()).await?,
+                snapshots: snapshotter,
+            },
+            settings,
+        )
+        .with_identity(identity);
+        // Each deployment's endpoint name follows its nodes, in the
+        // platform's private hosted zone.
+        if let Some(endpoints) = &config.endpoints {
+            steps = steps.with_records(Arc::new(floe_records_route53::Route53Records::new(
+                sdk,
+                endpoints.zone_id.clone(),
+            )));
+        }
+        let steps = Arc::new(steps);
         // Its heals are plans like any other: recorded, then queued.
         let health = Arc::new(floe_plans::HealthCheck::new(
             store.clone(),

@@ -612,6 +612,63 @@ impl SchedulerSettings {
     }
 }
 
+/// Each deployment's stable endpoint name, `{deployment}.{domain}`, in a
+/// Route 53 private hosted zone that the worker's plans keep pointing at
+/// the nodes: `FLOE_ENDPOINT_DOMAIN` (the zone's domain, such as
+/// `es.floe.internal`) and `FLOE_ENDPOINT_ZONE_ID` (the zone). Both or
+/// neither; without them a deployment's view shows a node's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointSettings {
+    pub domain: String,
+    pub zone_id: String,
+}
+
+impl EndpointSettings {
+    pub fn read(env: &Env) -> Result<Option<EndpointSettings>, ConfigError> {
+        match (
+            env.get("FLOE_ENDPOINT_DOMAIN"),
+            env.get("FLOE_ENDPOINT_ZONE_ID"),
+        ) {
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(invalid(
+                "FLOE_ENDPOINT_ZONE_ID",
+                "must be set with FLOE_ENDPOINT_DOMAIN: the hosted zone of the endpoint names",
+            )),
+            (None, Some(_)) => Err(invalid(
+                "FLOE_ENDPOINT_DOMAIN",
+                "must be set with FLOE_ENDPOINT_ZONE_ID: the domain of the endpoint names",
+            )),
+            (Some(domain), Some(zone_id)) => {
+                let domain = domain.trim_end_matches('.').to_ascii_lowercase();
+                let label_ok = |l: &str| {
+                    (1..=63).contains(&l.len())
+                        && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                        && !l.starts_with('-')
+                        && !l.ends_with('-')
+                };
+                // A 32-character id and a dot go in front of it.
+                if domain.len() > 200 || !domain.split('.').all(label_ok) {
+                    return Err(invalid(
+                        "FLOE_ENDPOINT_DOMAIN",
+                        "must be a DNS domain of at most 200 characters (labels of letters, digits and -)",
+                    ));
+                }
+                Ok(Some(EndpointSettings { domain, zone_id }))
+            }
+        }
+    }
+
+    /// How new deployments' endpoints are named under `settings`.
+    pub fn naming(settings: Option<&EndpointSettings>) -> floe_domain::access::EndpointNaming {
+        match settings {
+            Some(s) => floe_domain::access::EndpointNaming::Dns {
+                domain: s.domain.clone(),
+            },
+            None => floe_domain::access::EndpointNaming::NodeAddress,
+        }
+    }
+}
+
 /// `FLOE_SNAPSHOT_WAIT_SECS`: how long one snapshotter run waits for its
 /// snapshot.
 pub fn snapshot_wait(env: &Env) -> Result<Duration, ConfigError> {
@@ -642,6 +699,8 @@ pub struct ApiConfig {
     /// The nodes' HTTP port; the api speaks HTTPS to them, pinned to each
     /// deployment's CA.
     pub node_http: NodeHttp,
+    /// How new deployments' endpoints are named.
+    pub endpoints: Option<EndpointSettings>,
 }
 
 impl ApiConfig {
@@ -653,6 +712,7 @@ impl ApiConfig {
             allow_private_endpoints: allow_private_endpoints(env)?,
             queue_url: queue_url(env)?,
             node_http: NodeHttp::read(env)?,
+            endpoints: EndpointSettings::read(env)?,
         })
     }
 }
@@ -669,6 +729,8 @@ pub struct WorkerConfig {
     pub node_http: NodeHttp,
     pub scheduler: Option<SchedulerSettings>,
     pub secrets: SecretsConfig,
+    /// The hosted zone the plans keep the endpoint names in.
+    pub endpoints: Option<EndpointSettings>,
 }
 
 impl WorkerConfig {
@@ -685,6 +747,7 @@ impl WorkerConfig {
             node_http: NodeHttp::read(env)?,
             scheduler: SchedulerSettings::read(env)?,
             secrets: kms_secrets(env)?,
+            endpoints: EndpointSettings::read(env)?,
         })
     }
 }
@@ -804,6 +867,41 @@ impl LocalConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoint_names_need_a_domain_and_a_zone_together() {
+        let read = |pairs: &[(&str, &str)]| EndpointSettings::read(&Env::from_pairs(pairs));
+        assert_eq!(read(&[]).ok(), Some(None));
+        let both = read(&[
+            ("FLOE_ENDPOINT_DOMAIN", "ES.Floe.Internal."),
+            ("FLOE_ENDPOINT_ZONE_ID", "Z0123456789ABC"),
+        ]);
+        assert_eq!(
+            both.ok().flatten(),
+            Some(EndpointSettings {
+                domain: "es.floe.internal".into(),
+                zone_id: "Z0123456789ABC".into()
+            })
+        );
+        for pairs in [
+            &[("FLOE_ENDPOINT_DOMAIN", "es.floe.internal")][..],
+            &[("FLOE_ENDPOINT_ZONE_ID", "Z0123")][..],
+            &[
+                ("FLOE_ENDPOINT_DOMAIN", "bad_label.internal"),
+                ("FLOE_ENDPOINT_ZONE_ID", "Z0123"),
+            ][..],
+            &[
+                ("FLOE_ENDPOINT_DOMAIN", "-x.internal"),
+                ("FLOE_ENDPOINT_ZONE_ID", "Z0123"),
+            ][..],
+        ] {
+            assert!(read(pairs).is_err(), "{pairs:?}");
+        }
+        assert_eq!(
+            EndpointSettings::naming(None),
+            floe_domain::access::EndpointNaming::NodeAddress
+        );
+    }
 
     const WORKER: &[(&str, &str)] = &[
         ("FLOE_STORE", "dynamodb://floe-records"),

@@ -11,9 +11,11 @@ pub mod identity;
 pub mod parameters;
 #[cfg(feature = "conformance")]
 pub mod parameters_conformance;
+pub mod records;
 
 pub use identity::{NodeIdentity, node_identity_name};
 pub use parameters::{NodeParameters, SecretOrPlain};
+pub use records::{EndpointRecords, MemoryRecords};
 
 use async_trait::async_trait;
 use floe_domain::catalog::Arch;

@@ -91,6 +91,9 @@ pub struct DeploymentSteps {
     /// Each deployment's own node identity; `None` launches every node with
     /// the compute adapter's configured profile.
     pub(crate) identity: Option<Arc<dyn floe_compute::NodeIdentity>>,
+    /// The DNS records of the deployments' endpoints; `None` keeps none
+    /// (local mode, whose endpoints are addresses).
+    pub(crate) records: Option<Arc<dyn floe_compute::EndpointRecords>>,
 }
 
 impl DeploymentSteps {
@@ -110,7 +113,15 @@ impl DeploymentSteps {
             snapshots,
             settings,
             identity: None,
+            records: None,
         }
+    }
+
+    /// Keeps each deployment's endpoint name pointing at its nodes, in
+    /// `records` (a Route 53 private hosted zone in production).
+    pub fn with_records(mut self, records: Arc<dyn floe_compute::EndpointRecords>) -> Self {
+        self.records = Some(records);
+        self
     }
 
     /// Gives each deployment's nodes an identity of their own, made by

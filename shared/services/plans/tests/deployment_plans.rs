@@ -997,3 +997,65 @@ async fn a_health_write_keeps_the_version_a_user_read() -> TestResult {
     );
     Ok(())
 }
+
+/// The endpoint's name names the nodes that serve clients: the data nodes,
+/// never the dedicated masters. An address endpoint (local mode) has no
+/// record to keep.
+#[tokio::test]
+async fn the_endpoint_names_the_data_nodes_and_never_the_dedicated_masters() -> TestResult {
+    use floe_compute::EndpointRecords;
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        boot_delay: Duration::from_millis(20),
+        ..SimulatedConfig::default()
+    }));
+    let store = new_store()?;
+    let records = Arc::new(floe_compute::MemoryRecords::default());
+    let steps: Arc<dyn Steps> = Arc::new(
+        steps_over(
+            &compute,
+            Arc::new(SimulatedParameters::new(Vec::new())),
+            &store,
+        )
+        .with_records(records.clone()),
+    );
+    for (endpoint, named) in [
+        (Some("d.es.floe.internal"), true),
+        (Some("127.200.1.2"), false),
+    ] {
+        let plan = Plan::new(
+            "acme",
+            &floe_domain::names::new_resource_id(),
+            PlanParams::Create(spec()?),
+            "test",
+            "tester",
+            Utc::now(),
+        );
+        let deployment = Deployment {
+            endpoint: endpoint.map(String::from),
+            ..Deployment::first_planned_by(&plan, spec()?)
+        };
+        store.create_deployment(&deployment, &plan, None).await?;
+        let job = PlanJob {
+            org: "acme".into(),
+            deployment_id: deployment.id.clone(),
+            plan_id: plan.id.clone(),
+        };
+        assert_eq!(
+            support::run_to_end(&store, steps.clone(), &job).await?,
+            PlanStatus::Succeeded
+        );
+        let mut data: Vec<String> = compute
+            .instances(&deployment.id)
+            .await?
+            .into_iter()
+            .filter(|i| i.tags.get("floe:node-group").map(String::as_str) == Some("hot"))
+            .filter_map(|i| i.private_ip)
+            .collect();
+        data.sort();
+        assert_eq!(data.len(), 4);
+        let host = endpoint.unwrap_or_default();
+        let expected = if named { data } else { Vec::new() };
+        assert_eq!(records.get(host).await?, expected, "{host}");
+    }
+    Ok(())
+}

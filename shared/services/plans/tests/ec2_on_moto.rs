@@ -1217,3 +1217,223 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone_on_ec2() -> Tes
     assert_eq!(fx.objects().await?, before, "repository untouched");
     Ok(())
 }
+
+/// Runs a plan of `params` on the deployment as the use cases would start
+/// it (its status and pending plan set), to the end.
+async fn drive_plan(
+    store: &Store,
+    steps: Arc<dyn Steps>,
+    deployment_id: &str,
+    params: PlanParams,
+) -> Result<PlanStatus, Box<dyn Error>> {
+    let current = store
+        .get_deployment(ORG, deployment_id)
+        .await?
+        .ok_or("deployment")?;
+    let plan = Plan::new(ORG, deployment_id, params, "test", "tester", Utc::now());
+    let mut next = current.value.clone();
+    next.status = floe_domain::plan::lifecycle::while_running(plan.kind());
+    next.pending_plan = Some(plan.reference());
+    store
+        .replace_deployment(&next, &current, Some(&plan))
+        .await?;
+    let job = PlanJob {
+        org: ORG.into(),
+        deployment_id: deployment_id.into(),
+        plan_id: plan.id.clone(),
+    };
+    support::run_to_end(store, steps, &job).await
+}
+
+/// The addresses of the deployment's running instances, sorted.
+async fn running_addresses(
+    fx: &Fixture,
+    deployment_id: &str,
+) -> Result<Vec<String>, Box<dyn Error>> {
+    let mut ips: Vec<String> = fx
+        .tagged(deployment_id)
+        .await?
+        .iter()
+        .filter(|i| {
+            i.state()
+                .and_then(|s| s.name())
+                .is_some_and(|n| *n == aws_sdk_ec2::types::InstanceStateName::Running)
+        })
+        .filter_map(|i| i.private_ip_address().map(str::to_owned))
+        .collect();
+    ips.sort();
+    Ok(ips)
+}
+
+/// What the endpoint's name resolves to in the zone, read through Route 53
+/// itself: moto resolves no DNS, so the records are what is checked.
+async fn records_of(
+    route53: &aws_sdk_route53::Client,
+    zone: &str,
+    host: &str,
+) -> Result<Vec<String>, Box<dyn Error>> {
+    let sets = route53
+        .list_resource_record_sets()
+        .hosted_zone_id(zone)
+        .send()
+        .await?;
+    let mut ips: Vec<String> = sets
+        .resource_record_sets()
+        .iter()
+        .filter(|s| s.name().trim_end_matches('.') == host)
+        .flat_map(|s| s.resource_records().iter().map(|r| r.value().to_owned()))
+        .collect();
+    ips.sort();
+    Ok(ips)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_name_follows_the_nodes_through_every_plan() -> TestResult {
+    let fx = Fixture::new().await?;
+    let route53 = aws_sdk_route53::Client::new(&fx.sdk);
+    let domain = format!(
+        "e{}.floe.internal",
+        &floe_domain::names::new_resource_id()[20..]
+    );
+    let zone = route53
+        .create_hosted_zone()
+        .name(&domain)
+        .caller_reference(floe_domain::names::new_resource_id())
+        .hosted_zone_config(
+            aws_sdk_route53::types::HostedZoneConfig::builder()
+                .private_zone(true)
+                .build(),
+        )
+        .vpc(
+            aws_sdk_route53::types::Vpc::builder()
+                .vpc_id("vpc-12345678")
+                .vpc_region(aws_sdk_route53::types::VpcRegion::UsEast1)
+                .build(),
+        )
+        .send()
+        .await?
+        .hosted_zone()
+        .ok_or("no zone")?
+        .id()
+        .to_owned();
+    let records = Arc::new(floe_records_route53::Route53Records::new(
+        &fx.sdk,
+        zone.clone(),
+    ));
+    let steps: Arc<dyn Steps> = Arc::new(fx.steps().with_records(records));
+
+    // Create: the API names the endpoint when it records the deployment.
+    let spec = spec("m6g.large")?;
+    let plan = Plan::new(
+        ORG,
+        &floe_domain::names::new_resource_id(),
+        PlanParams::Create(spec.clone()),
+        "test",
+        "tester",
+        Utc::now(),
+    );
+    let host = format!("{}.{domain}", plan.deployment_id);
+    let deployment = Deployment {
+        endpoint: Some(host.clone()),
+        ..Deployment::first_planned_by(&plan, spec.clone())
+    };
+    fx.store.create_deployment(&deployment, &plan, None).await?;
+    let id = deployment.id.clone();
+    let job = PlanJob {
+        org: ORG.into(),
+        deployment_id: id.clone(),
+        plan_id: plan.id.clone(),
+    };
+    assert_eq!(
+        support::run_to_end(&fx.store, steps.clone(), &job).await?,
+        PlanStatus::Succeeded
+    );
+    let after_create = running_addresses(&fx, &id).await?;
+    assert_eq!(after_create.len(), 3);
+    assert_eq!(records_of(&route53, &zone, &host).await?, after_create);
+
+    // A heal that replaces one stopped node: the name leaves it.
+    let lost = fx
+        .tagged(&id)
+        .await?
+        .into_iter()
+        .find_map(|i| i.instance_id().map(str::to_owned))
+        .ok_or("no instance")?;
+    let zone_of_lost = fx
+        .tagged(&id)
+        .await?
+        .iter()
+        .find(|i| i.instance_id() == Some(lost.as_str()))
+        .and_then(|i| {
+            i.placement()
+                .and_then(|p| p.availability_zone())
+                .map(str::to_owned)
+        })
+        .ok_or("no zone")?;
+    fx.client
+        .stop_instances()
+        .instance_ids(&lost)
+        .send()
+        .await?;
+    let heal = PlanParams::Heal(floe_domain::plan::HealParams {
+        spec: spec.clone(),
+        replacements: vec![floe_domain::plan::Replacement {
+            group: "hot".into(),
+            zone: u32::from(zone_of_lost != "us-east-1a"),
+            count: 1,
+            lost: vec![lost.clone()],
+        }],
+    });
+    assert_eq!(
+        drive_plan(&fx.store, steps.clone(), &id, heal).await?,
+        PlanStatus::Succeeded
+    );
+    let after_heal = running_addresses(&fx, &id).await?;
+    assert_eq!(after_heal.len(), 3, "{after_heal:?}");
+    assert_eq!(records_of(&route53, &zone, &host).await?, after_heal);
+
+    // An update that replaces every node (another instance type).
+    let bigger = spec_with_type(&spec, "m6g.xlarge");
+    assert_eq!(
+        drive_plan(
+            &fx.store,
+            steps.clone(),
+            &id,
+            PlanParams::Update(bigger.clone())
+        )
+        .await?,
+        PlanStatus::Succeeded
+    );
+    let after_update = running_addresses(&fx, &id).await?;
+    assert_eq!(after_update.len(), 3, "{after_update:?}");
+    assert!(after_update.iter().all(|ip| !after_heal.contains(ip)));
+    assert_eq!(records_of(&route53, &zone, &host).await?, after_update);
+
+    // Shutdown: no node, no record. Then the delete leaves none either.
+    assert_eq!(
+        drive_plan(
+            &fx.store,
+            steps.clone(),
+            &id,
+            PlanParams::Shutdown(Default::default())
+        )
+        .await?,
+        PlanStatus::Succeeded
+    );
+    assert!(records_of(&route53, &zone, &host).await?.is_empty());
+    assert_eq!(
+        drive_plan(&fx.store, steps, &id, PlanParams::Delete).await?,
+        PlanStatus::Succeeded
+    );
+    assert!(records_of(&route53, &zone, &host).await?.is_empty());
+    assert!(fx.store.get_deployment(ORG, &id).await?.is_none());
+    Ok(())
+}
+
+fn spec_with_type(spec: &DeploymentSpec, instance_type: &str) -> DeploymentSpec {
+    let mut s = spec.clone();
+    for g in &mut s.node_groups {
+        g.instance_type = instance_type.into();
+    }
+    s
+}

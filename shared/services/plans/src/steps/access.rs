@@ -55,6 +55,8 @@ impl DeploymentSteps {
             }
             Err(e) => return Err(StepFailure::permanent("sealing_failed", e.to_string())),
         };
+        // The endpoint's name follows the nodes before the record says so.
+        self.set_endpoint_records(ctx, &[]).await?;
         ctx.log(format!(
             "{} running nodes recorded, with the cluster's CA and sealed elastic password",
             nodes.len()

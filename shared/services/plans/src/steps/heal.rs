@@ -281,6 +281,8 @@ impl DeploymentSteps {
             .iter()
             .cloned()
             .partition(|id| masters.contains(id.as_str()));
+        // The replaced nodes leave the endpoint before they are terminated.
+        self.set_endpoint_records(ctx, &there).await?;
         if there.is_empty() {
             ctx.log("the replaced nodes are gone already");
         }

@@ -15,6 +15,8 @@
 //!   wait-lost-masters-excluded, retire-lost, clear-lost-exclusion
 //! - [`templates`], a delete's forget-templates
 //! - [`identity`], node-identity, forget-identity
+//! - [`records`], the endpoint's DNS records (within record-access and
+//!   terminate)
 
 pub mod access;
 pub mod bootstrap;
@@ -23,6 +25,7 @@ pub mod drain;
 pub mod heal;
 pub mod identity;
 pub mod nodes;
+pub mod records;
 pub mod repository;
 pub mod restore;
 pub mod security;

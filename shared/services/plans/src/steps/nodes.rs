@@ -242,6 +242,7 @@ impl DeploymentSteps {
     }
 
     pub(crate) async fn terminate_all(&self, ctx: &StepContext<'_>) -> StepResult {
+        self.remove_endpoint_records(ctx).await?;
         let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let ids: Vec<String> = instances
             .into_iter()

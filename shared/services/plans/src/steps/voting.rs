@@ -228,6 +228,8 @@ impl DeploymentSteps {
             .filter(|id| !masters.contains(*id) && alive.contains(*id))
             .cloned()
             .collect();
+        // Clients stop being sent to the old nodes before any of them goes.
+        self.set_endpoint_records(ctx, &all).await?;
         if !others.is_empty() {
             self.compute.terminate(&others).await?;
             ctx.log(format!("terminated {}", others.join(", ")));
