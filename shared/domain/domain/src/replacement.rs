@@ -10,27 +10,97 @@
 //! changed something it cannot.
 
 use crate::catalog;
-use crate::deployment::{DeploymentSpec, DeploymentView};
+use crate::deployment::{DeploymentSpec, DeploymentView, NodeGroup, NodeGroupView};
 use serde_json::{Map, Value};
+use std::sync::LazyLock;
+use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::Schema;
 
-/// The view's fields that are not the spec's, at the top of the document.
-/// A test pins this list to [`DeploymentView`]'s serialization, so a new
-/// view field cannot be forgotten here.
-pub const READ_ONLY_FIELDS: &[&str] = &[
-    "id",
-    "status",
-    "plans",
-    "warnings",
+/// The view's fields that are not the spec's, at the top of the document:
+/// every property of [`DeploymentView`]'s schema that [`DeploymentSpec`]'s
+/// lacks. Derived from the types (utoipa's schema lists every field, also
+/// those a given view leaves out), so a field added to the view is
+/// read-only from the start, rather than refused as unknown once a
+/// deployment first shows it (issue 33: `healthy` was missing from a
+/// hand-written list, and a GET stopped being a valid PUT after the first
+/// health check).
+pub static READ_ONLY_FIELDS: LazyLock<Vec<String>> =
+    LazyLock::new(fields_not_in::<DeploymentView, DeploymentSpec>);
+
+/// A node group view's figures derived from its instance type: the
+/// properties of [`NodeGroupView`]'s schema that [`NodeGroup`]'s lacks.
+pub static DERIVED_GROUP_FIELDS: LazyLock<Vec<String>> =
+    LazyLock::new(fields_not_in::<NodeGroupView, NodeGroup>);
+
+/// Read-only fields a PUT may carry with any value, never compared:
+/// - `resource_version` is the precondition, checked as `If-Match`;
+/// - `warnings` and `credentials` belong to the answer they came in;
+/// - `healthy`, `health_reason` and `nodes` are the health check's
+///   observations, written without a new version (so that a user's
+///   `If-Match` survives the check): a body read before the check looked
+///   again would differ from the record at the same version, and a client
+///   cannot mistake them for something it sets.
+///
+/// A test checks that each is a read-only field, so a rename cannot leave
+/// one compared by accident.
+pub const NOT_COMPARED: &[&str] = &[
     "resource_version",
-    "created",
-    "updated",
-    "elasticsearch",
+    "warnings",
     "credentials",
-    "clone_source",
+    "healthy",
+    "health_reason",
+    "nodes",
 ];
 
-/// A node group view's figures derived from its instance type.
-pub const DERIVED_GROUP_FIELDS: &[&str] = &["arch", "vcpus", "memory_mib", "jvm_heap_mib"];
+/// The property names of `View`'s schema that are not `Spec`'s.
+fn fields_not_in<View: ToSchema, Spec: ToSchema>() -> Vec<String> {
+    let spec = property_names::<Spec>();
+    property_names::<View>()
+        .into_iter()
+        .filter(|f| !spec.contains(f))
+        .collect()
+}
+
+/// Every property name of `T`'s schema, in order: those of an object, and
+/// of each part of an `allOf` (what `#[serde(flatten)]` makes), a part
+/// given by reference looked up among the schemas `T` refers to.
+fn property_names<T: ToSchema>() -> Vec<String> {
+    let mut named = Vec::new();
+    T::schemas(&mut named);
+    let mut names = Vec::new();
+    collect_properties(&T::schema(), &named, &mut names);
+    names
+}
+
+fn collect_properties(
+    schema: &RefOr<Schema>,
+    named: &[(String, RefOr<Schema>)],
+    names: &mut Vec<String>,
+) {
+    match schema {
+        RefOr::T(Schema::Object(object)) => {
+            for name in object.properties.keys() {
+                if !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+        }
+        RefOr::T(Schema::AllOf(all)) => {
+            for part in &all.items {
+                collect_properties(part, named, names);
+            }
+        }
+        RefOr::Ref(r) => {
+            let name = r.ref_location.rsplit('/').next().unwrap_or_default();
+            if let Some((_, schema)) = named.iter().find(|(n, _)| n == name) {
+                collect_properties(schema, named, names);
+            }
+        }
+        // A view is an object; nothing else has fields to name.
+        _ => {}
+    }
+}
 
 /// The read-only fields a PUT body carried, taken out of it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -55,18 +125,18 @@ pub fn split_read_only(body: &mut Value) -> ReadOnlyFields {
     let Value::Object(doc) = body else {
         return taken;
     };
-    for field in READ_ONLY_FIELDS {
-        if let Some(v) = doc.remove(*field) {
-            taken.top.insert((*field).to_string(), v);
+    for field in READ_ONLY_FIELDS.iter() {
+        if let Some(v) = doc.remove(field) {
+            taken.top.insert(field.clone(), v);
         }
     }
     if let Some(Value::Array(groups)) = doc.get_mut("node_groups") {
         for (n, group) in groups.iter_mut().enumerate() {
             let Value::Object(g) = group else { continue };
             let mut derived = Map::new();
-            for field in DERIVED_GROUP_FIELDS {
-                if let Some(v) = g.remove(*field) {
-                    derived.insert((*field).to_string(), v);
+            for field in DERIVED_GROUP_FIELDS.iter() {
+                if let Some(v) = g.remove(field) {
+                    derived.insert(field.clone(), v);
                 }
             }
             if !derived.is_empty() {
@@ -95,10 +165,8 @@ impl ReadOnlyFields {
         }
     }
 
-    /// Compares every field taken with the deployment as it is now. The
-    /// resource version is not compared here (it is the precondition);
-    /// `warnings` and `credentials` belong to an earlier answer and are
-    /// never compared.
+    /// Compares every field taken with the deployment as it is now, but
+    /// those in [`NOT_COMPARED`].
     /// A node group's derived figures may be those of the group as it runs
     /// or those of the instance type the body asks for (a client changing
     /// the type keeps the figures it read).
@@ -109,11 +177,7 @@ impl ReadOnlyFields {
     ) -> Result<(), ReadOnlyChanged> {
         let now = serde_json::to_value(current).unwrap_or(Value::Null);
         for (field, sent) in &self.top {
-            // Advice and credentials belong to the answer they came in.
-            if matches!(
-                field.as_str(),
-                "resource_version" | "warnings" | "credentials"
-            ) {
+            if NOT_COMPARED.contains(&field.as_str()) {
                 continue;
             }
             let held = now.get(field).unwrap_or(&Value::Null);
@@ -179,6 +243,7 @@ mod tests {
     use super::*;
     use crate::access::{ClusterAccess, NodeEndpoint};
     use crate::deployment::{Deployment, DeploymentStatus};
+    use crate::health::{Health, NodeStatus};
     use serde_json::json;
 
     fn deployment() -> Deployment {
@@ -231,29 +296,109 @@ mod tests {
         Ok((spec, taken))
     }
 
+    /// A deployment whose view shows every optional field: checked by the
+    /// health check, a clone, with a plan pending.
+    fn everything_shown() -> Deployment {
+        let mut d = deployment();
+        d.health = Some(Health {
+            healthy: false,
+            reason: Some("node group hot has 2 of 3 nodes running".into()),
+            nodes: vec![node("i-1")],
+            since: d.created,
+            heal_started: None,
+        });
+        d.clone_source = Some(
+            serde_json::from_value(json!({
+                "source_deployment_id": "0193a0c4d2b77c3e9a4b5c6d7e8f0000",
+                "repository": "shared", "registered_as": "shared", "snapshot": "snap-1",
+                "snapshot_sort_millis": 1, "mode": "restore", "pinned": false
+            }))
+            .expect("clone source"),
+        );
+        d.pending_plan = Some(
+            serde_json::from_value(json!({"plan_id": "p1", "kind": "update"})).expect("plan ref"),
+        );
+        d
+    }
+
+    fn node(id: &str) -> NodeStatus {
+        NodeStatus {
+            instance_id: id.into(),
+            group: "hot".into(),
+            zone: "eu-west-1a".into(),
+            private_address: Some("10.0.0.5".into()),
+            state: "running".into(),
+            version: "8.15.3".into(),
+            roles: vec!["master".into()],
+            joined: true,
+        }
+    }
+
     #[test]
     fn the_read_only_list_is_the_views_fields_that_are_not_the_specs() {
-        let (_, body) = get_body();
-        let mut view_keys: Vec<String> =
-            body.as_object().expect("object").keys().cloned().collect();
+        let mut view = DeploymentView::new(&everything_shown(), 4);
         // Shown only in some answers.
-        view_keys.extend(["warnings".to_string(), "credentials".to_string()]);
+        view.warnings = vec!["advice".into()];
+        view.credentials = Some(crate::access::ElasticCredentials {
+            username: "elastic".into(),
+            password: "p".into(),
+        });
+        let body = serde_json::to_value(&view).expect("view");
         let spec = serde_json::to_value(&deployment().spec).expect("spec");
-        for key in view_keys {
-            let in_spec = spec.get(&key).is_some();
+        let shown: Vec<&String> = body.as_object().expect("object").keys().collect();
+        for key in &shown {
             assert!(
-                in_spec || READ_ONLY_FIELDS.contains(&key.as_str()),
-                "view field {key} is neither the spec's nor read-only"
+                spec.get(key.as_str()).is_some() != READ_ONLY_FIELDS.contains(key),
+                "view field {key} is either the spec's or read-only"
             );
+        }
+        // And the list names nothing the view cannot show.
+        for field in READ_ONLY_FIELDS.iter() {
+            assert!(shown.contains(&field), "{field} is not a view field");
+        }
+        for field in ["healthy", "health_reason", "nodes", "clone_source", "plans"] {
+            assert!(READ_ONLY_FIELDS.iter().any(|f| f == field), "{field}");
+        }
+        for field in NOT_COMPARED {
+            assert!(READ_ONLY_FIELDS.iter().any(|f| f == field), "{field}");
         }
         let group = &body["node_groups"][0];
         let spec_group = &spec["node_groups"][0];
         for key in group.as_object().expect("group").keys() {
             assert!(
-                spec_group.get(key).is_some() || DERIVED_GROUP_FIELDS.contains(&key.as_str()),
+                spec_group.get(key).is_some() != DERIVED_GROUP_FIELDS.contains(key),
                 "node group field {key}"
             );
         }
+        assert_eq!(
+            *DERIVED_GROUP_FIELDS,
+            ["arch", "vcpus", "memory_mib", "jvm_heap_mib"]
+        );
+    }
+
+    /// Issue 33: after the first health check, the GET body carried
+    /// `healthy`, `health_reason` and `nodes`, which the PUT refused as
+    /// unknown fields.
+    #[test]
+    fn the_get_body_of_a_checked_clone_with_a_plan_pending_is_a_valid_put() {
+        let d = everything_shown();
+        let view = DeploymentView::new(&d, 4);
+        let mut body = serde_json::to_value(&view).expect("view");
+        body["metadata"]["tags"][0]["value"] = json!("logs");
+        let (spec, taken) = put(body).expect("parses as a spec");
+        assert_eq!(spec.metadata.tags[0].value, "logs");
+        assert_eq!(taken.check(&view, &spec), Ok(()));
+
+        // The check looked again meanwhile, without a new version: what
+        // it saw is not the client's to match.
+        let mut checked = d;
+        if let Some(h) = checked.health.as_mut() {
+            h.healthy = true;
+            h.reason = None;
+            h.nodes.push(node("i-2"));
+        }
+        let now = DeploymentView::new(&checked, 4);
+        assert_eq!(taken.check(&now, &spec), Ok(()));
     }
 
     #[test]

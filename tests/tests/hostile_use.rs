@@ -1,0 +1,249 @@
+//! Issue 33's hostile-use defects, each reproduced through the real binary:
+//!
+//! - A deployment's GET body is a valid PUT in every state it can be read
+//!   in: a client reads the deployment, changes one tag and sends the
+//!   whole document back, as Terraform-style clients do. Before the fix,
+//!   the body of a deployment the health check had looked at carried
+//!   `healthy`, `health_reason` and `nodes`, which the PUT refused as
+//!   unknown fields. The states: a create whose plan failed, checked
+//!   healthy (with its nodes), unhealthy, healed after a lost node, during
+//!   and after an update, and a clone.
+
+use floe_tests::{Call, DEPLOYMENTS, REPOSITORIES, Server, TestResult};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const ORG: &str = "acme";
+
+fn spec(name: &str, repository: &str, hot: u32) -> Value {
+    json!({
+        "name": name,
+        "version": "8.15.3",
+        "node_groups": [
+            {"id": "masters", "roles": ["master"], "instance_type": "c7g.large",
+             "count": 1, "zone_count": 1, "storage": {"size_gb": 20}},
+            {"id": "hot", "roles": ["data_hot", "data_content"], "instance_type": "m6g.xlarge",
+             "count": hot, "zone_count": 1, "storage": {"size_gb": 100}}
+        ],
+        "snapshot": {"repository": repository},
+        "metadata": {"tags": [{"key": "team", "value": "search"}]}
+    })
+}
+
+/// Polls the deployment until `done` says so; gives up after 60 s.
+async fn until(
+    s: &Server,
+    token: &str,
+    path: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Result<Value, Box<dyn std::error::Error>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let d = s.call(Call::get(path).bearer(token)).await;
+        let d = d.expect_status(200).json();
+        if done(&d) {
+            return Ok(d);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("not {what} after 60 s: {d}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn settled(d: &Value) -> bool {
+    d["plans"]["pending"].is_null()
+}
+
+fn healthy(d: &Value) -> bool {
+    settled(d) && d["status"] == json!("running") && d["healthy"] == json!(true)
+}
+
+/// Reads the deployment, sets tag `touched` to `value` in the body read,
+/// and sends the whole body back. A write between the read and the PUT
+/// (a plan ending) is a 412, as for any client: read again then.
+async fn put_back(
+    s: &Server,
+    token: &str,
+    path: &str,
+    state: &str,
+    require: impl Fn(&Value) -> bool,
+) -> TestResult {
+    for _ in 0..5 {
+        let read = s.call(Call::get(path).bearer(token)).await;
+        let mut body = read.expect_status(200).json();
+        assert!(require(&body), "{state}: not in the state to test: {body}");
+        let tags = body["metadata"]["tags"]
+            .as_array_mut()
+            .ok_or("tags in the view")?;
+        tags.retain(|t| t["key"] != json!("touched"));
+        tags.push(json!({"key": "touched", "value": state}));
+        let put = s.call(Call::put(path).bearer(token).json(&body)).await;
+        if put.status == 412 {
+            continue;
+        }
+        assert_eq!(put.status, 200, "{state}: {}", put.describe());
+        let answer = put.json();
+        let touched = answer["metadata"]["tags"]
+            .as_array()
+            .is_some_and(|t| t.contains(&json!({"key": "touched", "value": state})));
+        assert!(touched, "{state}: the tag changed: {answer}");
+        return Ok(());
+    }
+    Err(format!("{state}: changed under every read").into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_body_with_a_tag_changed_is_a_valid_put_in_every_state() -> TestResult {
+    let s = Server::start_with(&[
+        ("FLOE_SIM_BOOT_DELAY_MS", "200"),
+        ("FLOE_SIM_TERMINATE_DELAY_MS", "20"),
+        ("FLOE_PLAN_POLL_MS", "20"),
+        ("FLOE_SWEEP_INTERVAL_MS", "200"),
+        ("FLOE_ALLOW_PRIVATE_ENDPOINTS", "true"),
+    ]);
+    let token = s.token(ORG, &["platform_admin"]);
+    for (name, repository) in [
+        (
+            "local-backups",
+            json!({"type": "fs", "settings": {"location": "backups"}}),
+        ),
+        // Nothing listens on port 9 (discard) of loopback: a create that
+        // registers it fails.
+        (
+            "nowhere",
+            json!({"type": "s3", "settings": {
+                "bucket": "nowhere", "endpoint": "127.0.0.1:9", "protocol": "http",
+                "access_key": "AKIDLOCALTEST", "secret_key": "not-a-real-secret-0123"}}),
+        ),
+    ] {
+        let put = s
+            .call(
+                Call::put(format!("{REPOSITORIES}/{name}"))
+                    .bearer(&token)
+                    .json(&repository),
+            )
+            .await;
+        assert!([200, 201].contains(&put.status), "{}", put.describe());
+    }
+    let create = |body: Value| {
+        let s = &s;
+        let token = &token;
+        async move {
+            let created = s
+                .call(Call::post(DEPLOYMENTS).bearer(token).json(&body))
+                .await;
+            let id = created.expect_status(201).json()["id"]
+                .as_str()
+                .ok_or("id")?
+                .to_string();
+            Ok::<_, Box<dyn std::error::Error>>(format!("{DEPLOYMENTS}/{id}"))
+        }
+    };
+
+    // A failed plan.
+    let doomed = create(spec("doomed", "nowhere", 1)).await?;
+    until(&s, &token, &doomed, "ended", settled).await?;
+    let plans = s
+        .call(Call::get(format!("{doomed}/plans")).bearer(&token))
+        .await;
+    let plans = plans.expect_status(200).json();
+    let last = plans["history"]
+        .as_array()
+        .and_then(|h| h.last())
+        .ok_or("no plan")?;
+    assert_eq!(last["status"], json!("failed"), "{plans}");
+    put_back(&s, &token, &doomed, "failed-plan", |_| true).await?;
+
+    // Checked by the health check: `healthy` and `nodes` shown.
+    let path = create(spec("orders", "local-backups", 1)).await?;
+    until(&s, &token, &path, "healthy", healthy).await?;
+    put_back(&s, &token, &path, "health-checked", |d| {
+        d["healthy"] == json!(true) && d["nodes"].as_array().is_some_and(|n| n.len() == 2)
+    })
+    .await?;
+
+    // Healed: a lost data node replaced by the check's heal plan.
+    let d = until(&s, &token, &path, "healthy", healthy).await?;
+    let victim = d["nodes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["group"] == json!("hot")))
+        .and_then(|n| n["instance_id"].as_str())
+        .ok_or("a hot node")?
+        .to_string();
+    std::fs::write(s.data_dir().join("sim").join("kill").join(&victim), "")?;
+    until(&s, &token, &path, "unhealthy", |d| {
+        d["healthy"] == json!(false)
+    })
+    .await?;
+    put_back(&s, &token, &path, "unhealthy", |d| {
+        d["health_reason"].is_string()
+    })
+    .await?;
+    until(&s, &token, &path, "healed", |d| {
+        healthy(d)
+            && d["nodes"]
+                .as_array()
+                .is_some_and(|n| n.iter().all(|n| n["instance_id"] != json!(victim)))
+    })
+    .await?;
+    put_back(&s, &token, &path, "healed", healthy).await?;
+
+    // During and after an update.
+    let mut grown = s
+        .call(Call::get(path.as_str()).bearer(&token))
+        .await
+        .expect_status(200)
+        .json();
+    grown["node_groups"][1]["count"] = json!(2);
+    let updating = s
+        .call(Call::put(path.as_str()).bearer(&token).json(&grown))
+        .await;
+    let updating = updating.expect_status(200).json();
+    assert_eq!(
+        updating["plans"]["pending"]["kind"],
+        json!("update"),
+        "{updating}"
+    );
+    // Nodes boot in 200 ms: the plan is still pending at the next read,
+    // unless the machine is slow (a 412 on the PUT then, read again).
+    put_back(&s, &token, &path, "updating", |_| true).await?;
+    let updated = until(&s, &token, &path, "updated", |d| {
+        healthy(d) && d["node_groups"][1]["count"] == json!(2)
+    })
+    .await?;
+    assert_eq!(updated["status"], json!("running"), "{updated}");
+    put_back(&s, &token, &path, "updated", |d| {
+        d["node_groups"][1]["count"] == json!(2)
+    })
+    .await?;
+
+    // A clone: its body carries `clone_source`.
+    let snapshot = s
+        .call(
+            Call::post(format!("{path}/snapshots?wait_for_completion=true"))
+                .bearer(&token)
+                .json(&json!({"name": "for-the-clone"})),
+        )
+        .await;
+    snapshot.expect_status(200);
+    let cloned = s
+        .call(
+            Call::post(format!("{path}/_clone"))
+                .bearer(&token)
+                .json(&json!({"name": "orders-copy"})),
+        )
+        .await;
+    let clone_id = cloned.expect_status(201).json()["id"]
+        .as_str()
+        .ok_or("clone id")?
+        .to_string();
+    let clone = format!("{DEPLOYMENTS}/{clone_id}");
+    until(&s, &token, &clone, "clone healthy", healthy).await?;
+    put_back(&s, &token, &clone, "clone", |d| {
+        d["clone_source"].is_object()
+    })
+    .await?;
+    Ok(())
+}
