@@ -8,8 +8,11 @@
 //!   unknown fields. The states: a create whose plan failed, checked
 //!   healthy (with its nodes), unhealthy, healed after a lost node, during
 //!   and after an update, and a clone.
+//! - An idempotency key is answered only to the caller who used it: a
+//!   token of another organization with the same `sub` was handed the
+//!   first create's deployment and `elastic` password.
 
-use floe_tests::{Call, DEPLOYMENTS, REPOSITORIES, Server, TestResult};
+use floe_tests::{Call, DEPLOYMENTS, REPOSITORIES, Server, TestResult, deployment};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -245,5 +248,55 @@ async fn a_get_body_with_a_tag_changed_is_a_valid_put_in_every_state() -> TestRe
         d["clone_source"].is_object()
     })
     .await?;
+    Ok(())
+}
+
+/// A token of `org` with `roles` whose `sub` is `subject`.
+fn token_of(s: &Server, subject: &str, org: &str, roles: &[&str]) -> String {
+    let mut claims = Server::claims(org, roles);
+    claims["sub"] = json!(subject);
+    s.sign(&claims)
+}
+
+#[tokio::test]
+async fn an_idempotency_key_is_answered_only_to_the_caller_who_used_it() -> TestResult {
+    let s = Server::start();
+    let alice = token_of(&s, "alice", ORG, &["deployment_manager"]);
+    // Globex's platform admin, whose identity provider also has an `alice`.
+    let other = token_of(&s, "alice", "globex", &["platform_admin"]);
+    let body = deployment("idempotent", None, &[]);
+    let create = |token: &str| {
+        Call::post(DEPLOYMENTS)
+            .bearer(token)
+            .header("idempotency-key", "create-once")
+            .json(&body)
+    };
+    let first = s.call(create(&alice)).await;
+    let first = first.expect_status(201).json();
+    let id = first["id"].as_str().ok_or("id")?.to_string();
+    let password = first["credentials"]["password"]
+        .as_str()
+        .ok_or("the create's password")?
+        .to_string();
+
+    // Her own retry is answered the first result.
+    let retry = s.call(create(&alice)).await;
+    assert_eq!(retry.json()["id"], json!(id), "{}", retry.describe());
+    assert_eq!(retry.json()["credentials"]["password"], json!(password));
+
+    // The other alice, acting in acme with the same key and body: a
+    // conflict, never acme's deployment or its password.
+    let foreign = s
+        .call(create(&other).header("x-floe-organization", ORG))
+        .await;
+    assert_eq!(foreign.status, 409, "{}", foreign.describe());
+    assert_eq!(foreign.error_codes(), ["request.idempotency_key_reused"]);
+    assert!(!foreign.body.contains(&password), "{}", foreign.describe());
+    assert!(!foreign.body.contains(&id), "{}", foreign.describe());
+    // In its own organization the key is its own: a new deployment.
+    let own = s.call(create(&other)).await;
+    let own = own.expect_status(201).json();
+    assert_ne!(own["id"], json!(id), "{own}");
+    assert_ne!(own["credentials"]["password"], json!(password), "{own}");
     Ok(())
 }

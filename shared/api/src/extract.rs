@@ -216,6 +216,8 @@ impl FromRequestParts<ApiState> for Caller {
         Ok(Caller(floe_app::Caller {
             org,
             subject: principal.subject,
+            issuer: principal.issuer,
+            token_org: principal.org,
             roles,
         }))
     }

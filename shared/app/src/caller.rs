@@ -14,6 +14,13 @@ pub struct Caller {
     pub org: String,
     /// The token's subject; plans record it as their author.
     pub subject: String,
+    /// The token's issuer and its own organization (which `org` differs
+    /// from when a platform role acts in another one): with `subject`,
+    /// they name the person. A `sub` is unique only within one issuer
+    /// and organization, so whatever is kept per person (an idempotency
+    /// key's request) is kept under all three.
+    pub issuer: String,
+    pub token_org: String,
     pub roles: Vec<Role>,
 }
 
@@ -100,6 +107,8 @@ mod tests {
         Caller {
             org: "acme".into(),
             subject: "alice".into(),
+            issuer: "floe-local".into(),
+            token_org: "acme".into(),
             roles: roles.to_vec(),
         }
     }

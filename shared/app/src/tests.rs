@@ -142,6 +142,8 @@ fn caller(roles: &[Role]) -> Caller {
     Caller {
         org: "acme".into(),
         subject: "alice".into(),
+        issuer: "floe-local".into(),
+        token_org: "acme".into(),
         roles: roles.to_vec(),
     }
 }

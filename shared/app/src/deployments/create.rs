@@ -23,7 +23,7 @@ impl App {
         spec: DeploymentSpec,
         idempotency_key: Option<&str>,
     ) -> Result<Creation, AppError> {
-        let request = decide::check_create(&who.subject, spec, idempotency_key)?;
+        let request = decide::check_create(who, spec, idempotency_key)?;
         // The write itself refuses a key that was used: a new key (the
         // usual case) costs one transaction and no read before it, and a
         // retry is told apart only when something refuses it. Whatever
@@ -51,7 +51,7 @@ impl App {
         spec: DeploymentSpec,
         idempotency_key: Option<&str>,
     ) -> Result<DeploymentValidation, AppError> {
-        let request = decide::check_create(&who.subject, spec, idempotency_key)?;
+        let request = decide::check_create(who, spec, idempotency_key)?;
         // A key used before is a replay (or the conflict of another body,
         // or spent).
         if let Some(idem) = &request.idempotency
@@ -161,7 +161,7 @@ impl App {
         if first.request_hash != idem.request_hash {
             return Err(AppError::conflict(
                 Code::REQUEST_IDEMPOTENCY_KEY_REUSED,
-                "this idempotency key was already used with a different request body",
+                "this idempotency key was already used by another caller or with a different request body",
             ));
         }
         // The deployment this key created is gone (deleted since): its first

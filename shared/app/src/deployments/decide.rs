@@ -32,10 +32,13 @@ pub(crate) struct CreateRequest {
     pub idempotency: Option<Idempotency>,
 }
 
-/// Checks a create's key and spec. The request hash covers the caller:
-/// another caller's retry with the same key is another body.
+/// Checks a create's key and spec. The request hash covers the caller,
+/// named by the token's issuer, its own organization and its subject (a
+/// `sub` is unique only within those two): another caller's retry with
+/// the same key is another request, and never answered the first one's
+/// deployment and password (issue 33).
 pub(crate) fn check_create(
-    subject: &str,
+    who: &Caller,
     mut spec: DeploymentSpec,
     key: Option<&str>,
 ) -> Result<CreateRequest, AppError> {
@@ -50,7 +53,12 @@ pub(crate) fn check_create(
             let canonical = serde_json::to_vec(&spec).map_err(|_| AppError::Internal)?;
             Some(Idempotency {
                 key_hash: hash(&[k.as_bytes()]),
-                request_hash: hash(&[subject.as_bytes(), &canonical]),
+                request_hash: hash(&[
+                    who.issuer.as_bytes(),
+                    who.token_org.as_bytes(),
+                    who.subject.as_bytes(),
+                    &canonical,
+                ]),
             })
         }
     };

@@ -125,6 +125,7 @@ mod tests {
 
     fn alice() -> Principal {
         Principal {
+            issuer: "floe-local".into(),
             subject: "alice".into(),
             org: "acme".into(),
             roles: vec![Role::DeploymentViewer],

@@ -46,6 +46,8 @@ impl fmt::Display for Role {
 /// Who is calling, after verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
+    /// The token's `iss`: a `sub` is unique only within its issuer.
+    pub issuer: String,
     pub subject: String,
     pub org: String,
     pub roles: Vec<Role>,
@@ -80,6 +82,7 @@ mod tests {
 
     fn principal(roles: &[Role]) -> Principal {
         Principal {
+            issuer: "floe-local".into(),
             subject: "alice".into(),
             org: "acme".into(),
             roles: roles.to_vec(),

@@ -522,9 +522,9 @@ fn registered_claim(name: &str) -> &'static str {
 
 fn principal_from_claims(claims: &Map<String, Value>) -> Result<Principal, AuthError> {
     // jsonwebtoken also accepts an array `iss`; RFC 7519 says it is a string.
-    if !matches!(claims.get("iss"), Some(Value::String(_))) {
+    let Some(Value::String(issuer)) = claims.get("iss") else {
         return Err(AuthError::InvalidClaims("`iss` must be a string".into()));
-    }
+    };
 
     let subject = match claims.get("sub") {
         None => return Err(AuthError::InvalidClaims("`sub` is missing".into())),
@@ -569,6 +569,7 @@ fn principal_from_claims(claims: &Map<String, Value>) -> Result<Principal, AuthE
     }
 
     Ok(Principal {
+        issuer: issuer.clone(),
         subject,
         org,
         roles,

@@ -13,6 +13,8 @@ fn who() -> Caller {
     Caller {
         org: "acme".into(),
         subject: "alice".into(),
+        issuer: "floe-local".into(),
+        token_org: "acme".into(),
         roles: Vec::new(),
     }
 }
@@ -93,29 +95,47 @@ fn outcome<T>(r: Result<T, AppError>, ok: impl Fn(&T) -> String) -> String {
 
 #[test]
 fn a_create_request_is_checked_and_its_key_hashed_with_the_caller() -> TestResult {
-    let refused = check_create("alice", spec(1)?, Some("")).map(|_| ());
+    let refused = check_create(&who(), spec(1)?, Some("")).map(|_| ());
     assert_eq!(
         outcome(refused, |_| "ok".into()),
         "validation.idempotency_key"
     );
-    let refused = check_create("alice", spec(1)?, Some("a key")).map(|_| ());
+    let refused = check_create(&who(), spec(1)?, Some("a key")).map(|_| ());
     assert_eq!(
         outcome(refused, |_| "ok".into()),
         "validation.idempotency_key"
     );
-    let refused = check_create("alice", spec(0)?, None).map(|_| ());
+    let refused = check_create(&who(), spec(0)?, None).map(|_| ());
     assert!(matches!(refused, Err(AppError::Invalid(_))), "{refused:?}");
 
-    assert!(check_create("alice", spec(1)?, None)?.idempotency.is_none());
-    let key = |subject: &str| -> Result<Idempotency, Box<dyn std::error::Error>> {
-        check_create(subject, spec(1)?, Some("k1"))?
+    assert!(check_create(&who(), spec(1)?, None)?.idempotency.is_none());
+    let key = |caller: &Caller| -> Result<Idempotency, Box<dyn std::error::Error>> {
+        check_create(caller, spec(1)?, Some("k1"))?
             .idempotency
             .ok_or_else(|| "no idempotency".into())
     };
-    let (alice, again, bob) = (key("alice")?, key("alice")?, key("bob")?);
+    let (alice, again) = (key(&who())?, key(&who())?);
     assert_eq!(alice, again);
-    assert_eq!(alice.key_hash, bob.key_hash);
-    assert_ne!(alice.request_hash, bob.request_hash, "another caller");
+    // The same `sub` is another person at another issuer or organization
+    // (issue 33: a platform token of another organization with alice's
+    // `sub` was answered her create's password).
+    let bob = Caller {
+        subject: "bob".into(),
+        ..who()
+    };
+    let foreign_org = Caller {
+        token_org: "globex".into(),
+        ..who()
+    };
+    let foreign_issuer = Caller {
+        issuer: "https://idp.example.com".into(),
+        ..who()
+    };
+    for other in [bob, foreign_org, foreign_issuer] {
+        let theirs = key(&other)?;
+        assert_eq!(alice.key_hash, theirs.key_hash);
+        assert_ne!(alice.request_hash, theirs.request_hash, "{other:?}");
+    }
     Ok(())
 }
 
@@ -129,7 +149,7 @@ fn a_create_decides_an_initializing_record_with_its_create_plan() -> TestResult 
     let new = decide_create(
         &who(),
         "d1",
-        check_create("alice", spec(1)?, None)?.spec,
+        check_create(&who(), spec(1)?, None)?.spec,
         clone,
         Some("d1.es.floe.internal".into()),
         now(),

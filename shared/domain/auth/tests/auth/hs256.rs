@@ -39,6 +39,7 @@ async fn issued_token_round_trips() {
     assert_eq!(
         principal,
         Principal {
+            issuer: ISSUER.into(),
             subject: "alice@example.com".into(),
             org: "acme".into(),
             roles: vec![Role::PlatformViewer, Role::DeploymentManager],
