@@ -777,6 +777,22 @@ fn table() -> Vec<Row> {
         .auth(Auth::Viewer)
         .expect(400, "validation.tag")
         .fields(&["tag"]),
+        row(
+            "list: tag filter with an empty key",
+            "GET",
+            format!("{DEPLOYMENTS}?tag=:search"),
+        )
+        .auth(Auth::Viewer)
+        .expect(400, "validation.tag")
+        .fields(&["tag"]),
+        // Issue 33: the filter `tag=a:b:c` splits at the first ':', so a
+        // key may not hold one.
+        row("a tag key with ':'", "POST", DEPLOYMENTS)
+            .json(dep_with(|d| {
+                d["metadata"] = json!({"tags": [{"key": "a:b", "value": "c"}]})
+            }))
+            .expect(400, "validation.tag")
+            .fields(&["metadata.tags[0].key"]),
         row("list: size 0", "GET", format!("{DEPLOYMENTS}?size=0"))
             .auth(Auth::Viewer)
             .expect(400, "validation.range")

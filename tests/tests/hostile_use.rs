@@ -11,6 +11,7 @@
 //! - An idempotency key is answered only to the caller who used it: a
 //!   token of another organization with the same `sub` was handed the
 //!   first create's deployment and `elastic` password.
+//! - A tag filter names one tag: `tag=a:b:c` is key `a`, value `b:c`.
 
 use floe_tests::{Call, DEPLOYMENTS, REPOSITORIES, Server, TestResult, deployment};
 use serde_json::{Value, json};
@@ -298,5 +299,59 @@ async fn an_idempotency_key_is_answered_only_to_the_caller_who_used_it() -> Test
     let own = own.expect_status(201).json();
     assert_ne!(own["id"], json!(id), "{own}");
     assert_ne!(own["credentials"]["password"], json!(password), "{own}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_tag_filter_names_one_tag() -> TestResult {
+    let s = Server::start();
+    let token = s.token(ORG, &["deployment_manager"]);
+    let tagged = |name: &str, key: &str, value: &str| {
+        let mut d = deployment(name, None, &[]);
+        d["metadata"] = json!({"tags": [{"key": key, "value": value}]});
+        d
+    };
+    // A key holds no ':', so `a:b:c` cannot also name {a:b = c}.
+    let refused = s
+        .call(
+            Call::post(DEPLOYMENTS)
+                .bearer(&token)
+                .json(&tagged("colon-key", "a:b", "c")),
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.describe());
+    assert_eq!(refused.error_codes(), ["validation.tag"]);
+    assert_eq!(
+        refused.json()["errors"][0]["fields"],
+        json!(["metadata.tags[0].key"])
+    );
+    let mut ids = Vec::new();
+    for (name, key, value) in [("colon-value", "a", "b:c"), ("plain", "a", "b")] {
+        let created = s
+            .call(
+                Call::post(DEPLOYMENTS)
+                    .bearer(&token)
+                    .json(&tagged(name, key, value)),
+            )
+            .await;
+        ids.push(created.expect_status(201).json()["id"].clone());
+    }
+    // Split at the first ':'; the query's own escapes are decoded first.
+    for (filter, expected) in [
+        ("a:b:c", vec![ids[0].clone()]),
+        ("a%3Ab%3Ac", vec![ids[0].clone()]),
+        ("a:b", vec![ids[1].clone()]),
+        ("a:c", vec![]),
+    ] {
+        let listed = s
+            .call(Call::get(format!("{DEPLOYMENTS}?tag={filter}")).bearer(&token))
+            .await;
+        let listed = listed.expect_status(200).json();
+        let got: Vec<Value> = listed["deployments"]
+            .as_array()
+            .map(|d| d.iter().map(|d| d["id"].clone()).collect())
+            .unwrap_or_default();
+        assert_eq!(got, expected, "tag={filter}: {listed}");
+    }
     Ok(())
 }

@@ -249,6 +249,80 @@ async fn a_dangling_repository_is_named_on_its_field() -> TestResult {
     Ok(())
 }
 
+/// Issue 33: `tag=a:b:c` matched both `{a:b = c}` and `{a = b:c}`. A key
+/// with `:` is refused on write; the filter splits at the first `:`, and a
+/// record written before the refusal is not listed for the other reading.
+#[tokio::test]
+async fn a_tag_filter_names_one_tag() -> TestResult {
+    let w = world()?;
+    let who = caller(&[Role::DeploymentManager]).manager()?;
+    let reader = caller(&[Role::DeploymentViewer]).reader()?;
+    let tagged = |key: &str, value: &str| -> Result<DeploymentSpec, serde_json::Error> {
+        let mut s = spec(1)?;
+        s.metadata.tags = vec![floe_domain::deployment::Tag {
+            key: key.into(),
+            value: value.into(),
+        }];
+        Ok(s)
+    };
+    let refused = w
+        .app
+        .create_deployment(&who, tagged("a:b", "c")?, None)
+        .await;
+    let Err(AppError::Invalid(invalid)) = refused else {
+        return Err(format!("a key with ':' was accepted: {refused:?}").into());
+    };
+    assert_eq!(invalid.0[0].field, "metadata.tags[0].key");
+    assert_eq!(invalid.0[0].code, "validation.tag");
+
+    let wanted = created(
+        w.app
+            .create_deployment(&who, tagged("a", "b:c")?, None)
+            .await?,
+    )?;
+    // One stored before keys were refused a ':'.
+    let old = created(
+        w.app
+            .create_deployment(&who, tagged("a", "x")?, None)
+            .await?,
+    )?;
+    let current = w
+        .app
+        .store
+        .get_deployment("acme", &old.id)
+        .await?
+        .ok_or("stored")?;
+    let mut legacy = current.value.clone();
+    legacy.spec.metadata.tags = tagged("a:b", "c")?.metadata.tags;
+    w.app
+        .store
+        .replace_deployment(&legacy, &current, None)
+        .await?;
+
+    let list = |tag: &str| {
+        let query = crate::deployments::DeploymentQuery {
+            tag: Some(tag.into()),
+            ..Default::default()
+        };
+        let (app, reader) = (&w.app, &reader);
+        async move {
+            let listed = app.list_deployments(reader, query).await?;
+            let ids: Vec<String> = listed
+                .deployments
+                .iter()
+                .map(|d| {
+                    serde_json::from_str::<serde_json::Value>(d.json())
+                        .map(|v| v["id"].as_str().unwrap_or_default().to_string())
+                })
+                .collect::<Result<_, _>>()?;
+            Ok::<_, Box<dyn std::error::Error>>(ids)
+        }
+    };
+    assert_eq!(list("a:b:c").await?, vec![wanted.id]);
+    assert_eq!(list("a:x").await?, Vec::<String>::new());
+    Ok(())
+}
+
 /// Moves a stored deployment to `status` with no pending plan, as a plan end would.
 async fn settle(app: &App, id: &str, status: DeploymentStatus) -> TestResult {
     let current = app

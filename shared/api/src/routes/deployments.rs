@@ -290,8 +290,8 @@ struct ListParams {
     /// Only this status.
     #[param(value_type = Option<floe_domain::deployment::DeploymentStatus>)]
     status: Option<String>,
-    /// Only deployments with this tag, as `key:value`.
-    #[param(pattern = ":")]
+    /// Only deployments with this tag, as `key:value`, split at the first `:`: a tag key never holds a `:` (refused when written), a value may. `tag=env:eu:west` is key `env` with value `eu:west`. Percent-encode the value's characters a query string reserves (`&`, `#`, `+`, `%`).
+    #[param(pattern = "^[^:]+:.+$")]
     tag: Option<String>,
 }
 

@@ -14,7 +14,7 @@ use crate::validation::{self, DeploymentValidation, ValidationOutcome};
 use crate::{AppError, Caller, Resource};
 use chrono::{DateTime, Utc};
 use floe_domain::Code;
-use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
+use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus, Tag};
 use floe_domain::plan::{Plan, PlanKind, PlanParams, StartParams, lifecycle};
 use floe_domain::replacement::ReadOnlyFields;
 use floe_domain::repository::{Repository, reachable_with};
@@ -490,9 +490,21 @@ pub(crate) fn decide_reset_password(d: &Deployment, ref_id: &str) -> Result<(), 
 
 // ---- list ------------------------------------------------------------
 
+/// A listing's filters, checked as the client sent them.
+#[derive(Debug)]
+pub(crate) struct Listing {
+    /// What the store matches.
+    pub filter: Filter,
+    pub page: PageRequest,
+    /// The tag `filter` names, which each deployment listed must carry:
+    /// a record written before keys were refused a `:` may carry a key
+    /// `a:b` that the store's `a:b:c` also matches.
+    pub tag: Option<Tag>,
+}
+
 /// The store's filter for a listing, its `status` and `tag` checked as the
-/// client sent them.
-pub(crate) fn listing_filter(query: DeploymentQuery) -> Result<(Filter, PageRequest), AppError> {
+/// client sent them; the tag is split at its first `:`.
+pub(crate) fn listing_filter(query: DeploymentQuery) -> Result<Listing, AppError> {
     let status = match &query.status {
         None => None,
         Some(s) => Some(
@@ -508,21 +520,26 @@ pub(crate) fn listing_filter(query: DeploymentQuery) -> Result<(Filter, PageRequ
                 .to_string(),
         ),
     };
-    if let Some(tag) = &query.tag
-        && !tag.contains(':')
-    {
-        return Err(AppError::invalid(
-            Code::VALIDATION_TAG,
-            "tag",
-            "must be key:value",
-        ));
-    }
+    let tag = match &query.tag {
+        None => None,
+        Some(t) => Some(Tag::parse_filter(t).ok_or_else(|| {
+            AppError::invalid(
+                Code::VALIDATION_TAG,
+                "tag",
+                "must be key:value, split at the first ':' (a key holds no ':', a value may)",
+            )
+        })?),
+    };
     let filter = Filter {
         name_prefix: query.name_prefix,
         status,
-        tag: query.tag,
+        tag: tag.as_ref().map(Tag::filter_form),
     };
-    Ok((filter, query.page))
+    Ok(Listing {
+        filter,
+        page: query.page,
+        tag,
+    })
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ mod replace;
 use crate::shown::Shown;
 use crate::{App, AppError, Reader, Resource};
 use floe_domain::Code;
-use floe_domain::deployment::{Deployment, DeploymentView};
+use floe_domain::deployment::{Deployment, DeploymentView, Metadata, Tag};
 use floe_domain::names::is_resource_id;
 use floe_domain::plan::{Plan, PlanKind, lifecycle as plan_lifecycle};
 use floe_store::{PageRequest, Versioned};
@@ -73,6 +73,18 @@ fn show(d: Versioned<Deployment>) -> Result<Shown<DeploymentView>, AppError> {
     Shown::new(&DeploymentView::of(d.value, d.version), d.version)
 }
 
+/// Whether the deployment shown carries `tag` itself. The store matched
+/// its `key:value` form, which names one tag only for keys without `:`;
+/// older records may hold such a key. A view that cannot be read back is
+/// left to the store's match.
+fn carries(d: &Shown<DeploymentView>, tag: &Tag) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Tagged {
+        metadata: Metadata,
+    }
+    serde_json::from_str::<Tagged>(d.json()).map_or(true, |t| t.metadata.tags.contains(tag))
+}
+
 impl App {
     /// The deployment `id` of the caller's organization.
     pub(crate) async fn load_deployment(
@@ -115,11 +127,14 @@ impl App {
         who: &Reader,
         query: DeploymentQuery,
     ) -> Result<DeploymentList, AppError> {
-        let (filter, page) = decide::listing_filter(query)?;
-        let result = self
+        let decide::Listing { filter, page, tag } = decide::listing_filter(query)?;
+        let mut result = self
             .store
             .show_deployments(&who.org, filter, &page, &self.views.0, show)
             .await?;
+        if let Some(tag) = &tag {
+            result.items.retain(|d| carries(d, tag));
+        }
         Ok(DeploymentList {
             deployments: result.items,
             next_cursor: result.next_cursor,

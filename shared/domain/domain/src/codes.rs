@@ -130,7 +130,7 @@ codes! {
     VALIDATION_READ_ONLY = "validation.read_only", 400, "The field is set by the platform and cannot be sent.";
     VALIDATION_ID = "validation.id", 400, "A reference is not of the form of the platform's ids.";
     VALIDATION_NAME = "validation.name", 400, "A name breaks the naming rules.";
-    VALIDATION_TAG = "validation.tag", 400, "A tag filter is not of the form `key:value`.";
+    VALIDATION_TAG = "validation.tag", 400, "A tag is invalid: a key with `:` or of a bad length, or a filter not of the form `key:value`.";
     VALIDATION_ORGANIZATION = "validation.organization", 400, "The organization header names no valid organization.";
     VALIDATION_CURSOR = "validation.cursor", 400, "The cursor is not one this API returned.";
     VALIDATION_IF_MATCH = "validation.if_match", 400, "`If-Match` is not an ETag this API gives, such as `\"3\"`.";

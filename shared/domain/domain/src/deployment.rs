@@ -227,14 +227,31 @@ pub struct Metadata {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Tag {
+    /// 1 to 64 characters, without `:` (which ends the key in the list
+    /// filter `tag=key:value`).
+    #[schema(example = "team")]
     pub key: String,
+    /// 1 to 256 characters; may contain `:`.
+    #[schema(example = "search")]
     pub value: String,
 }
 
 impl Tag {
-    /// The form list filters use: `key:value`.
+    /// The form list filters use: `key:value`. A key holds no `:` (refused
+    /// on write), so the first `:` ends it and the form names one tag.
     pub fn filter_form(&self) -> String {
         format!("{}:{}", self.key, self.value)
+    }
+
+    /// The tag a list filter names: `key:value`, split at the first `:`
+    /// (`env:eu:west` is key `env`, value `eu:west`). `None` when either
+    /// part is empty, which no tag can match.
+    pub fn parse_filter(filter: &str) -> Option<Tag> {
+        let (key, value) = filter.split_once(':')?;
+        (!key.is_empty() && !value.is_empty()).then(|| Tag {
+            key: key.to_string(),
+            value: value.to_string(),
+        })
     }
 }
 
@@ -463,7 +480,7 @@ impl DeploymentSpec {
             p.check(
                 format!("metadata.tags[{i}].key"),
                 Code::VALIDATION_TAG,
-                validate_tag_text(&t.key, 64),
+                validate_tag_text(&t.key, 64).and_then(|()| validate_tag_key(&t.key)),
             );
             p.check(
                 format!("metadata.tags[{i}].value"),
@@ -631,6 +648,18 @@ fn validate_tag_text(t: &str, max: usize) -> Result<(), String> {
     }
     if t.chars().any(|c| c.is_control()) {
         return Err("must not contain control characters".into());
+    }
+    Ok(())
+}
+
+/// A key holds no `:`: the list filter `tag=key:value` splits at the first
+/// one, so `a:b:c` names key `a` with value `b:c`, and a key `a:b` would
+/// make it name two tags (issue 33).
+fn validate_tag_key(key: &str) -> Result<(), String> {
+    if key.contains(':') {
+        return Err(
+            "must not contain ':' (it separates key and value in the tag=key:value filter)".into(),
+        );
     }
     Ok(())
 }

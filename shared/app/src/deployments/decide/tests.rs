@@ -483,17 +483,36 @@ fn a_listing_checks_its_status_and_tag() -> TestResult {
         (Some("running"), Some("team:search"), "ok"),
         (Some("asleep"), None, "validation.unknown_value"),
         (None, Some("team"), "validation.tag"),
+        (None, Some(":search"), "validation.tag"),
+        (None, Some("team:"), "validation.tag"),
+        (None, Some("team:a:b"), "ok"),
     ];
     for (status, tag, expected) in cases {
         let got = outcome(listing_filter(query(status, tag)), |_| "ok".into());
         assert_eq!(got, expected, "{status:?} {tag:?}");
     }
-    let (filter, _) = listing_filter(DeploymentQuery {
+    let Listing { filter, tag, .. } = listing_filter(DeploymentQuery {
         name_prefix: Some("lo".into()),
         ..query(Some("running"), Some("team:search"))
     })?;
     assert_eq!(filter.status.as_deref(), Some("running"));
     assert_eq!(filter.tag.as_deref(), Some("team:search"));
+    assert_eq!(
+        tag,
+        Some(Tag {
+            key: "team".into(),
+            value: "search".into()
+        })
+    );
+    // Split at the first ':' (issue 33): a value may hold one.
+    let Listing { tag, .. } = listing_filter(query(None, Some("a:b:c")))?;
+    assert_eq!(
+        tag,
+        Some(Tag {
+            key: "a".into(),
+            value: "b:c".into()
+        })
+    );
     assert_eq!(filter.name_prefix.as_deref(), Some("lo"));
     Ok(())
 }
