@@ -799,6 +799,31 @@ fn table() -> Vec<Row> {
             .fields(&["size"]),
         row("method the path does not take", "PATCH", DEPLOYMENTS)
             .expect(405, "root.method_not_allowed"),
+        // ---- the proxy's own errors, in the API's shape (issue 33: an
+        // escape that is not UTF-8 got axum's plain-text 400) ----
+        row(
+            "proxy: an escape that does not decode to UTF-8",
+            "GET",
+            format!("{DEPLOYMENTS}/{{dep}}/elasticsearch/main-elasticsearch/proxy/a%ff"),
+        )
+        .raw()
+        .expect(400, "proxy.path")
+        .fields(&["path"]),
+        row(
+            "proxy: a % without two hex digits",
+            "GET",
+            format!("{DEPLOYMENTS}/{{dep}}/elasticsearch/main-elasticsearch/proxy/a%zz"),
+        )
+        .raw()
+        .expect(400, "proxy.path")
+        .fields(&["path"]),
+        row(
+            "proxy: a deployment id that does not decode to UTF-8",
+            "GET",
+            format!("{DEPLOYMENTS}/%ff/elasticsearch/main-elasticsearch/proxy/_cat/health"),
+        )
+        .raw()
+        .expect(404, "deployments.deployment_not_found"),
         // ---- a deployment's snapshots ----
         row("snapshot: date math without its closing >", "POST", format!("{DEPLOYMENTS}/{{dep}}/snapshots"))
             .auth(Auth::Manager)

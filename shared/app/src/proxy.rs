@@ -124,8 +124,9 @@ impl App {
 /// name turned into the `/` a generated client meant by it, then checked
 /// to stay below the cluster's root: no dot segments (raw or
 /// percent-encoded), no control characters or backslashes, no malformed
-/// percent-encoding. Every other escape is passed on as the caller wrote
-/// it, for Elasticsearch to decode.
+/// percent-encoding (a `%` without two hex digits, or escapes that do not
+/// decode to UTF-8, which no Elasticsearch name is). Every other escape is
+/// passed on as the caller wrote it, for Elasticsearch to decode.
 fn wire_path(path: &str) -> Result<String, AppError> {
     let bad = |why: &str| Err(AppError::invalid(Code::PROXY_PATH, "path", why));
     if path.len() > 4096 {
@@ -169,6 +170,9 @@ fn wire_path(path: &str) -> Result<String, AppError> {
         out.push_str(hex);
         i += 3;
     }
+    if std::str::from_utf8(&percent_decoded(&out)).is_err() {
+        return bad("has percent-escapes that do not decode to UTF-8");
+    }
     for segment in out.split('/') {
         let dots = segment.to_ascii_lowercase().replace("%2e", ".");
         if dots == "." || dots == ".." {
@@ -176,6 +180,31 @@ fn wire_path(path: &str) -> Result<String, AppError> {
         }
     }
     Ok(out)
+}
+
+/// The bytes `path` names, each `%XX` decoded (`path` is checked: every
+/// `%` is followed by two hex digits).
+fn percent_decoded(path: &str) -> Vec<u8> {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| path.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(b) => {
+                out.push(b);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -204,6 +233,9 @@ mod tests {
             "a%zz",
             "a%2",
             "%",
+            // Not UTF-8 once decoded (issue 33: axum's plain-text 400).
+            "a%ff",
+            "a%C3",
         ] {
             assert!(wire_path(bad).is_err(), "{bad}");
         }
@@ -224,6 +256,7 @@ mod tests {
                 "%3Clogs-%7Bnow%2Fd%7D%3E/_search",
             ),
             ("caf\u{e9}/_doc/1", "caf\u{e9}/_doc/1"),
+            ("caf%C3%A9/_doc/1", "caf%C3%A9/_doc/1"),
         ] {
             assert_eq!(wire_path(sent).ok().as_deref(), Some(wire), "{sent}");
         }

@@ -8,14 +8,14 @@ use crate::extract::Caller;
 use crate::state::ApiState;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{MethodFilter, on};
 use floe_app::proxy::FORWARDED_REQUEST_HEADERS;
 use floe_app::proxy::{MAX_PROXY_REQUEST_BYTES, ProxyRequest};
 use floe_domain::Code;
-use std::collections::BTreeMap;
 use utoipa::OpenApi;
 
 pub const TAG: &str = "deployments";
@@ -159,26 +159,53 @@ proxy_operation!(
     MANAGE_ROLES
 );
 
+/// What a proxy request names: the deployment, its Elasticsearch resource
+/// and the path below the cluster's root, read from the path as the caller
+/// encoded it.
+///
+/// Not axum's `Path`: it decodes every parameter, the proxied path too,
+/// and answers one it cannot decode (`%ff`, not UTF-8) with a plain-text
+/// 400 before the handler runs (issue 33). The proxied path's escapes are
+/// the cluster's to decode, and the use case refuses the malformed ones in
+/// the API's shape. The ids are plain ASCII, so one sent escaped names
+/// nothing (404).
+struct ProxyTarget {
+    id: String,
+    ref_id: String,
+    path: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ProxyTarget {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        // "", api, v1, deployments, {id}, elasticsearch, {ref_id}, proxy…
+        let mut segments = parts.uri.path().splitn(8, '/');
+        let id = segments.nth(4);
+        let ref_id = segments.nth(1);
+        let path = segments
+            .next()
+            .and_then(|rest| rest.strip_prefix("proxy"))
+            .map(|rest| rest.trim_start_matches('/'));
+        match (id, ref_id, path) {
+            (Some(id), Some(ref_id), Some(path)) => Ok(ProxyTarget {
+                id: id.to_string(),
+                ref_id: ref_id.to_string(),
+                path: path.to_string(),
+            }),
+            // The router sends only the proxy's routes here.
+            _ => Err(ApiError::internal()),
+        }
+    }
+}
+
 async fn proxy(
     State(state): State<ApiState>,
     caller: Caller,
-    Path(params): Path<BTreeMap<String, String>>,
+    ProxyTarget { id, ref_id, path }: ProxyTarget,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (id, ref_id) = match (params.get("id"), params.get("ref_id")) {
-        (Some(id), Some(ref_id)) => (id.clone(), ref_id.clone()),
-        _ => return Err(ApiError::internal()),
-    };
     let method = request.method().as_str().to_string();
-    // The path as the caller encoded it: the cluster decodes it itself.
-    let raw = request.uri().path().to_string();
-    // "", api, v1, deployments, {id}, elasticsearch, {ref_id}, proxy…
-    let path = raw
-        .splitn(8, '/')
-        .nth(7)
-        .and_then(|rest| rest.strip_prefix("proxy"))
-        .map(|rest| rest.trim_start_matches('/').to_string())
-        .unwrap_or_default();
     let query = request.uri().query().map(str::to_string);
     let headers = request
         .headers()
