@@ -355,3 +355,123 @@ async fn a_tag_filter_names_one_tag() -> TestResult {
     }
     Ok(())
 }
+
+/// A restore with the global state never brings back the security feature
+/// state: the platform sends `feature_states` itself (none unless named),
+/// so the `elastic` password it holds keeps working after restoring a
+/// snapshot taken before that password was reset. Asking for `security` is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_with_the_global_state_keeps_the_platforms_password() -> TestResult {
+    let s = Server::start_with(&[
+        ("FLOE_SIM_BOOT_DELAY_MS", "50"),
+        ("FLOE_SIM_TERMINATE_DELAY_MS", "20"),
+        ("FLOE_PLAN_POLL_MS", "20"),
+    ]);
+    let token = s.token(ORG, &["platform_admin"]);
+    let repo = s
+        .call(
+            Call::put(format!("{REPOSITORIES}/restore-backups"))
+                .bearer(&token)
+                .json(&json!({"type": "fs", "settings": {"location": "restore-backups"}})),
+        )
+        .await;
+    assert!([200, 201].contains(&repo.status), "{}", repo.describe());
+    let created = s
+        .call(
+            Call::post(DEPLOYMENTS)
+                .bearer(&token)
+                .json(&spec("restored", "restore-backups", 1)),
+        )
+        .await;
+    let id = created.expect_status(201).json()["id"]
+        .as_str()
+        .ok_or("id")?
+        .to_string();
+    let path = format!("{DEPLOYMENTS}/{id}");
+    let proxy = format!("{path}/elasticsearch/main-elasticsearch/proxy");
+    until(&s, &token, &path, "running", |d| {
+        settled(d) && d["status"] == json!("running")
+    })
+    .await?;
+    s.call(
+        Call::put(format!("{proxy}/logs/_doc/1?refresh=true"))
+            .bearer(&token)
+            .json(&json!({"n": 1})),
+    )
+    .await
+    .expect_status(201);
+    // Taken on the cluster as a tenant would, global state included (the
+    // default): it holds the security feature state.
+    let taken = s
+        .call(
+            Call::put(format!(
+                "{proxy}/_snapshot/restore-backups/before-reset?wait_for_completion=true"
+            ))
+            .bearer(&token)
+            .json(&json!({})),
+        )
+        .await;
+    let taken = taken.expect_status(200).json();
+    assert_eq!(
+        taken["snapshot"]["feature_states"][0]["feature_name"],
+        json!("security"),
+        "{taken}"
+    );
+    s.call(Call::get(format!("{path}/snapshots")).bearer(&token))
+        .await
+        .expect_status(200);
+
+    // The password changes after the snapshot.
+    s.call(
+        Call::post(format!(
+            "{path}/elasticsearch/main-elasticsearch/_reset-password"
+        ))
+        .bearer(&token),
+    )
+    .await
+    .expect_status(202);
+    until(&s, &token, &path, "settled", settled).await?;
+
+    let refused = s
+        .call(
+            Call::post(format!("{path}/_restore"))
+                .bearer(&token)
+                .json(&json!({
+                    "snapshot_name": "before-reset", "include_global_state": true,
+                    "feature_states": ["security"]
+                })),
+        )
+        .await;
+    let errors = floe_tests::assert_ece_error(&refused.expect_status(400).clone());
+    assert_eq!(floe_tests::error_fields(&errors), ["feature_states[0]"]);
+
+    let restore = s
+        .call(Call::post(format!("{path}/_restore")).bearer(&token).json(&json!({
+            "snapshot_name": "before-reset", "include_global_state": true,
+            "indices": ["logs"], "rename_pattern": "(.+)", "rename_replacement": "restored-$1"
+        })))
+        .await;
+    assert!(
+        [200, 202].contains(&restore.status),
+        "{}",
+        restore.describe()
+    );
+    let d = until(&s, &token, &path, "settled", settled).await?;
+    let plans = s
+        .call(Call::get(format!("{path}/plans")).bearer(&token))
+        .await
+        .json();
+    assert_eq!(plans["current"]["status"], json!("succeeded"), "{plans}");
+    assert_eq!(d["status"], json!("running"), "{d}");
+    // The platform still reaches the cluster with the password it holds.
+    let me = s
+        .call(Call::get(format!("{proxy}/_security/_authenticate")).bearer(&token))
+        .await;
+    assert_eq!(me.expect_status(200).json()["username"], json!("elastic"));
+    let count = s
+        .call(Call::get(format!("{proxy}/restored-logs/_count")).bearer(&token))
+        .await;
+    assert_eq!(count.expect_status(200).json()["count"], json!(1));
+    Ok(())
+}

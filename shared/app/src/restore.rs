@@ -350,6 +350,7 @@ impl App {
             include_global_state: false,
             include_aliases: true,
             partial: false,
+            feature_states: Vec::new(),
         };
         Ok(request.target(&d.id, own, Some(own), &resolved.record.name))
     }

@@ -89,6 +89,7 @@ pub struct RestoreRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rename_replacement: Option<String>,
     /// Restore the cluster state too (templates, persistent settings).
+    /// Feature states come back only when named in `feature_states`.
     #[serde(default)]
     pub include_global_state: bool,
     #[serde(default = "yes")]
@@ -96,6 +97,51 @@ pub struct RestoreRequest {
     /// Restore indices whose snapshot is incomplete, missing shards empty.
     #[serde(default)]
     pub partial: bool,
+    /// The feature states to restore, as `GET _features` names them
+    /// (`kibana`, `tasks`, …); none by default, whatever
+    /// `include_global_state` says. `security` is refused: it would bring
+    /// back the snapshot's users and `elastic` password, and lock the
+    /// platform out of the cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(example = json!(["kibana"]))]
+    pub feature_states: Vec<String>,
+}
+
+/// The feature state a restore never brings back: the cluster's users,
+/// roles, keys and the `elastic` password Floe holds.
+pub const SECURITY_FEATURE: &str = "security";
+
+/// The problems of a restore's `feature_states` (fields `{prefix}feature_states[i]`).
+fn check_feature_states(p: &mut Problems, prefix: &str, names: &[String]) {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let field = format!("{prefix}feature_states[{i}]");
+        let well_formed = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if !well_formed {
+            p.push(
+                field,
+                Code::VALIDATION_NAME,
+                "must be a feature name such as kibana (lowercase letters, digits, _ and -)",
+            );
+        } else if name == SECURITY_FEATURE {
+            p.push(
+                field,
+                Code::VALIDATION_NOT_ALLOWED,
+                "the security feature state is never restored: it would replace the cluster's users and the elastic password the platform holds",
+            );
+        } else if name == "none" {
+            p.push(
+                field,
+                Code::VALIDATION_NOT_ALLOWED,
+                "leave feature_states empty to restore none",
+            );
+        } else if !seen.insert(name) {
+            p.push(field, Code::VALIDATION_DUPLICATE, "is named twice");
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -128,9 +174,31 @@ pub struct RestoreTarget {
     pub include_aliases: bool,
     pub partial: bool,
     pub mode: RestoreMode,
+    /// The feature states to restore; none when empty (plans recorded
+    /// before Floe sent them explicitly read as empty too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feature_states: Vec<String>,
 }
 
 impl RestoreTarget {
+    /// What a restore request sends as `feature_states`: the ones named, or
+    /// Elasticsearch's `none`, never `security`. Sent always, since without
+    /// it Elasticsearch restores every feature state of a snapshot when
+    /// the global state is restored.
+    pub fn feature_states_to_send(&self) -> Vec<String> {
+        let named: Vec<String> = self
+            .feature_states
+            .iter()
+            .filter(|f| *f != SECURITY_FEATURE && *f != "none")
+            .cloned()
+            .collect();
+        if named.is_empty() {
+            vec!["none".to_string()]
+        } else {
+            named
+        }
+    }
+
     /// The repository's name on the cluster: where restores and mounts read.
     pub fn cluster_repository(&self) -> &str {
         self.registered_as.as_deref().unwrap_or(&self.repository)
@@ -202,6 +270,7 @@ impl CloneSource {
             include_aliases: true,
             partial: false,
             mode: self.mode,
+            feature_states: Vec::new(),
         }
     }
 
@@ -348,6 +417,7 @@ impl RestoreSnapshot {
             include_aliases: true,
             partial: false,
             mode: self.mode,
+            feature_states: Vec::new(),
         }
     }
 }
@@ -366,6 +436,7 @@ impl RestoreRequest {
                 self.rename_replacement.as_deref(),
             ),
         );
+        check_feature_states(&mut p, "", &self.feature_states);
         p.finish()
     }
 
@@ -392,6 +463,7 @@ impl RestoreRequest {
             include_aliases: self.include_aliases,
             partial: self.partial,
             mode: RestoreMode::Restore,
+            feature_states: self.feature_states.clone(),
         }
     }
 }
@@ -511,6 +583,57 @@ mod tests {
     }
 
     #[test]
+    fn feature_states_are_sent_explicitly_and_never_security() {
+        let mut r = RestoreRequest {
+            snapshot_name: "snap-1".into(),
+            repository: None,
+            indices: Vec::new(),
+            rename_pattern: None,
+            rename_replacement: None,
+            include_global_state: true,
+            include_aliases: true,
+            partial: false,
+            feature_states: Vec::new(),
+        };
+        assert!(r.validate_request().is_ok());
+        // Without a name, none: Elasticsearch would restore them all with
+        // the global state.
+        assert_eq!(
+            r.target("d", "repo", None, "snap-1")
+                .feature_states_to_send(),
+            ["none"]
+        );
+        r.feature_states = strings(&["kibana", "tasks"]);
+        assert!(r.validate_request().is_ok());
+        assert_eq!(
+            r.target("d", "repo", None, "snap-1")
+                .feature_states_to_send(),
+            ["kibana", "tasks"]
+        );
+        r.feature_states = strings(&["kibana", "security", "none", "Bad!", "kibana"]);
+        let Err(Invalid(errors)) = r.validate_request() else {
+            panic!("accepted security");
+        };
+        let fields: Vec<(&str, &str)> = errors
+            .iter()
+            .map(|e| (e.field.as_str(), e.code.name()))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("feature_states[1]", "validation.not_allowed"),
+                ("feature_states[2]", "validation.not_allowed"),
+                ("feature_states[3]", "validation.name"),
+                ("feature_states[4]", "validation.duplicate"),
+            ]
+        );
+        // A record that somehow holds it still never sends it.
+        let mut t = r.target("d", "repo", None, "snap-1");
+        t.feature_states = strings(&["security"]);
+        assert_eq!(t.feature_states_to_send(), ["none"]);
+    }
+
+    #[test]
     fn bad_requests_name_their_fields() {
         let r = RestoreRequest {
             snapshot_name: "<nightly-{now/d}>".into(),
@@ -521,6 +644,7 @@ mod tests {
             include_global_state: false,
             include_aliases: true,
             partial: false,
+            feature_states: Vec::new(),
         };
         let Err(Invalid(errors)) = r.validate_request() else {
             panic!("accepted");

@@ -92,7 +92,21 @@ pub struct SnapshotRecord {
     pub reason: Option<String>,
     #[serde(default)]
     pub sizes: BTreeMap<String, IndexSize>,
+    /// The feature states the snapshot holds, by name (`security`).
+    #[serde(default)]
+    pub feature_states: Vec<String>,
 }
+
+/// The system index of each feature state the simulator keeps.
+pub fn feature_indices(feature: &str) -> Vec<&'static str> {
+    match feature {
+        SECURITY_FEATURE => vec![".security-7"],
+        _ => Vec::new(),
+    }
+}
+
+/// The feature state of users, roles and keys.
+pub const SECURITY_FEATURE: &str = "security";
 
 impl SnapshotRecord {
     /// SnapshotInfo as Elasticsearch writes it; `verbose=false` leaves out
@@ -129,7 +143,10 @@ impl SnapshotRecord {
                 "failed": self.shards_failed,
                 "successful": self.successful_shards(),
             },
-            "feature_states": [],
+            "feature_states": self.feature_states.iter().map(|f| json!({
+                "feature_name": f,
+                "indices": feature_indices(f),
+            })).collect::<Vec<_>>(),
         });
         if let (Value::Object(info), Value::Object(extra)) = (&mut info, extra) {
             info.extend(extra);
@@ -247,6 +264,22 @@ pub struct IndexBlob {
 pub struct SnapshotBlob {
     pub uuid: String,
     pub indices: BTreeMap<String, IndexBlob>,
+    /// The cluster state and feature states, when the snapshot includes
+    /// the global state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global: Option<GlobalState>,
+}
+
+/// What a snapshot with `include_global_state` keeps of the cluster.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GlobalState {
+    /// The persistent cluster settings.
+    #[serde(default)]
+    pub persistent_settings: Map<String, Value>,
+    /// The security feature state: the `elastic` user's password hash (as
+    /// the security index keeps it, never the password).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic_password_sha256: Option<String>,
 }
 
 impl SnapshotBlob {

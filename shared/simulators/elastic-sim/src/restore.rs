@@ -188,7 +188,8 @@ pub async fn restore(sim: &Arc<Sim>, req: &Req, repo: &str, snapshot: &str) -> A
     let ignore_unavailable = body_bool(&body, "ignore_unavailable", false)?;
     let include_aliases = body_bool(&body, "include_aliases", true)?;
     let partial = body_bool(&body, "partial", false)?;
-    let _ = body_bool(&body, "include_global_state", false)?;
+    let include_global_state = body_bool(&body, "include_global_state", false)?;
+    let requested_features = crate::snapshots::requested_features(&body)?;
     let rename_pattern = body_string(&body, "rename_pattern")?;
     let rename_replacement = body_string(&body, "rename_replacement")?;
     let ignored = body_names(&body, "ignore_index_settings")?;
@@ -215,6 +216,33 @@ pub async fn restore(sim: &Arc<Sim>, req: &Req, repo: &str, snapshot: &str) -> A
             Some((regex, java_replacement(replacement)))
         }
         _ => None,
+    };
+    // The feature states to bring back: those named, else every one the
+    // snapshot holds when the global state is restored (Elasticsearch's
+    // default, which is why a careful caller names them, or `none`).
+    let features: Vec<String> = match requested_features {
+        Some(named) => {
+            let absent: Vec<&String> = named
+                .iter()
+                .filter(|f| !record.feature_states.contains(f))
+                .collect();
+            if !absent.is_empty() {
+                return Err(ApiError::snapshot_restore(
+                    &label,
+                    &format!(
+                        "requested feature states [{}] are not present in snapshot",
+                        absent
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+            named
+        }
+        None if include_global_state => record.feature_states.clone(),
+        None => Vec::new(),
     };
     let failed: Vec<&str> = record.failures.iter().map(|f| f.index.as_str()).collect();
     let duration = sim.faults().restore_delay;
@@ -267,6 +295,7 @@ pub async fn restore(sim: &Arc<Sim>, req: &Req, repo: &str, snapshot: &str) -> A
     }
     let names: Vec<String> = targets.iter().map(|(n, _, _)| n.clone()).collect();
     install(sim, &label, targets)?;
+    restore_global_state(sim, &blob, include_global_state, &features);
     tracing::info!(
         repository = repo,
         snapshot,
@@ -288,6 +317,35 @@ pub async fn restore(sim: &Arc<Sim>, req: &Req, repo: &str, snapshot: &str) -> A
             },
         }
     })))
+}
+
+/// What a restore brings back of the cluster itself: the persistent
+/// settings with the global state, and each feature state asked for; the
+/// security one replaces the `elastic` user's password with the one the
+/// snapshot holds, as restoring the security index does.
+fn restore_global_state(
+    sim: &Sim,
+    blob: &crate::repo_data::SnapshotBlob,
+    include_global_state: bool,
+    features: &[String],
+) {
+    let Some(global) = &blob.global else {
+        return;
+    };
+    if include_global_state {
+        sim.settings().persistent = global.persistent_settings.clone();
+    }
+    if features
+        .iter()
+        .any(|f| f == crate::repo_data::SECURITY_FEATURE)
+        && let Some(hash) = &global.elastic_password_sha256
+        && sim.restore_password_hash(hash)
+    {
+        tracing::warn!(
+            cluster = %sim.cluster_name,
+            "simulated cluster restored the security feature state: the elastic password is the snapshot's"
+        );
+    }
 }
 
 pub async fn mount(sim: &Arc<Sim>, req: &Req, repo: &str, snapshot: &str) -> ApiResult {

@@ -6,8 +6,8 @@ use crate::blobs::StoreError;
 use crate::config::SnapshotFault;
 use crate::error::ApiError;
 use crate::repo_data::{
-    IndexBlob, IndexSize, RepositoryData, ShardFailure, SnapState, SnapshotBlob, SnapshotRecord,
-    snapshot_blob,
+    GlobalState, IndexBlob, IndexSize, RepositoryData, SECURITY_FEATURE, ShardFailure, SnapState,
+    SnapshotBlob, SnapshotRecord, snapshot_blob,
 };
 use crate::repositories::repository;
 use crate::server::{ApiResult, Reply, Req};
@@ -65,6 +65,7 @@ pub async fn create(sim: &Arc<Sim>, req: &Req, repo: &str, requested: &str) -> A
     let wanted = body_names(&body, "indices")?;
     let ignore_unavailable = body_bool(&body, "ignore_unavailable", false)?;
     let include_global_state = body_bool(&body, "include_global_state", true)?;
+    let features = snapshot_features(sim, &body, include_global_state)?;
     let metadata = match body.get("metadata") {
         None | Some(Value::Null) => None,
         Some(Value::Object(m)) => Some(m.clone()),
@@ -96,7 +97,7 @@ pub async fn create(sim: &Arc<Sim>, req: &Req, repo: &str, requested: &str) -> A
     let faults = sim.faults();
     let (done_tx, done_rx) = watch::channel(None);
     let (abort_tx, abort_rx) = oneshot::channel();
-    let (record, blobs) = {
+    let (record, blobs, global) = {
         let mut state = sim.state();
         check_not_running_in(&state.running, repo, &name)?;
         let resolved = resolve_expression(&wanted, &state.index_names());
@@ -127,6 +128,7 @@ pub async fn create(sim: &Arc<Sim>, req: &Req, repo: &str, requested: &str) -> A
             failures: Vec::new(),
             reason: None,
             sizes,
+            feature_states: features.clone(),
         };
         state.running.insert(
             repo.to_string(),
@@ -138,7 +140,20 @@ pub async fn create(sim: &Arc<Sim>, req: &Req, repo: &str, requested: &str) -> A
                 abort: Some(abort_tx),
             },
         );
-        (record, blobs)
+        // The cluster's state at the same point in time.
+        let global = (include_global_state || !features.is_empty()).then(|| GlobalState {
+            persistent_settings: if include_global_state {
+                sim.settings().persistent.clone()
+            } else {
+                Map::new()
+            },
+            elastic_password_sha256: features
+                .iter()
+                .any(|f| f == SECURITY_FEATURE)
+                .then(|| sim.password_hash_hex())
+                .flatten(),
+        });
+        (record, blobs, global)
     };
     tracing::info!(
         repository = repo,
@@ -152,6 +167,7 @@ pub async fn create(sim: &Arc<Sim>, req: &Req, repo: &str, requested: &str) -> A
         repository,
         record,
         blobs,
+        global,
         fault: faults.fail_snapshots,
         delay: faults.snapshot_delay,
         primary_node: sim.master().id.clone(),
@@ -174,6 +190,66 @@ pub async fn create(sim: &Arc<Sim>, req: &Req, repo: &str, requested: &str) -> A
         status,
         json!({ "snapshot": finished.info(repo, true) }),
     ))
+}
+
+/// The feature states a new snapshot takes: those named in
+/// `feature_states` (`["none"]` for none), else every one the cluster has
+/// when it includes the global state, as Elasticsearch decides.
+fn snapshot_features(
+    sim: &Sim,
+    body: &Value,
+    include_global_state: bool,
+) -> Result<Vec<String>, ApiError> {
+    let available: Vec<String> = if sim.is_secured() {
+        vec![SECURITY_FEATURE.to_string()]
+    } else {
+        Vec::new()
+    };
+    match requested_features(body)? {
+        None if include_global_state => Ok(available),
+        None => Ok(Vec::new()),
+        Some(named) => {
+            if let Some(unknown) = named.iter().find(|f| !available.contains(f)) {
+                return Err(ApiError::illegal_argument(format!(
+                    "No system indices or feature states found for feature [{unknown}]"
+                )));
+            }
+            Ok(named)
+        }
+    }
+}
+
+/// A request's `feature_states`: `None` when absent, the names otherwise
+/// (empty for `["none"]`, which must then stand alone).
+pub fn requested_features(body: &Value) -> Result<Option<Vec<String>>, ApiError> {
+    let Some(value) = body.get("feature_states") else {
+        return Ok(None);
+    };
+    let names: Vec<String> = match value {
+        Value::Array(items) => items
+            .iter()
+            .map(|v| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    ApiError::x_content_parse("[feature_states] must be an array of strings")
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        Value::String(s) => s.split(',').map(str::to_string).collect(),
+        _ => {
+            return Err(ApiError::x_content_parse(
+                "[feature_states] must be an array of strings",
+            ));
+        }
+    };
+    if names.iter().any(|n| n == "none") {
+        if names.len() > 1 {
+            return Err(ApiError::illegal_argument(format!(
+                "the feature_states value [none] indicates that no feature states should be restored, but other feature states were requested: {names:?}"
+            )));
+        }
+        return Ok(Some(Vec::new()));
+    }
+    Ok(Some(names))
 }
 
 fn check_not_running(sim: &Sim, repo: &str, name: &str) -> Result<(), ApiError> {
@@ -214,6 +290,7 @@ struct Run {
     repository: Repository,
     record: SnapshotRecord,
     blobs: BTreeMap<String, IndexBlob>,
+    global: Option<GlobalState>,
     fault: Option<SnapshotFault>,
     delay: Duration,
     primary_node: String,
@@ -311,6 +388,7 @@ impl Run {
             SnapshotBlob {
                 uuid: self.record.uuid.clone(),
                 indices: self.blobs.clone(),
+                global: self.global.clone(),
             }
             .save(store)
             .await?;

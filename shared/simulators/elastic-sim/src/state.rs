@@ -27,9 +27,10 @@ pub struct Sim {
     pub fs_root: Option<std::path::PathBuf>,
     /// The nodes' S3 client and what their keystore holds.
     s3: Mutex<S3State>,
-    /// The `elastic` user's password when the cluster is secured; `None`
-    /// for a cluster without security.
-    password: Option<Mutex<SecretString>>,
+    /// The SHA-256 of the `elastic` user's password when the cluster is
+    /// secured (what its security index keeps, and what a snapshot of the
+    /// security feature state carries); `None` without security.
+    password: Option<Mutex<[u8; 32]>>,
     faults: Mutex<SimFaults>,
     state: Mutex<ClusterState>,
     settings: Mutex<ClusterSettings>,
@@ -113,7 +114,9 @@ impl Sim {
                 keystore: config.s3.as_ref().and_then(|c| c.keys.clone()),
                 client: config.s3,
             }),
-            password: config.security.map(|s| Mutex::new(s.elastic_password)),
+            password: config
+                .security
+                .map(|s| Mutex::new(password_hash(s.elastic_password.expose()))),
             faults: Mutex::new(config.faults),
             state: Mutex::new(ClusterState::default()),
             settings: Mutex::new(ClusterSettings::default()),
@@ -164,7 +167,38 @@ impl Sim {
             return false;
         };
         let current = current.lock().unwrap_or_else(PoisonError::into_inner);
-        constant_time_eq(current.expose().as_bytes(), password.as_bytes())
+        constant_time_eq(&*current, &password_hash(password))
+    }
+
+    /// The `elastic` user's password hash, hex: what a snapshot of the
+    /// security feature state keeps. `None` without security.
+    pub fn password_hash_hex(&self) -> Option<String> {
+        let current = self.password.as_ref()?;
+        let current = current.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(current.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// Restores the `elastic` user's password hash from a snapshot's
+    /// security feature state; `false` if it is not one or the cluster has
+    /// no security.
+    pub fn restore_password_hash(&self, hex: &str) -> bool {
+        let Some(current) = &self.password else {
+            return false;
+        };
+        let bytes: Option<Vec<u8>> = (0..hex.len())
+            .step_by(2)
+            .map(|i| {
+                hex.get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+            })
+            .collect();
+        match bytes.and_then(|b| <[u8; 32]>::try_from(b).ok()) {
+            Some(hash) => {
+                *current.lock().unwrap_or_else(PoisonError::into_inner) = hash;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Changes the `elastic` user's password; `false` on a cluster without
@@ -172,7 +206,8 @@ impl Sim {
     pub fn set_password(&self, password: SecretString) -> bool {
         match &self.password {
             Some(current) => {
-                *current.lock().unwrap_or_else(PoisonError::into_inner) = password;
+                *current.lock().unwrap_or_else(PoisonError::into_inner) =
+                    password_hash(password.expose());
                 true
             }
             None => false,
@@ -380,6 +415,12 @@ impl Sim {
 struct S3State {
     client: Option<S3Client>,
     keystore: Option<S3Keys>,
+}
+
+/// The SHA-256 of a password: what the simulator keeps of it.
+fn password_hash(password: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(password.as_bytes()).into()
 }
 
 /// Compares without stopping at the first difference, so the time taken

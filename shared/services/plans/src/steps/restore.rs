@@ -159,6 +159,10 @@ impl DeploymentSteps {
             partial: Some(t.partial),
             rename_pattern: t.rename_pattern.clone(),
             rename_replacement: t.rename_replacement.clone(),
+            // Explicit: left out, Elasticsearch restores every feature state
+            // with the global state, security (users, the elastic password
+            // Floe holds) included.
+            feature_states: Some(t.feature_states_to_send()),
             ..RestoreRequest::default()
         };
         match client

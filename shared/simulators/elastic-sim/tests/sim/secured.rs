@@ -19,9 +19,13 @@ struct Secured {
 }
 
 async fn secured() -> Fallible<Secured> {
+    secured_with(SimConfig::new("secured")).await
+}
+
+async fn secured_with(config: SimConfig) -> Fallible<Secured> {
     let security = floe_node_security::generate(DEPLOYMENT)?;
     let password = security.elastic_password.expose().to_string();
-    let cluster = SimulatedCluster::start(SimConfig::new("secured").with_security(SimSecurity {
+    let cluster = SimulatedCluster::start(config.with_security(SimSecurity {
         cert_chain_pem: security.node_cert_pem.clone(),
         key_pem: security.node_key_pem.clone(),
         elastic_password: security.elastic_password.clone(),
@@ -262,4 +266,156 @@ async fn a_broken_certificate_is_a_start_error() -> TestResult {
         Err(floe_elastic_sim::SimError::Tls(_)) => Ok(()),
         other => Err(format!("expected a TLS error, got {other:?}").into()),
     }
+}
+
+/// A snapshot with the global state holds the security feature state; a
+/// restore with the global state and no `feature_states` brings it back, as
+/// Elasticsearch 8 does, and with it the snapshot's `elastic` password.
+/// `feature_states: ["none"]` keeps the cluster's own.
+#[tokio::test]
+async fn restoring_the_global_state_brings_back_the_security_feature_state_unless_told_not_to()
+-> TestResult {
+    let root = tempfile::tempdir()?;
+    let s = secured_with(SimConfig::new("secured").with_fs_root(root.path())).await?;
+    let send =
+        |method: reqwest::Method, path: &'static str, password: String, body: Option<Value>| {
+            let s = &s;
+            async move {
+                s.send(method, path, Some(("elastic", password.as_str())), body)
+                    .await
+            }
+        };
+    let old = s.password.clone();
+    let (status, _, _) = send(
+        reqwest::Method::PUT,
+        "/_snapshot/backups",
+        old.clone(),
+        Some(json!({"type": "fs", "settings": {"location": "backups"}})),
+    )
+    .await?;
+    assert_eq!(status, 200);
+    send(
+        reqwest::Method::PUT,
+        "/_cluster/settings",
+        old.clone(),
+        Some(json!({"persistent": {"indices.recovery.max_bytes_per_sec": "40mb"}})),
+    )
+    .await?;
+    let (status, _, body) = send(
+        reqwest::Method::PUT,
+        "/_snapshot/backups/snap-1?wait_for_completion=true",
+        old.clone(),
+        Some(json!({})),
+    )
+    .await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["snapshot"]["feature_states"],
+        json!([{"feature_name": "security", "indices": [".security-7"]}])
+    );
+    // The snapshot keeps a hash of the password, never the password.
+    let mut found = false;
+    for entry in walk(root.path()) {
+        let bytes = std::fs::read(&entry)?;
+        assert!(
+            !bytes.windows(old.len()).any(|w| w == old.as_bytes()),
+            "{} holds the password",
+            entry.display()
+        );
+        found = true;
+    }
+    assert!(found);
+
+    let new = "a-new-password".to_string();
+    let (status, _, _) = send(
+        reqwest::Method::PUT,
+        "/_security/user/elastic/_password",
+        old.clone(),
+        Some(json!({"password": new})),
+    )
+    .await?;
+    assert_eq!(status, 200);
+    send(
+        reqwest::Method::PUT,
+        "/_cluster/settings",
+        new.clone(),
+        Some(json!({"persistent": {"indices.recovery.max_bytes_per_sec": "100mb"}})),
+    )
+    .await?;
+
+    // Told `none`: the global state comes back, the password stays.
+    let (status, _, body) = send(
+        reqwest::Method::POST,
+        "/_snapshot/backups/snap-1/_restore?wait_for_completion=true",
+        new.clone(),
+        Some(json!({"include_global_state": true, "feature_states": ["none"]})),
+    )
+    .await?;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, settings) = send(
+        reqwest::Method::GET,
+        "/_cluster/settings",
+        new.clone(),
+        None,
+    )
+    .await?;
+    assert_eq!(status, 200);
+    assert_eq!(
+        settings["persistent"]["indices.recovery.max_bytes_per_sec"],
+        json!("40mb"),
+        "{settings}"
+    );
+    // `none` with another name, or a feature the snapshot lacks: refused.
+    for (bad, status_wanted, error) in [
+        (
+            json!(["none", "security"]),
+            400,
+            "illegal_argument_exception",
+        ),
+        (json!(["kibana"]), 500, "snapshot_restore_exception"),
+    ] {
+        let (status, _, body) = send(
+            reqwest::Method::POST,
+            "/_snapshot/backups/snap-1/_restore",
+            new.clone(),
+            Some(json!({"feature_states": bad})),
+        )
+        .await?;
+        assert_eq!(
+            (status, body["error"]["type"].as_str()),
+            (status_wanted, Some(error)),
+            "{bad}: {body}"
+        );
+    }
+
+    // Left out: every feature state comes back with the global state, and
+    // the snapshot's password replaces the one the platform holds.
+    let (status, _, body) = send(
+        reqwest::Method::POST,
+        "/_snapshot/backups/snap-1/_restore?wait_for_completion=true",
+        new.clone(),
+        Some(json!({"include_global_state": true})),
+    )
+    .await?;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, _) = send(reqwest::Method::GET, "/", new.clone(), None).await?;
+    assert_eq!(status, 401);
+    let (status, _, _) = send(reqwest::Method::GET, "/", old.clone(), None).await?;
+    assert_eq!(status, 200);
+    s.cluster.shutdown().await?;
+    Ok(())
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }
