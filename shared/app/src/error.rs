@@ -241,6 +241,17 @@ impl From<SnapshotError> for AppError {
                 AppError::invalid(code, field, message)
             }
             SnapshotError::Store(e) => e.into(),
+            // Running on the record, but no node runs (a plan was ended by
+            // force before its nodes came, or they were all lost): a state
+            // to fix, not an outage to wait out.
+            SnapshotError::Cluster(floe_clusters::ClusterError::NoRunningNode {
+                deployment_id,
+            }) => AppError::conflict(
+                Code::DEPLOYMENTS_NOT_REACHABLE,
+                format!(
+                    "deployment {deployment_id} has no running node to take the snapshot on; start it again or send its spec to heal it"
+                ),
+            ),
             e @ (SnapshotError::Cluster(_) | SnapshotError::Elastic(_)) => {
                 tracing::warn!(error = %e, "cluster call failed");
                 if e.is_transient() {
@@ -260,5 +271,25 @@ impl From<SnapshotError> for AppError {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AppError;
+    use floe_domain::Code;
+    use floe_snapshots::SnapshotError;
+
+    #[test]
+    fn a_running_record_without_a_running_node_is_a_conflict_not_an_outage() {
+        let e = AppError::from(SnapshotError::Cluster(
+            floe_clusters::ClusterError::NoRunningNode {
+                deployment_id: "d1".into(),
+            },
+        ));
+        assert!(
+            matches!(&e, AppError::Conflict { code, .. } if *code == Code::DEPLOYMENTS_NOT_REACHABLE),
+            "{e:?}"
+        );
     }
 }
