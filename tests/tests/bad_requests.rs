@@ -508,6 +508,16 @@ fn table() -> Vec<Row> {
         }))
         .expect(400, "validation.platform_owned_setting")
         .fields(&["user_settings.discovery.seed_hosts"]),
+        row(
+            "user setting off the allowlist: anonymous superuser (issue 33)",
+            "POST",
+            DEPLOYMENTS,
+        )
+        .json(dep_with(|d| {
+            d["user_settings"] = json!({"xpack.security.authc.anonymous.roles": "superuser"})
+        }))
+        .expect(400, "validation.setting_key")
+        .fields(&["user_settings.xpack.security.authc.anonymous.roles"]),
         row("name '..'", "POST", DEPLOYMENTS)
             .json(dep_with(|d| d["name"] = json!("..")))
             .expect(400, "validation.name")

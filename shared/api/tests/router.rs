@@ -747,7 +747,7 @@ async fn a_spec_too_big_to_store_is_refused_on_its_biggest_part() -> TestResult 
     // about 900 KB in all, under the 1 MiB body cap.
     let item = "x".repeat(55);
     for k in 0..150 {
-        body["user_settings"][format!("custom.attribute{k}")] = json!(vec![item.clone(); 100]);
+        body["user_settings"][format!("node.attr.custom{k}")] = json!(vec![item.clone(); 100]);
     }
     let size = body.to_string().len();
     assert!(size > 800_000 && size < 1_000_000, "{size}");

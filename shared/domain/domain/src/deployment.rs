@@ -5,6 +5,7 @@ use crate::codes::Code;
 use crate::names::validate_name;
 use crate::plan::PlanRef;
 use crate::restore::RestoreSnapshot;
+use crate::user_settings::{self, Refusal};
 use crate::validation::{Invalid, Problems};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -109,6 +110,7 @@ pub struct DeploymentSpec {
     #[validate(length(min = 1, max = 20), nested)]
     pub node_groups: Vec<NodeGroup>,
     /// `elasticsearch.yml` overrides, flat (`thread_pool.snapshot.max`) or nested.
+    /// Only keys on the allowlist in `docs/user-settings.md` are accepted.
     #[serde(default)]
     #[schema(value_type = Object, example = json!({"thread_pool.snapshot.max": 8}))]
     pub user_settings: BTreeMap<String, Value>,
@@ -255,40 +257,6 @@ impl Tag {
     }
 }
 
-/// Settings the platform renders itself; a user value would break the
-/// cluster's wiring (paths, discovery, identity) or leak around the
-/// repository's own credentials.
-pub const PLATFORM_OWNED_SETTINGS: &[&str] = &[
-    "path.",
-    "cluster.name",
-    "cluster.initial_master_nodes",
-    "node.name",
-    "node.roles",
-    "node.attr.floe",
-    "discovery.",
-    "network.",
-    "http.port",
-    "http.host",
-    "transport.port",
-    "transport.host",
-    "bootstrap.memory_lock",
-    "s3.client.",
-    "xpack.security.enabled",
-    "xpack.security.transport.",
-    "xpack.security.http.ssl.",
-    "xpack.searchable.snapshot.shared_cache.size",
-];
-
-fn owned_by_platform(key: &str) -> Option<&'static str> {
-    PLATFORM_OWNED_SETTINGS.iter().copied().find(|owned| {
-        if let Some(prefix) = owned.strip_suffix('.') {
-            key == prefix || key.starts_with(owned)
-        } else {
-            key == *owned || key.starts_with(&format!("{owned}."))
-        }
-    })
-}
-
 impl DeploymentSpec {
     /// Flattens nested `user_settings` into dotted keys, the form Elasticsearch
     /// itself reports, so that equal settings compare equal however they were sent.
@@ -416,13 +384,25 @@ impl DeploymentSpec {
                 p.push(field, Code::VALIDATION_SETTING_KEY, m);
                 continue;
             }
-            if let Some(owned) = owned_by_platform(k) {
-                p.push(
-                    field,
-                    Code::VALIDATION_PLATFORM_OWNED_SETTING,
-                    format!("is set by the platform ({owned}) and cannot be overridden"),
-                );
-                continue;
+            match user_settings::check_key(k) {
+                Ok(()) => {}
+                Err(Refusal::PlatformOwned(owned)) => {
+                    p.push(
+                        field,
+                        Code::VALIDATION_PLATFORM_OWNED_SETTING,
+                        format!("is set by the platform ({owned}) and cannot be overridden"),
+                    );
+                    continue;
+                }
+                Err(Refusal::NotAllowed) => {
+                    p.push(
+                        field,
+                        Code::VALIDATION_SETTING_KEY,
+                        "is not among the settings a deployment may set; \
+                         docs/user-settings.md lists them",
+                    );
+                    continue;
+                }
             }
             p.check(
                 field,
@@ -1009,5 +989,103 @@ mod version_change_tests {
         assert!(jump.contains("upgrade to 7.17 first"), "{jump}");
         let two = check_version_change("7.17.25", "9.0.0").expect_err("two majors");
         assert!(two.contains("upgrade to 8.18 first"), "{two}");
+    }
+}
+
+#[cfg(test)]
+mod user_settings_tests {
+    use super::DeploymentSpec;
+    use crate::codes::Code;
+    use serde_json::{Value, json};
+
+    /// The codes validation gives, by field, for a spec with these settings.
+    fn refusals(settings: Value) -> Vec<(String, Code, String)> {
+        let mut spec: DeploymentSpec = serde_json::from_value(json!({
+            "name": "logs", "version": "8.15.3",
+            "node_groups": [{"id": "hot", "roles": ["master", "data_hot"],
+                             "instance_type": "m6g.xlarge", "count": 1,
+                             "storage": {"size_gb": 100}}],
+            "user_settings": settings,
+        }))
+        .expect("spec");
+        let normalized = spec.normalize();
+        assert!(normalized.is_ok(), "{normalized:?}");
+        match spec.validate_spec() {
+            Ok(()) => Vec::new(),
+            Err(e) => {
+                e.0.into_iter()
+                    .map(|f| (f.field, f.code, f.message))
+                    .collect()
+            }
+        }
+    }
+
+    /// Issue 33: a key off the allowlist is a 400 on `user_settings.<key>`
+    /// that says so, where before the denylist let it through.
+    #[test]
+    fn keys_off_the_allowlist_are_refused_by_name() {
+        let got = refusals(json!({
+            "xpack.security.authc.anonymous.roles": "superuser",
+            "reindex": {"remote": {"whitelist": "169.254.169.254:80"}},
+        }));
+        let fields: Vec<&str> = got.iter().map(|(f, _, _)| f.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "user_settings.reindex.remote.whitelist",
+                "user_settings.xpack.security.authc.anonymous.roles",
+            ]
+        );
+        for (field, code, message) in &got {
+            assert_eq!(*code, Code::VALIDATION_SETTING_KEY, "{field}");
+            assert!(
+                message.contains("not among the settings a deployment may set")
+                    && message.contains("docs/user-settings.md"),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn platform_owned_keys_keep_their_own_code() {
+        let got = refusals(json!({"cluster.name": "mine", "node.attr.floe_node_group": "x"}));
+        assert_eq!(got.len(), 2, "{got:?}");
+        for (field, code, message) in &got {
+            assert_eq!(*code, Code::VALIDATION_PLATFORM_OWNED_SETTING, "{field}");
+            assert!(message.contains("is set by the platform"), "{message}");
+        }
+    }
+
+    #[test]
+    fn allowed_keys_pass_and_their_values_are_still_checked() {
+        assert_eq!(
+            refusals(json!({
+                "thread_pool": {"snapshot": {"max": 8}},
+                "indices.recovery.max_bytes_per_sec": "200mb",
+                "node.attr.rack": ["r1", "r2"],
+                "logger.org.elasticsearch.discovery": "DEBUG",
+            })),
+            []
+        );
+        let got = refusals(json!({
+            "thread_pool.write.size": 0,
+            "logger.level": "a\nb",
+            "node.attr.rack": {"deep": null},
+        }));
+        let codes: Vec<(&str, Code)> = got.iter().map(|(f, c, _)| (f.as_str(), *c)).collect();
+        assert_eq!(
+            codes,
+            [
+                ("user_settings.logger.level", Code::VALIDATION_SETTING_VALUE),
+                (
+                    "user_settings.node.attr.rack.deep",
+                    Code::VALIDATION_SETTING_VALUE
+                ),
+                (
+                    "user_settings.thread_pool.write.size",
+                    Code::VALIDATION_SETTING_VALUE
+                ),
+            ]
+        );
     }
 }

@@ -20,6 +20,7 @@ pub mod secret;
 pub mod snapshot;
 pub mod snapshot_name;
 pub mod timevalue;
+pub mod user_settings;
 pub mod validation;
 
 pub use codes::Code;

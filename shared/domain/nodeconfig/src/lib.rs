@@ -547,6 +547,49 @@ mod tests {
         assert!(!elasticsearch_yml(&bare).contains("s3.client"));
     }
 
+    /// Every key the platform wires (never overridable) is refused as
+    /// platform-owned by the deployment's validation, and every default it
+    /// lets a user replace is one the allowlist accepts or none at all
+    /// (issue 33): a wired key missing from PLATFORM_OWNED_SETTINGS would
+    /// be dropped silently from a user's settings.
+    #[test]
+    fn every_wired_key_is_refused_as_platform_owned() {
+        use floe_domain::user_settings::{Refusal, check_key};
+        let mut g = group(vec![NodeRole::Master, NodeRole::DataFrozen], 3);
+        g.shared_cache = Some("90%".to_string());
+        let s = BTreeMap::new();
+        for version in ["7.17.25", "8.15.3"] {
+            let c = NodeGroupConfig {
+                es_version: version,
+                repository: Some(RepositoryClient {
+                    endpoint: Some("minio.internal:9000"),
+                    protocol: Some("http"),
+                    path_style_access: Some(true),
+                    region: Some("us-east-1"),
+                    has_credentials: true,
+                    has_session_token: true,
+                }),
+                ..config(&g, instance("m6g.xlarge"), &s)
+            };
+            for setting in platform_settings(&c) {
+                let refusal = check_key(&setting.key);
+                if setting.overridable {
+                    assert!(
+                        !matches!(refusal, Err(Refusal::PlatformOwned(_))),
+                        "{version}: {} is a default users may replace",
+                        setting.key
+                    );
+                } else {
+                    assert!(
+                        matches!(refusal, Err(Refusal::PlatformOwned(_))),
+                        "{version}: {} is wired but not platform-owned",
+                        setting.key
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn user_settings_are_rendered_as_json_values() {
         let g = group(vec![NodeRole::DataHot], 1);
