@@ -4,6 +4,7 @@
 
 use aws_sdk_s3::primitives::ByteStream;
 use std::path::PathBuf;
+use tokio::io::AsyncWriteExt as _;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -95,13 +96,33 @@ impl BlobStore {
                     path: path.display().to_string(),
                     source,
                 };
+                // Snapshots hold tenants' data: folders are created 0700 and
+                // blobs 0600, as local mode's data folder is (issue 33), so
+                // no other user of the machine can read them.
                 if let Some(parent) = path.parent() {
-                    tokio::fs::create_dir_all(parent).await.map_err(io)?;
+                    let mut folders = tokio::fs::DirBuilder::new();
+                    folders.recursive(true);
+                    #[cfg(unix)]
+                    folders.mode(0o700);
+                    folders.create(parent).await.map_err(io)?;
                 }
                 // Written aside and renamed into place, so a cluster reading
                 // the same folder never sees half a blob.
                 let temp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
-                tokio::fs::write(&temp, bytes).await.map_err(io)?;
+                let mut options = tokio::fs::OpenOptions::new();
+                options.write(true).create_new(true);
+                #[cfg(unix)]
+                options.mode(0o600);
+                let written = async {
+                    let mut file = options.open(&temp).await?;
+                    file.write_all(&bytes).await?;
+                    file.flush().await
+                }
+                .await;
+                if let Err(e) = written {
+                    let _ = tokio::fs::remove_file(&temp).await;
+                    return Err(io(e));
+                }
                 tokio::fs::rename(&temp, &path).await.map_err(io)
             }
             BlobStore::Unreachable { reason, .. } => Err(StoreError::S3(reason.clone())),
@@ -227,5 +248,37 @@ fn connection_failure(error: &(dyn std::error::Error + 'static), detail: &str) -
         "unknown host".to_string()
     } else {
         format!("connection failed ({detail})")
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn mode(path: &std::path::Path) -> std::io::Result<u32> {
+        Ok(std::fs::metadata(path)?.permissions().mode() & 0o777)
+    }
+
+    /// Issue 33: an `fs` repository's blobs and the folders made for them
+    /// are the user's alone (they were 0644 and 0755).
+    #[tokio::test]
+    async fn fs_blobs_are_written_0600_in_folders_0700() -> Result<(), Box<dyn std::error::Error>> {
+        let root = tempfile::tempdir()?;
+        let dir = root.path().join("repo");
+        let store = BlobStore::Fs { dir: dir.clone() };
+        store.write("indices/abc/0/__blob", b"{}".to_vec()).await?;
+        store.write("index-0", b"{}".to_vec()).await?;
+        assert_eq!(store.read("index-0").await?, Some(b"{}".to_vec()));
+        for folder in [&dir, &dir.join("indices"), &dir.join("indices/abc/0")] {
+            assert_eq!(mode(folder)?, 0o700, "{}", folder.display());
+        }
+        for file in [dir.join("indices/abc/0/__blob"), dir.join("index-0")] {
+            assert_eq!(mode(&file)?, 0o600, "{}", file.display());
+        }
+        // Nothing is left aside.
+        let names: Vec<_> = std::fs::read_dir(&dir)?.collect::<Result<_, _>>()?;
+        assert_eq!(names.len(), 2, "{names:?}");
+        Ok(())
     }
 }

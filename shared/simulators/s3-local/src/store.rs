@@ -344,13 +344,40 @@ fn modified(metadata: &fs::Metadata) -> DateTime<Utc> {
         .unwrap_or_else(|_| Utc::now())
 }
 
+/// Folders hold tenants' snapshots: they are created 0700 and files 0600,
+/// as local mode's data folder is (issue 33), so no other user of the
+/// machine can read them. Modes are a unix notion; elsewhere the defaults
+/// stay.
+fn private_dir_builder(recursive: bool) -> fs::DirBuilder {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(recursive);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+}
+
+/// `fs::create_dir_all`, new folders 0700.
+fn create_private_dirs(dir: &Path) -> io::Result<()> {
+    private_dir_builder(true).create(dir)
+}
+
+/// `fs::write` of a new file, 0600.
+fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write as _;
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(bytes)
+}
+
 /// Writes `bytes` to `path` through a temporary file and a rename.
 fn write_atomically(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
     if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent)?;
+        create_private_dirs(parent)?;
     }
     let temp = tmp_dir.join(format!("{}.json", uuid::Uuid::new_v4().simple()));
-    fs::write(&temp, bytes)?;
+    write_private_file(&temp, bytes)?;
     fs::rename(&temp, path).inspect_err(|_| {
         let _ = fs::remove_file(&temp);
     })
@@ -374,7 +401,7 @@ impl Store {
     /// Creates the state folders; files left in `tmp/` by a crash are
     /// removed.
     pub(crate) fn open(root: &Path) -> io::Result<Store> {
-        fs::create_dir_all(root)?;
+        create_private_dirs(root)?;
         let state = root.join(STATE_DIR);
         let paths = Paths {
             root: root.to_path_buf(),
@@ -388,7 +415,7 @@ impl Store {
             Err(e) => return Err(e),
         }
         for dir in [&paths.meta, &paths.uploads, &paths.tmp] {
-            fs::create_dir_all(dir)?;
+            create_private_dirs(dir)?;
         }
         Ok(Store {
             paths: Arc::new(paths),
@@ -415,13 +442,13 @@ impl Store {
 
     /// Creates the bucket if missing; used at start.
     pub(crate) fn ensure_bucket_sync(&self, bucket: &str) -> io::Result<()> {
-        fs::create_dir_all(self.bucket_dir(bucket))
+        create_private_dirs(&self.bucket_dir(bucket))
     }
 
     pub(crate) async fn create_bucket(&self, bucket: &str) -> Result<(), S3Error> {
         let dir = self.bucket_dir(bucket);
         let name = bucket.to_string();
-        blocking(move || match fs::create_dir(&dir) {
+        blocking(move || match private_dir_builder(false).create(&dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(S3Error::new(
                 ErrorCode::BucketAlreadyOwnedByYou,
@@ -500,7 +527,13 @@ impl Store {
             .paths
             .tmp
             .join(uuid::Uuid::new_v4().simple().to_string());
-        let file = tokio::fs::File::create(&path)
+        let mut options = tokio::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        // 0600, as every file of the store (see `write_private_file`).
+        #[cfg(unix)]
+        options.mode(0o600);
+        let file = options
+            .open(&path)
             .await
             .map_err(|e| io_error("creating a temporary file", &path, e))?;
         Ok(TempFile {
@@ -673,7 +706,7 @@ impl Store {
         let dir = self.upload_dir(&upload_id)?;
         let tmp_dir = self.paths.tmp.clone();
         blocking(move || {
-            fs::create_dir_all(&dir).map_err(|e| io_error("creating an upload", &dir, e))?;
+            create_private_dirs(&dir).map_err(|e| io_error("creating an upload", &dir, e))?;
             let json = serde_json::to_vec(&record)
                 .map_err(|e| S3Error::internal("encoding an upload", e))?;
             let path = dir.join("upload.json");
@@ -817,7 +850,7 @@ impl Store {
 fn publish(temp: &Path, data_path: &Path, key: &str, if_absent: bool) -> Result<(), S3Error> {
     let place = || -> io::Result<()> {
         if let Some(parent) = data_path.parent() {
-            fs::create_dir_all(parent)?;
+            create_private_dirs(parent)?;
         }
         if if_absent {
             // A hard link fails when the target exists, which makes
@@ -949,5 +982,72 @@ mod tests {
         ] {
             assert!(check_bucket_name(name).is_err(), "{name}");
         }
+    }
+
+    /// Every folder and file an object write, its metadata and a multipart
+    /// upload leave behind.
+    #[cfg(unix)]
+    fn modes(dir: &Path, out: &mut Vec<(PathBuf, u32)>) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt as _;
+        for entry in fs::read_dir(dir)? {
+            let path = entry?.path();
+            let metadata = fs::symlink_metadata(&path)?;
+            out.push((path.clone(), metadata.permissions().mode() & 0o777));
+            if metadata.is_dir() {
+                modes(&path, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Issue 33: the local S3 store's objects are tenants' snapshots, so
+    /// its folders are 0700 and its files 0600 (they were 0755 and 0644).
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn objects_metadata_and_uploads_are_private_to_the_user()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let root = tempfile::tempdir()?;
+        let store = Store::open(&root.path().join("s3"))?;
+        store.create_bucket("snapshots").await?;
+        store.ensure_bucket_sync("started")?;
+        let mut temp = store.temp_file().await?;
+        temp.write(b"{}").await?;
+        let object = NewObject {
+            etag: "99914b932bd37a50b983c5e7c90ae93b".into(),
+            headers: ObjectHeaders::default(),
+            checksum: None,
+        };
+        store
+            .commit_object("snapshots", "indices/x/0/__blob", temp, object, false)
+            .await?;
+        let upload = store
+            .create_upload(UploadRecord {
+                bucket: "snapshots".into(),
+                key: "indices/y/big".into(),
+                headers: ObjectHeaders::default(),
+                initiated: Utc::now(),
+            })
+            .await?;
+        let mut part = store.temp_file().await?;
+        part.write(b"part").await?;
+        store
+            .commit_part(&upload, 1, part, "d41d8cd98f00b204e9800998ecf8427e".into())
+            .await?;
+
+        let mut found = Vec::new();
+        modes(&root.path().join("s3"), &mut found)?;
+        let (mut dirs, mut files) = (0, 0);
+        for (path, mode) in &found {
+            if path.is_dir() {
+                dirs += 1;
+                assert_eq!(*mode, 0o700, "{} is {mode:03o}", path.display());
+            } else {
+                files += 1;
+                assert_eq!(*mode, 0o600, "{} is {mode:03o}", path.display());
+            }
+        }
+        // The object, its metadata, the upload's record, the part and its record.
+        assert!(files >= 5 && dirs >= 8, "{found:?}");
+        Ok(())
     }
 }
