@@ -245,6 +245,53 @@ impl Server {
         Server::start_with(&[])
     }
 
+    /// Local mode whose simulated nodes boot and stop within tens of
+    /// milliseconds and whose plans look again every 20 ms: for tests that
+    /// drive deployments through whole plans.
+    pub fn start_quick() -> Server {
+        Server::start_with(&[
+            ("FLOE_SIM_BOOT_DELAY_MS", "50"),
+            ("FLOE_SIM_TERMINATE_DELAY_MS", "20"),
+            ("FLOE_PLAN_POLL_MS", "20"),
+        ])
+    }
+
+    /// Polls the resource at `path` until `done` says so of its body;
+    /// gives up after 60 s, naming `what` it waited for.
+    pub async fn until(
+        &self,
+        token: &str,
+        path: &str,
+        what: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Result<Value, Box<dyn std::error::Error>> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let d = self.call(Call::get(path).bearer(token)).await;
+            let d = d.expect_status(200).json();
+            if done(&d) {
+                return Ok(d);
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("not {what} after 60 s: {d}").into());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Writes the `fs` repository `name` at `location` (under the data
+    /// folder's repositories/) with a platform admin's `token`.
+    pub async fn put_fs_repository(&self, token: &str, name: &str, location: &str) {
+        let put = self
+            .call(
+                Call::put(format!("{REPOSITORIES}/{name}"))
+                    .bearer(token)
+                    .json(&json!({"type": "fs", "settings": {"location": location}})),
+            )
+            .await;
+        assert!([200, 201].contains(&put.status), "{}", put.describe());
+    }
+
     /// As `start`, with extra environment (e.g. a DynamoDB store).
     pub fn start_with(extra_env: &[(&str, &str)]) -> Server {
         let bin = binary();

@@ -31,28 +31,6 @@ fn body() -> Value {
     })
 }
 
-/// Polls the deployment until `done` says so; gives up after 60 s.
-async fn until(
-    s: &Server,
-    token: &str,
-    path: &str,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Result<Value, Box<dyn std::error::Error>> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let d = s.call(Call::get(path).bearer(token)).await;
-        let d = d.expect_status(200).json();
-        if done(&d) {
-            return Ok(d);
-        }
-        if Instant::now() > deadline {
-            return Err(format!("not {what} after 60 s: {d}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn healthy(d: &Value) -> bool {
     d["status"] == json!("running")
         && d["plans"]["pending"].is_null()
@@ -126,7 +104,7 @@ async fn break_and_heal(
     group: &str,
     fault: Fault,
 ) -> TestResult {
-    let before = until(s, token, path, "healthy", healthy).await?;
+    let before = s.until(token, path, "healthy", healthy).await?;
     let victim = nodes_of(&before, group)
         .first()
         .map(|n| (*n).clone())
@@ -145,10 +123,11 @@ async fn break_and_heal(
     )?;
 
     // The check finds it and starts a heal: both in one write.
-    let healing = until(s, token, path, "healing", |d| {
-        d["plans"]["pending"]["kind"] == json!("heal")
-    })
-    .await?;
+    let healing = s
+        .until(token, path, "healing", |d| {
+            d["plans"]["pending"]["kind"] == json!("heal")
+        })
+        .await?;
     assert_eq!(healing["healthy"], json!(false), "{healing}");
     assert_eq!(healing["status"], json!("reconfiguring"), "{healing}");
     let reason = healing["health_reason"].as_str().unwrap_or("");
@@ -164,13 +143,14 @@ async fn break_and_heal(
 
     // Healthy, and the node it replaced no longer shown (a terminated
     // one shows `shutting_down` for a moment).
-    let healed = until(s, token, path, "healthy again", |d| {
-        healthy(d)
-            && nodes_of(d, group)
-                .iter()
-                .all(|n| n["instance_id"] != json!(victim_id))
-    })
-    .await?;
+    let healed = s
+        .until(token, path, "healthy again", |d| {
+            healthy(d)
+                && nodes_of(d, group)
+                    .iter()
+                    .all(|n| n["instance_id"] != json!(victim_id))
+        })
+        .await?;
     let elapsed = broken.elapsed();
     println!(
         "{}-to-healthy ({group} node {victim_id}): {} ms",
@@ -286,7 +266,7 @@ async fn healthy_deployment() -> Result<(Server, String, String), Box<dyn std::e
         .ok_or("id")?
         .to_string();
     let path = format!("{DEPLOYMENTS}/{id}");
-    until(&s, &token, &path, "healthy", healthy).await?;
+    s.until(&token, &path, "healthy", healthy).await?;
     Ok((s, token, path))
 }
 
@@ -295,7 +275,7 @@ async fn a_lost_node_is_replaced_and_the_deployment_heals() -> TestResult {
     let (s, token, path) = healthy_deployment().await?;
 
     // Running and checked: every node shown where it runs.
-    let d = until(&s, &token, &path, "healthy", healthy).await?;
+    let d = s.until(&token, &path, "healthy", healthy).await?;
     let nodes = d["nodes"].as_array().ok_or("nodes")?;
     assert_eq!(nodes.len(), 5, "{d}");
     for n in nodes {
@@ -374,10 +354,9 @@ async fn the_health_check_does_not_move_the_etag() -> TestResult {
         }
     }
     let (path, etag) = seen.ok_or("the check always looked before the first read")?;
-    let checked = until(&s, &token, &path, "checked", |d| {
-        d["healthy"] == json!(true)
-    })
-    .await?;
+    let checked = s
+        .until(&token, &path, "checked", |d| d["healthy"] == json!(true))
+        .await?;
     let after = s.call(Call::get(&path).bearer(&token)).await;
     after.expect_status(200);
     assert_eq!(after.header("etag"), Some(etag.as_str()), "{checked}");

@@ -15,7 +15,6 @@
 
 use floe_tests::{Call, DEPLOYMENTS, REPOSITORIES, Server, TestResult, deployment};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 
 const ORG: &str = "acme";
 
@@ -32,28 +31,6 @@ fn spec(name: &str, repository: &str, hot: u32) -> Value {
         "snapshot": {"repository": repository},
         "metadata": {"tags": [{"key": "team", "value": "search"}]}
     })
-}
-
-/// Polls the deployment until `done` says so; gives up after 60 s.
-async fn until(
-    s: &Server,
-    token: &str,
-    path: &str,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Result<Value, Box<dyn std::error::Error>> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let d = s.call(Call::get(path).bearer(token)).await;
-        let d = d.expect_status(200).json();
-        if done(&d) {
-            return Ok(d);
-        }
-        if Instant::now() > deadline {
-            return Err(format!("not {what} after 60 s: {d}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn settled(d: &Value) -> bool {
@@ -148,7 +125,7 @@ async fn a_get_body_with_a_tag_changed_is_a_valid_put_in_every_state() -> TestRe
 
     // A failed plan.
     let doomed = create(spec("doomed", "nowhere", 1)).await?;
-    until(&s, &token, &doomed, "ended", settled).await?;
+    s.until(&token, &doomed, "ended", settled).await?;
     let plans = s
         .call(Call::get(format!("{doomed}/plans")).bearer(&token))
         .await;
@@ -162,14 +139,14 @@ async fn a_get_body_with_a_tag_changed_is_a_valid_put_in_every_state() -> TestRe
 
     // Checked by the health check: `healthy` and `nodes` shown.
     let path = create(spec("orders", "local-backups", 1)).await?;
-    until(&s, &token, &path, "healthy", healthy).await?;
+    s.until(&token, &path, "healthy", healthy).await?;
     put_back(&s, &token, &path, "health-checked", |d| {
         d["healthy"] == json!(true) && d["nodes"].as_array().is_some_and(|n| n.len() == 2)
     })
     .await?;
 
     // Healed: a lost data node replaced by the check's heal plan.
-    let d = until(&s, &token, &path, "healthy", healthy).await?;
+    let d = s.until(&token, &path, "healthy", healthy).await?;
     let victim = d["nodes"]
         .as_array()
         .and_then(|n| n.iter().find(|n| n["group"] == json!("hot")))
@@ -177,15 +154,13 @@ async fn a_get_body_with_a_tag_changed_is_a_valid_put_in_every_state() -> TestRe
         .ok_or("a hot node")?
         .to_string();
     std::fs::write(s.data_dir().join("sim").join("kill").join(&victim), "")?;
-    until(&s, &token, &path, "unhealthy", |d| {
-        d["healthy"] == json!(false)
-    })
-    .await?;
+    s.until(&token, &path, "unhealthy", |d| d["healthy"] == json!(false))
+        .await?;
     put_back(&s, &token, &path, "unhealthy", |d| {
         d["health_reason"].is_string()
     })
     .await?;
-    until(&s, &token, &path, "healed", |d| {
+    s.until(&token, &path, "healed", |d| {
         healthy(d)
             && d["nodes"]
                 .as_array()
@@ -213,10 +188,11 @@ async fn a_get_body_with_a_tag_changed_is_a_valid_put_in_every_state() -> TestRe
     // Nodes boot in 200 ms: the plan is still pending at the next read,
     // unless the machine is slow (a 412 on the PUT then, read again).
     put_back(&s, &token, &path, "updating", |_| true).await?;
-    let updated = until(&s, &token, &path, "updated", |d| {
-        healthy(d) && d["node_groups"][1]["count"] == json!(2)
-    })
-    .await?;
+    let updated = s
+        .until(&token, &path, "updated", |d| {
+            healthy(d) && d["node_groups"][1]["count"] == json!(2)
+        })
+        .await?;
     assert_eq!(updated["status"], json!("running"), "{updated}");
     put_back(&s, &token, &path, "updated", |d| {
         d["node_groups"][1]["count"] == json!(2)
@@ -244,7 +220,7 @@ async fn a_get_body_with_a_tag_changed_is_a_valid_put_in_every_state() -> TestRe
         .ok_or("clone id")?
         .to_string();
     let clone = format!("{DEPLOYMENTS}/{clone_id}");
-    until(&s, &token, &clone, "clone healthy", healthy).await?;
+    s.until(&token, &clone, "clone healthy", healthy).await?;
     put_back(&s, &token, &clone, "clone", |d| {
         d["clone_source"].is_object()
     })
@@ -363,20 +339,10 @@ async fn a_tag_filter_names_one_tag() -> TestResult {
 /// refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_with_the_global_state_keeps_the_platforms_password() -> TestResult {
-    let s = Server::start_with(&[
-        ("FLOE_SIM_BOOT_DELAY_MS", "50"),
-        ("FLOE_SIM_TERMINATE_DELAY_MS", "20"),
-        ("FLOE_PLAN_POLL_MS", "20"),
-    ]);
+    let s = Server::start_quick();
     let token = s.token(ORG, &["platform_admin"]);
-    let repo = s
-        .call(
-            Call::put(format!("{REPOSITORIES}/restore-backups"))
-                .bearer(&token)
-                .json(&json!({"type": "fs", "settings": {"location": "restore-backups"}})),
-        )
+    s.put_fs_repository(&token, "restore-backups", "restore-backups")
         .await;
-    assert!([200, 201].contains(&repo.status), "{}", repo.describe());
     let created = s
         .call(
             Call::post(DEPLOYMENTS)
@@ -390,7 +356,7 @@ async fn a_restore_with_the_global_state_keeps_the_platforms_password() -> TestR
         .to_string();
     let path = format!("{DEPLOYMENTS}/{id}");
     let proxy = format!("{path}/elasticsearch/main-elasticsearch/proxy");
-    until(&s, &token, &path, "running", |d| {
+    s.until(&token, &path, "running", |d| {
         settled(d) && d["status"] == json!("running")
     })
     .await?;
@@ -431,7 +397,7 @@ async fn a_restore_with_the_global_state_keeps_the_platforms_password() -> TestR
     )
     .await
     .expect_status(202);
-    until(&s, &token, &path, "settled", settled).await?;
+    s.until(&token, &path, "settled", settled).await?;
 
     let refused = s
         .call(
@@ -457,7 +423,7 @@ async fn a_restore_with_the_global_state_keeps_the_platforms_password() -> TestR
         "{}",
         restore.describe()
     );
-    let d = until(&s, &token, &path, "settled", settled).await?;
+    let d = s.until(&token, &path, "settled", settled).await?;
     let plans = s
         .call(Call::get(format!("{path}/plans")).bearer(&token))
         .await

@@ -14,7 +14,7 @@
 //! Each call of `tests/clients/python/conformance.py` is one row of the
 //! table this test prints.
 
-use floe_tests::{Call, DEPLOYMENTS, REPOSITORIES, Server, TestResult};
+use floe_tests::{Call, DEPLOYMENTS, Server, TestResult};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -181,21 +181,11 @@ fn table(label: &str, rows: &[Value]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_clients_work_directly_and_through_the_proxy() -> TestResult {
-    let s = Server::start_with(&[
-        ("FLOE_SIM_BOOT_DELAY_MS", "50"),
-        ("FLOE_SIM_TERMINATE_DELAY_MS", "20"),
-        ("FLOE_PLAN_POLL_MS", "20"),
-    ]);
+    let s = Server::start_quick();
     let token = s.token(ORG, &["deployment_manager"]);
     let admin = s.token(ORG, &["platform_admin"]);
-    let repo = s
-        .call(
-            Call::put(format!("{REPOSITORIES}/local-backups"))
-                .bearer(&admin)
-                .json(&json!({"type": "fs", "settings": {"location": "client-backups"}})),
-        )
+    s.put_fs_repository(&admin, "local-backups", "client-backups")
         .await;
-    assert!([200, 201].contains(&repo.status), "{}", repo.describe());
 
     let mut report = String::new();
     let mut failed = Vec::new();

@@ -3,7 +3,7 @@
 //! is the adapter's whole retry policy.
 
 use aws_sdk_iam::error::{ProvideErrorMetadata, SdkError};
-use floe_aws_errors::{AwsFailure, Class, Verdict};
+use floe_aws_errors::{AwsFailure, Judged, Verdict};
 use floe_compute::ComputeError;
 
 #[derive(Debug)]
@@ -35,28 +35,12 @@ impl IamFailure {
     }
 
     pub(crate) fn into_compute_error(self) -> ComputeError {
-        let class = self.0.classify(classify);
-        let code = self.0.code().unwrap_or("").to_owned();
-        let message = self.0.into_message();
-        match class {
-            Class::Unreachable => ComputeError::Transient {
-                code: "iam_unreachable".into(),
+        match self.0.judge("iam", classify) {
+            Judged::Transient { code, message } => ComputeError::Transient { code, message },
+            Judged::Permanent {
+                failure_type,
                 message,
-            },
-            Class::Unbuildable => permanent("invalid_request", message),
-            Class::Known(Verdict::Transient) => ComputeError::Transient { code, message },
-            Class::Known(Verdict::Permanent(failure_type)) => permanent(failure_type, message),
-            Class::Denied { .. } => permanent("unauthorized", message),
-            // Throttling, or IAM's own trouble: it passes.
-            Class::Retryable { code, .. } => ComputeError::Transient {
-                code: if code.is_empty() {
-                    "iam_server_error".into()
-                } else {
-                    code
-                },
-                message,
-            },
-            Class::Refused { .. } => permanent("iam_request_failed", message),
+            } => permanent(&failure_type, message),
         }
     }
 }

@@ -14,7 +14,7 @@ use aws_sdk_route53::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_route53::types::{
     Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType,
 };
-use floe_aws_errors::{AwsFailure, Class, Verdict};
+use floe_aws_errors::{AwsFailure, Judged, Verdict};
 use floe_compute::records::normalize;
 use floe_compute::{ComputeError, EndpointRecords};
 use std::net::IpAddr;
@@ -187,27 +187,12 @@ where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
     let failure = AwsFailure::from_sdk(format_args!("Route 53 {operation} {host}"), err);
-    let class = failure.classify(classify);
-    let code = failure.code().unwrap_or("").to_owned();
-    let message = failure.into_message();
-    match class {
-        Class::Unreachable => ComputeError::Transient {
-            code: "route53_unreachable".into(),
+    match failure.judge("route53", classify) {
+        Judged::Transient { code, message } => ComputeError::Transient { code, message },
+        Judged::Permanent {
+            failure_type,
             message,
-        },
-        Class::Unbuildable => permanent("invalid_request", message),
-        Class::Known(Verdict::Transient) => ComputeError::Transient { code, message },
-        Class::Known(Verdict::Permanent(failure_type)) => permanent(failure_type, message),
-        Class::Denied { .. } => permanent("unauthorized", message),
-        Class::Retryable { code, .. } => ComputeError::Transient {
-            code: if code.is_empty() {
-                "route53_server_error".into()
-            } else {
-                code
-            },
-            message,
-        },
-        Class::Refused { .. } => permanent("route53_request_failed", message),
+        } => permanent(&failure_type, message),
     }
 }
 

@@ -70,6 +70,56 @@ pub enum Verdict {
     Permanent(&'static str),
 }
 
+/// A failure judged by a [`Verdict`] table: the two outcomes a port's
+/// error has (another try, or a failure of a type the user sees).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judged {
+    /// Another try may pass; `code` says why (the service's code, or
+    /// `{service}_unreachable`, `{service}_server_error`).
+    Transient { code: String, message: String },
+    /// It will fail again as it is; `failure_type` is shown to the user.
+    Permanent {
+        failure_type: String,
+        message: String,
+    },
+}
+
+impl AwsFailure {
+    /// Judges the failure with `known` (the adapter's table of its
+    /// service's codes) and the codes and statuses every service shares:
+    /// no answer and the service's own trouble pass; refused credentials
+    /// are `unauthorized`; a request the SDK could not build is
+    /// `invalid_request`; any other refusal is `{service}_request_failed`.
+    pub fn judge(self, service: &str, known: impl FnOnce(&str) -> Option<Verdict>) -> Judged {
+        let class = self.classify(known);
+        let code = self.code.clone().unwrap_or_default();
+        let message = self.message;
+        let permanent = |failure_type: &str, message: String| Judged::Permanent {
+            failure_type: failure_type.to_owned(),
+            message,
+        };
+        match class {
+            Class::Unreachable => Judged::Transient {
+                code: format!("{service}_unreachable"),
+                message,
+            },
+            Class::Unbuildable => permanent("invalid_request", message),
+            Class::Known(Verdict::Transient) => Judged::Transient { code, message },
+            Class::Known(Verdict::Permanent(failure_type)) => permanent(failure_type, message),
+            Class::Denied { .. } => permanent("unauthorized", message),
+            Class::Retryable { code, .. } => Judged::Transient {
+                code: if code.is_empty() {
+                    format!("{service}_server_error")
+                } else {
+                    code
+                },
+                message,
+            },
+            Class::Refused { .. } => permanent(&format!("{service}_request_failed"), message),
+        }
+    }
+}
+
 impl<T> Class<T> {
     /// Whether another try can pass; `None` for the adapter's own classes.
     pub fn is_transient(&self) -> Option<bool> {
@@ -216,6 +266,50 @@ mod tests {
     use aws_smithy_types::error::ErrorMetadata;
 
     type Err = SdkError<ErrorMetadata, HttpResponse>;
+
+    #[test]
+    fn a_judgement_names_the_service_where_the_answer_had_no_code() {
+        let judge = |code: Option<&str>, origin: Origin| {
+            AwsFailure::new(code, origin, "m").judge("svc", |c| match c {
+                "Busy" => Some(Verdict::Transient),
+                "Gone" => Some(Verdict::Permanent("svc_gone")),
+                _ => None,
+            })
+        };
+        let transient = |code: &str| Judged::Transient {
+            code: code.into(),
+            message: "m".into(),
+        };
+        let permanent = |t: &str| Judged::Permanent {
+            failure_type: t.into(),
+            message: "m".into(),
+        };
+        assert_eq!(judge(None, Origin::Transport), transient("svc_unreachable"));
+        assert_eq!(
+            judge(None, Origin::Construction),
+            permanent("invalid_request")
+        );
+        assert_eq!(
+            judge(Some("Busy"), Origin::Service { status: 400 }),
+            transient("Busy")
+        );
+        assert_eq!(
+            judge(Some("Gone"), Origin::Service { status: 404 }),
+            permanent("svc_gone")
+        );
+        assert_eq!(
+            judge(Some("AccessDenied"), Origin::Service { status: 403 }),
+            permanent("unauthorized")
+        );
+        assert_eq!(
+            judge(None, Origin::Service { status: 503 }),
+            transient("svc_server_error")
+        );
+        assert_eq!(
+            judge(Some("Odd"), Origin::Service { status: 400 }),
+            permanent("svc_request_failed")
+        );
+    }
 
     fn answered(code: &str, status: u16) -> Err {
         let raw = HttpResponse::new(
