@@ -281,3 +281,29 @@ proxy_operation!(
     MANAGE_ROLES,
     reads
 );
+
+#[cfg(test)]
+mod tests {
+    use super::below_proxy;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn a_location_on_the_clusters_root_is_named_below_the_proxy() {
+        let rewritten = below_proxy(
+            "d1",
+            "main-elasticsearch",
+            &HeaderValue::from_static("/logs/_doc/1"),
+        );
+        assert_eq!(
+            rewritten.as_ref().and_then(|v| v.to_str().ok()),
+            Some("/api/v1/deployments/d1/elasticsearch/main-elasticsearch/proxy/logs/_doc/1")
+        );
+        // An absolute URL or a network-path reference is left as it is.
+        for kept in ["https://elsewhere/x", "//elsewhere/x", "logs/_doc/1"] {
+            assert!(
+                below_proxy("d1", "main-elasticsearch", &HeaderValue::from_static(kept)).is_none(),
+                "{kept}"
+            );
+        }
+    }
+}

@@ -36,7 +36,7 @@ pub const FORWARDED_REQUEST_HEADERS: &[&str] = &[
 /// body as passed; `WWW-Authenticate` would ask the caller for the
 /// cluster's credentials, which the control plane holds, not the caller;
 /// `Set-Cookie` would hand the caller a session of the control plane's.
-pub fn passes_back(name: &str) -> bool {
+fn passes_back(name: &str) -> bool {
     !matches!(
         name.to_ascii_lowercase().as_str(),
         "connection"
@@ -77,16 +77,6 @@ pub struct Forwarded {
     /// in the order the cluster sent them.
     pub headers: Vec<(String, Vec<u8>)>,
     pub body: Vec<u8>,
-}
-
-impl Forwarded {
-    /// The first value of header `name`, if it is text.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
-    }
 }
 
 impl ElasticClient {

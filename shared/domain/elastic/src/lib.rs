@@ -20,7 +20,7 @@ mod recovery;
 pub use client::{Auth, ElasticClient};
 pub use encode::encode_snapshot_name;
 pub use error::{Cause, ElasticError, Failure};
-pub use forward::{FORWARDED_REQUEST_HEADERS, ForwardRequest, Forwarded, passes_back};
+pub use forward::{FORWARDED_REQUEST_HEADERS, ForwardRequest, Forwarded};
 pub use model::{
     ClusterHealth, CreateSnapshot, CreateSnapshotResponse, FileStats, HealthStatus,
     IndexSnapshotStatus, MountRequest, MountStorage, NodeRow, RepositoryRegistration, RestoreInfo,
