@@ -458,6 +458,7 @@ async fn unhealthy_when_the_latest_failed_and_no_success_is_recent() -> TestResu
             updated: start,
             deleting: None,
             place: None,
+            missing: None,
         }
     };
     api.store

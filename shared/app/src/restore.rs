@@ -133,6 +133,14 @@ impl App {
         field: &str,
     ) -> Result<Resolved, AppError> {
         self.adopt_cluster_snapshots(org, deployment_id).await;
+        // The source, when it still exists, says whether its repository
+        // holds the snapshot found (its cluster is asked when it runs).
+        let source = self
+            .store
+            .get_deployment(org, deployment_id)
+            .await?
+            .map(|d| d.value);
+        let snapshotter = self.snapshotter();
         let mut page = PageRequest {
             size: Some(floe_store::stores::MAX_PAGE_SIZE),
             cursor: None,
@@ -148,16 +156,26 @@ impl App {
                 if repository.is_some_and(|r| r != s.repository) {
                     continue;
                 }
-                // A snapshot being deleted is never the newest success.
+                // A snapshot being deleted, or gone from the repository, is
+                // never the newest success.
                 let wanted = if name == LATEST_SUCCESS {
-                    s.state == SnapshotState::Success && s.deleting.is_none()
+                    s.state == SnapshotState::Success && s.deleting.is_none() && s.missing.is_none()
                 } else {
                     s.name == name
                 };
-                if wanted {
-                    found = Some(item);
-                    break 'pages;
+                if !wanted {
+                    continue;
                 }
+                let item = match &source {
+                    Some(d) => snapshotter.check_present(d, item).await,
+                    None => item,
+                };
+                if name == LATEST_SUCCESS && item.value.missing.is_some() {
+                    // Found gone just now: the next older success stands in.
+                    continue;
+                }
+                found = Some(item);
+                break 'pages;
             }
             match listed.next_cursor {
                 Some(c) => page.cursor = Some(c),
@@ -187,6 +205,18 @@ impl App {
                 )
             });
         };
+        if let Some(since) = record.missing {
+            return Err(AppError::conflict_on(
+                Code::RESTORE_SNAPSHOT_NOT_RESTORABLE,
+                format!("{field}snapshot_name"),
+                format!(
+                    "snapshot {} is missing: repository {} no longer holds it (deleted outside Floe; found so at {})",
+                    record.name,
+                    record.repository,
+                    since.to_rfc3339()
+                ),
+            ));
+        }
         if record.deleting.is_some() {
             return Err(AppError::conflict_on(
                 Code::RESTORE_SNAPSHOT_NOT_RESTORABLE,

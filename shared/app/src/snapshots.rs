@@ -18,9 +18,10 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use utoipa::ToSchema;
 
-/// The summary scan reads at most this many records; a deployment whose
-/// retention keeps more reports `count` as a lower bound.
-const SUMMARY_SCAN_LIMIT: usize = 2_000;
+/// The summary is made from at most this many of the newest records (one
+/// store query); a deployment whose retention keeps more reports `count`
+/// as a lower bound (`count_is_lower_bound`).
+pub const SUMMARY_WINDOW: u32 = floe_store::stores::MAX_PAGE_SIZE;
 /// A cron schedule's interval, for `healthy`.
 const CRON_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 /// `wait_for_completion` waits at most this long: well inside the api
@@ -49,9 +50,15 @@ pub struct SnapshotList {
     pub snapshots: Vec<SnapshotView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
-    /// The summary is on the first page only (no `cursor`).
+    /// The summary is on the first page only (no `cursor`). It is made
+    /// from the newest 100 snapshots: `count` counts at most those (see
+    /// `count_is_lower_bound`); missing snapshots are counted but never
+    /// the latest status or success.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
+    /// The deployment has more snapshots than `count`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub count_is_lower_bound: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latest_status: Option<SnapshotState>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,7 +75,7 @@ pub struct Taken {
 }
 
 impl App {
-    fn snapshotter(&self) -> Snapshotter {
+    pub(crate) fn snapshotter(&self) -> Snapshotter {
         Snapshotter::new(self.store.clone(), self.clusters.clone()).with_settings(
             floe_snapshots::SnapshotterSettings {
                 wait: API_WAIT,
@@ -100,9 +107,10 @@ impl App {
     }
 
     /// Records the snapshots a running deployment's cluster took into its
-    /// repository by itself (through its endpoint or the proxy). A cluster
-    /// that cannot be asked leaves the records as they are: reads must not
-    /// fail because a cluster is busy.
+    /// repository by itself (through its endpoint or the proxy), and marks
+    /// the newest records the repository no longer holds as missing. A
+    /// cluster that cannot be asked leaves the records as they are: reads
+    /// must not fail because a cluster is busy.
     pub(crate) async fn adopt_cluster_snapshots(&self, org: &str, deployment_id: &str) {
         let deployment = match self.store.get_deployment(org, deployment_id).await {
             Ok(Some(d)) => d.value,
@@ -114,7 +122,10 @@ impl App {
     }
 
     /// One page of the deployment's snapshots, newest first; the first
-    /// page carries the summary.
+    /// page carries the summary. Each page costs one cluster listing and
+    /// at most two store queries of one page each (the first page reads
+    /// the summary's window, [`SUMMARY_WINDOW`] records, and the page),
+    /// whatever the number of snapshots.
     pub async fn list_snapshots(
         &self,
         who: &Reader,
@@ -123,13 +134,57 @@ impl App {
     ) -> Result<SnapshotList, AppError> {
         let deployment = self.load_deployment(&who.org, id).await?.value;
         let first_page = page.cursor.is_none();
-        if first_page {
-            self.adopt_cluster_snapshots(&who.org, id).await;
-        }
-        let listed = self.store.list_snapshots(&who.org, id, None, &page).await?;
         let snapshotter = self.snapshotter();
-        let mut snapshots = Vec::with_capacity(listed.items.len());
-        for stored in listed.items {
+        // The first page: the summary's window, brought in step with the
+        // repository (snapshots the cluster took recorded, the ones gone
+        // marked missing) before the page is read from it.
+        let window = if first_page {
+            let window_page = PageRequest {
+                size: Some(SUMMARY_WINDOW),
+                cursor: None,
+            };
+            let listed = self
+                .store
+                .list_snapshots(&who.org, id, None, &window_page)
+                .await?;
+            let more = listed.next_cursor.is_some();
+            match snapshotter
+                .reconcile(&deployment, listed.items.clone(), more, true)
+                .await
+            {
+                Ok(done) if done.adopted > 0 => {
+                    let again = self
+                        .store
+                        .list_snapshots(&who.org, id, None, &window_page)
+                        .await?;
+                    Some((again.items, again.next_cursor.is_some()))
+                }
+                Ok(done) => Some((done.records, more)),
+                Err(e) => {
+                    tracing::warn!(deployment = %id, error = %e, "cannot compare the snapshot records with the repository");
+                    Some((listed.items, more))
+                }
+            }
+        } else {
+            None
+        };
+        let listed = self.store.list_snapshots(&who.org, id, None, &page).await?;
+        let records = if first_page {
+            listed.items
+        } else {
+            match snapshotter
+                .reconcile(&deployment, listed.items.clone(), false, false)
+                .await
+            {
+                Ok(done) => done.records,
+                Err(e) => {
+                    tracing::warn!(deployment = %id, error = %e, "cannot compare the snapshot records with the repository");
+                    listed.items
+                }
+            }
+        };
+        let mut snapshots = Vec::with_capacity(records.len());
+        for stored in records {
             let stored = snapshotter.refresh(&deployment, stored).await;
             snapshots.push(SnapshotView::pinned_by(&stored.value, stored.refs));
         }
@@ -137,53 +192,53 @@ impl App {
             snapshots,
             next_cursor: listed.next_cursor,
             count: None,
+            count_is_lower_bound: false,
             latest_status: None,
             latest_successful_end_time: None,
             healthy: None,
         };
-        if first_page {
-            self.summarize(&deployment, &mut list).await?;
+        if let Some((window, more)) = window {
+            self.summarize(&deployment, &window, more, &mut list)
+                .await?;
         }
         Ok(list)
     }
 
-    /// Fills in the summary from the deployment's records, newest first.
+    /// Fills in the summary from the newest records (`window`, newest
+    /// first; `more` when older ones follow). A missing snapshot is never
+    /// the latest success. When the window holds no success, the attached
+    /// policies' last successes stand in.
     async fn summarize(
         &self,
         deployment: &Deployment,
+        window: &[Versioned<SnapshotRecord>],
+        more: bool,
         list: &mut SnapshotList,
     ) -> Result<(), AppError> {
-        let mut count = 0u64;
-        let mut latest_finished: Option<SnapshotState> = None;
-        let mut latest_success: Option<SnapshotRecord> = None;
-        let mut page = PageRequest {
-            size: Some(floe_store::stores::MAX_PAGE_SIZE),
-            cursor: None,
+        let present = || {
+            window
+                .iter()
+                .map(|v| &v.value)
+                .filter(|s| s.missing.is_none())
         };
-        let mut scanned = 0usize;
-        loop {
-            let listed = self
-                .store
-                .list_snapshots(&deployment.org, &deployment.id, None, &page)
-                .await?;
-            for Versioned { value, .. } in listed.items {
-                count += 1;
-                scanned += 1;
-                if latest_finished.is_none() && value.state.is_finished() {
-                    latest_finished = Some(value.state);
+        let latest_finished = present().find(|s| s.state.is_finished()).map(|s| s.state);
+        let mut latest_end = present()
+            .find(|s| s.state == SnapshotState::Success)
+            .map(|s| s.end.unwrap_or(s.start));
+        if latest_end.is_none() && more {
+            for policy_id in deployment.spec.policies() {
+                if let Some(run) = self
+                    .store
+                    .get_policy_run(&deployment.org, &deployment.id, policy_id)
+                    .await?
+                    && let Some(at) = run.value.last_success
+                {
+                    latest_end = Some(latest_end.map_or(at, |l: DateTime<Utc>| l.max(at)));
                 }
-                if latest_success.is_none() && value.state == SnapshotState::Success {
-                    latest_success = Some(value);
-                }
-            }
-            match listed.next_cursor {
-                Some(c) if scanned < SUMMARY_SCAN_LIMIT => page.cursor = Some(c),
-                _ => break,
             }
         }
-        let latest_end = latest_success.as_ref().map(|s| s.end.unwrap_or(s.start));
-        let window = self.shortest_interval(deployment).await?;
-        let recent = match window {
+        let window_len = self.shortest_interval(deployment).await?;
+        let recent = match window_len {
             Some(interval) => {
                 let since = latest_end.unwrap_or(deployment.created);
                 let allowed = interval
@@ -196,8 +251,9 @@ impl App {
         };
         let healthy = latest_finished == Some(SnapshotState::Success)
             || recent
-            || (window.is_none() && latest_finished.is_none());
-        list.count = Some(count);
+            || (window_len.is_none() && latest_finished.is_none());
+        list.count = Some(window.len() as u64);
+        list.count_is_lower_bound = more;
         list.latest_status = latest_finished;
         list.latest_successful_end_time = latest_end;
         list.healthy = Some(healthy);

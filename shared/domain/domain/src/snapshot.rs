@@ -92,6 +92,12 @@ pub struct SnapshotRecord {
     /// at the new place. `None` on records written before Floe kept it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub place: Option<String>,
+    /// When Floe found the repository no longer holding it (deleted
+    /// outside Floe, through the cluster's own API): it is then never
+    /// restored from nor resolved as `__latest_success__`. Cleared if the
+    /// repository lists it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<DateTime<Utc>>,
 }
 
 /// A snapshot as the API shows it.
@@ -122,6 +128,17 @@ pub struct SnapshotView {
     /// it): it cannot be deleted, and retention keeps it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pinned: bool,
+    /// The repository no longer holds it: it was deleted outside Floe
+    /// (through the cluster's own snapshot API), found so at a listing,
+    /// a look at it or a restore's resolution since `missing_since`. A
+    /// missing snapshot cannot be restored or cloned, is never
+    /// `__latest_success__`, and a mount clone of it reports a health
+    /// warning. Deleting it only forgets its record. Absent when present.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
+    /// When Floe first found it missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_since: Option<DateTime<Utc>>,
 }
 
 impl SnapshotView {
@@ -148,6 +165,8 @@ impl SnapshotView {
             policy_id: r.policy_id.clone(),
             failure: r.failure.clone(),
             pinned: false,
+            missing: r.missing.is_some(),
+            missing_since: r.missing,
         }
     }
 }

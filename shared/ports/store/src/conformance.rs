@@ -571,6 +571,7 @@ fn snapshot(
         updated: start,
         deleting: None,
         place: None,
+        missing: None,
     }
 }
 

@@ -211,6 +211,7 @@ mod tests {
                     updated: start,
                     deleting: None,
                     place: None,
+                    missing: None,
                 }
             })
             .collect()

@@ -20,6 +20,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// A page of snapshot records brought in step with the repository.
+#[derive(Debug)]
+pub struct Reconciled {
+    /// The page's records, as written now.
+    pub records: Vec<Versioned<SnapshotRecord>>,
+    /// How many snapshots the cluster took by itself were recorded.
+    pub adopted: usize,
+}
+
 /// At most this many indices in a manual snapshot, as in a policy.
 pub const MAX_INDICES: usize = 100;
 
@@ -152,6 +161,7 @@ fn started_record(
         updated: start,
         deleting: None,
         place: Some(snapshot_place(repository, &deployment.id)),
+        missing: None,
     }
 }
 
@@ -411,7 +421,8 @@ impl Snapshotter {
             .get_snapshot(org, deployment_id, name)
             .await?
             .ok_or_else(|| SnapshotError::SnapshotNotFound(name.to_string()))?;
-        Ok(self.refresh(&deployment, stored).await)
+        let stored = self.refresh(&deployment, stored).await;
+        Ok(self.check_present(&deployment, stored).await)
     }
 
     /// Brings an `IN_PROGRESS` record up to date with one look at the
@@ -448,78 +459,199 @@ impl Snapshotter {
         }
     }
 
-    /// Records the snapshots the cluster took into the deployment's own
-    /// repository without the platform (`PUT _snapshot/{repo}/{name}`
-    /// through the endpoint or the proxy), so that listings, retention and
-    /// `__latest_success__` know them. Only finished ones are recorded; one
-    /// already recorded is left as it is. Returns how many were new.
-    pub async fn adopt(&self, deployment: &Deployment) -> Result<usize, SnapshotError> {
-        let Some(repo) = deployment.spec.repository() else {
-            return Ok(0);
+    /// Brings the records of one page of the deployment's snapshots in
+    /// step with its repository, as its cluster lists it (one request):
+    ///
+    /// - a finished record the repository no longer lists (deleted outside
+    ///   Floe, through the cluster's own API) is marked `missing`; one
+    ///   marked before that the repository lists again is unmarked;
+    /// - with `adopt`, the snapshots the cluster took by itself
+    ///   (`PUT _snapshot/{repo}/{name}` through the endpoint or the
+    ///   proxy) that belong on this page are recorded, so that listings,
+    ///   retention and `__latest_success__` know them. A page is the
+    ///   newest records down to its oldest one (or all of them when no
+    ///   page follows), so only the snapshots that started since that one
+    ///   are looked for: the store work stays one page, whatever the
+    ///   number of snapshots.
+    ///
+    /// Returns the page as it is now. A deployment whose cluster cannot be
+    /// asked (stopped, busy) keeps its records as they are: reads must not
+    /// fail because a cluster is busy.
+    pub async fn reconcile(
+        &self,
+        deployment: &Deployment,
+        page: Vec<Versioned<SnapshotRecord>>,
+        more_follow: bool,
+        adopt: bool,
+    ) -> Result<Reconciled, SnapshotError> {
+        let mut done = Reconciled {
+            records: page,
+            adopted: 0,
+        };
+        let Some(repo_name) = deployment.spec.repository() else {
+            return Ok(done);
         };
         if !matches!(
             deployment.status,
             DeploymentStatus::Running | DeploymentStatus::Reconfiguring
         ) {
-            return Ok(0);
+            return Ok(done);
         }
         let client = self.clusters.client(deployment, &[]).await?;
-        let listed = match client.list_snapshots(repo, false).await {
+        let listed = match client.list_snapshots(repo_name, false).await {
             Ok(l) => l,
-            // Not registered yet (a plan registers it): nothing to adopt.
-            Err(ElasticError::RepositoryMissing(_)) => return Ok(0),
-            Err(e) => return Err(from_elastic(e, repo)),
+            // Not registered yet (a plan registers it): nothing to compare.
+            Err(ElasticError::RepositoryMissing(_)) => return Ok(done),
+            Err(e) => return Err(from_elastic(e, repo_name)),
         };
-        // The names already recorded, a page at a time (one query per page,
-        // not one read per snapshot the cluster lists).
-        let mut known = std::collections::BTreeSet::new();
-        let mut page = PageRequest {
-            size: Some(floe_store::stores::MAX_PAGE_SIZE),
-            cursor: None,
-        };
-        loop {
-            let records = self
-                .store
-                .list_snapshots(&deployment.org, &deployment.id, None, &page)
-                .await?;
-            known.extend(records.items.into_iter().map(|r| r.value.name));
-            match records.next_cursor {
-                Some(c) => page.cursor = Some(c),
-                None => break,
+        let repo = self.repository(&deployment.org, repo_name).await?;
+        let here = snapshot_place(&repo, &deployment.id);
+        let on_cluster: std::collections::BTreeSet<&str> =
+            listed.iter().map(|i| i.snapshot.as_str()).collect();
+        for stored in &mut done.records {
+            let s = &stored.value;
+            // Only what the cluster's listing speaks for: records of this
+            // repository at its present place, finished and not being
+            // deleted by Floe itself.
+            if s.repository != repo.name
+                || s.place.as_deref().is_some_and(|p| p != here)
+                || !s.state.is_finished()
+                || s.deleting.is_some()
+            {
+                continue;
+            }
+            let listed_now = on_cluster.contains(s.name.as_str());
+            if listed_now == s.missing.is_none() {
+                continue;
+            }
+            let mut next = s.clone();
+            next.missing = if listed_now { None } else { Some(Utc::now()) };
+            next.updated = Utc::now();
+            if !listed_now {
+                tracing::warn!(deployment = %deployment.id, snapshot = %s.name, "a snapshot was deleted outside Floe: recorded as missing");
+            }
+            match self.save(next, stored).await {
+                Ok(saved) => *stored = saved,
+                Err(e) => {
+                    tracing::warn!(deployment = %deployment.id, snapshot = %s.name, error = %e, "cannot record a snapshot's presence");
+                }
             }
         }
-        let new: Vec<SnapshotInfo> = listed
-            .into_iter()
+        if !adopt {
+            return Ok(done);
+        }
+        let known: std::collections::BTreeSet<&str> =
+            done.records.iter().map(|r| r.value.name.as_str()).collect();
+        // Below the page's oldest record start the records of the next
+        // pages, which this page does not show: the cluster's start time of
+        // a snapshot Floe took is never after its record's sort time.
+        let oldest = if more_follow {
+            done.records.last().map(|r| r.value.sort_millis)
+        } else {
+            None
+        };
+        let new: Vec<&SnapshotInfo> = listed
+            .iter()
             .filter(|info| {
                 !matches!(
                     info.state,
                     None | Some(floe_elastic::SnapshotState::InProgress)
-                ) && !known.contains(&info.snapshot)
+                ) && !known.contains(info.snapshot.as_str())
+                    && oldest.is_none_or(|o| {
+                        info.start_time().is_some_and(|t| t.timestamp_millis() >= o)
+                    })
             })
             .collect();
-        if new.is_empty() {
-            return Ok(0);
-        }
-        // Read only when there is something to record: a listing's usual
-        // adopt finds nothing new.
-        let repo = self.repository(&deployment.org, repo).await?;
-        let mut adopted = 0;
         for info in new {
             let now = Utc::now();
             let start = info.start_time().unwrap_or(now);
             let mut record = started_record(deployment, &repo, info.snapshot.clone(), start);
-            apply_info(&mut record, &info, now);
+            apply_info(&mut record, info, now);
             match self.store.create_snapshot(&record).await {
-                Ok(()) => adopted += 1,
-                // Another reader recorded it first.
+                Ok(()) => done.adopted += 1,
+                // Recorded already (on another page), or by another reader.
                 Err(StoreError::AlreadyExists) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        if adopted > 0 {
-            tracing::info!(deployment = %deployment.id, adopted, "snapshots taken on the cluster recorded");
+        if done.adopted > 0 {
+            tracing::info!(deployment = %deployment.id, adopted = done.adopted, "snapshots taken on the cluster recorded");
         }
-        Ok(adopted)
+        Ok(done)
+    }
+
+    /// Whether the repository still holds the recorded snapshot `stored`,
+    /// asked of its deployment's cluster when it runs: a snapshot found
+    /// gone is marked `missing` (and returned so), one found again
+    /// unmarked. A cluster that cannot say leaves the record as it is.
+    pub async fn check_present(
+        &self,
+        deployment: &Deployment,
+        stored: Versioned<SnapshotRecord>,
+    ) -> Versioned<SnapshotRecord> {
+        if !matches!(
+            deployment.status,
+            DeploymentStatus::Running | DeploymentStatus::Reconfiguring
+        ) || !stored.value.state.is_finished()
+            || stored.value.deleting.is_some()
+            || deployment.spec.repository() != Some(stored.value.repository.as_str())
+        {
+            return stored;
+        }
+        let Ok(client) = self.clusters.client(deployment, &[]).await else {
+            return stored;
+        };
+        let present = match client
+            .get_snapshot(&stored.value.repository, &stored.value.name)
+            .await
+        {
+            Ok(_) => true,
+            Err(ElasticError::SnapshotMissing(_)) => false,
+            Err(_) => return stored,
+        };
+        if present == stored.value.missing.is_none() {
+            return stored;
+        }
+        if let Some(taken_at) = &stored.value.place {
+            match self
+                .repository(&deployment.org, &stored.value.repository)
+                .await
+            {
+                Ok(repo) if snapshot_place(&repo, &deployment.id) == *taken_at => {}
+                _ => return stored,
+            }
+        }
+        let mut next = stored.value.clone();
+        next.missing = if present { None } else { Some(Utc::now()) };
+        next.updated = Utc::now();
+        if !present {
+            tracing::warn!(deployment = %deployment.id, snapshot = %next.name, "a snapshot was deleted outside Floe: recorded as missing");
+        }
+        let fallback = Versioned {
+            value: next.clone(),
+            version: stored.version,
+            refs: stored.refs,
+        };
+        self.save(next, &stored).await.unwrap_or(fallback)
+    }
+
+    /// Records the snapshots the cluster took by itself since the newest
+    /// page of records (see [`Snapshotter::reconcile`]), and marks the
+    /// missing ones among that page. Returns how many were new.
+    pub async fn adopt(&self, deployment: &Deployment) -> Result<usize, SnapshotError> {
+        let page = PageRequest {
+            size: Some(floe_store::stores::MAX_PAGE_SIZE),
+            cursor: None,
+        };
+        let listed = self
+            .store
+            .list_snapshots(&deployment.org, &deployment.id, None, &page)
+            .await?;
+        let more = listed.next_cursor.is_some();
+        Ok(self
+            .reconcile(deployment, listed.items, more, true)
+            .await?
+            .adopted)
     }
 
     /// A manual snapshot into the deployment's repository. `name` may be
