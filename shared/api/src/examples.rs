@@ -93,6 +93,12 @@ pub fn running_snapshot() -> Value {
     })
 }
 
+/// A deleted deployment whose snapshots are kept.
+pub fn former_deployment() -> Value {
+    json!({"id": "0193a0c4e1f07d2a8b9c0d1e2f3a4b5c", "name": "logs-2025", "version": "8.15.3",
+        "repository": "main-backups", "deleted": "2026-11-30T08:12:00Z"})
+}
+
 pub fn snapshot_list() -> Value {
     json!({
         "snapshots": [snapshot()],

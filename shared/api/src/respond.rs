@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use floe_app::catalog::InstanceTypeList;
 use floe_app::deployments::Creation;
 use floe_app::deployments::DeploymentList;
+use floe_app::former::{FormerDeploymentList, FormerSnapshotList};
 use floe_app::plans::{DeploymentPlans, PlanView};
 use floe_app::policies::PolicyList;
 use floe_app::repositories::RepositoryList;
@@ -120,6 +121,8 @@ documented! {
     PolicyList => "one page of policies, oldest first", json_list("policies", examples::policy_view());
     SnapshotList => "one page of snapshots, newest first; the first page carries `count`, `latest_status`, `latest_successful_end_time` and `healthy`", examples::snapshot_list();
     SnapshotView => "the snapshot: state, times, indices, shards and size", examples::snapshot(), running examples::running_snapshot();
+    FormerDeploymentList => "one page of the deleted deployments whose snapshots the repository keeps, by id", json_list("deployments", examples::former_deployment());
+    FormerSnapshotList => "one page of a deleted deployment's kept snapshots, newest first", serde_json::json!({"deployment": examples::former_deployment(), "snapshots": [examples::snapshot()], "next_cursor": null});
     DeploymentPlans => "the plans with their steps: status, timing, attempts, log lines and errors", examples::plans();
     PlanView => "the plan", examples::plans()["pending"].clone();
     DeploymentValidation => "what the call would do (nothing was stored): the outcome, the deployment as it would be, and the steps of the plan it would start", examples::deployment_validation();

@@ -13,6 +13,7 @@ pub mod caller;
 pub mod catalog;
 pub mod deployments;
 pub mod error;
+pub mod former;
 pub mod plans;
 pub mod policies;
 pub mod proxy;

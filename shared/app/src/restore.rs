@@ -306,7 +306,26 @@ impl App {
             .store
             .get_deployment(org, &r.source_deployment_id)
             .await?;
-        if source.is_none() {
+        // A deleted deployment whose snapshots were kept is a source too:
+        // its records are still found by its id (see `former`).
+        let kept = match source {
+            Some(_) => false,
+            None => !self
+                .store
+                .list_snapshots(
+                    org,
+                    &r.source_deployment_id,
+                    None,
+                    &PageRequest {
+                        size: Some(1),
+                        cursor: None,
+                    },
+                )
+                .await?
+                .items
+                .is_empty(),
+        };
+        if source.is_none() && !kept {
             // Another organization's deployment is as absent as a missing one.
             return Err(AppError::invalid(
                 Code::RESTORE_SOURCE_NOT_FOUND,

@@ -6,8 +6,11 @@ use crate::params::{PageParams, VersionParams};
 use crate::respond::{Created, CreatedOr, NoContent, Plain, Versioned};
 use crate::responses::{AdminErrors, BodyErrors, Conflict, Invalid, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
+use axum::extract::FromRequestParts;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use axum::http::request::Parts;
+use floe_app::former::{FormerDeploymentList, FormerSnapshotList};
 use floe_app::repositories::{Put, RepositoryList, check_name};
 use floe_domain::Code;
 use floe_domain::repository::{RepositoryRequest, RepositoryView};
@@ -18,6 +21,8 @@ pub const TAG: &str = "snapshot-repositories";
 operations!(
     [list_repositories],
     [get_repository, put_repository, delete_repository],
+    [list_deleted_deployments],
+    [list_deleted_deployment_snapshots],
 );
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -155,7 +160,10 @@ async fn put_repository(
 /// Delete a snapshot repository that no deployment or policy uses.
 ///
 /// Refusals:
-/// - 409: a deployment or policy still uses it (a clone uses its source's repository for as long as it exists).
+/// - 409: a deployment or policy still uses it (a clone uses its source's
+///   repository for as long as it exists), or it holds the kept snapshots
+///   of a deleted deployment (listed under `…/{name}/deleted-deployments`;
+///   counted in `used_by`).
 #[utoipa::path(
     delete,
     path = "/api/v1/platform/configuration/snapshots/repositories/{name}",
@@ -181,4 +189,97 @@ async fn delete_repository(
     let expected = expected_version(&headers, params.check()?.version)?;
     state.app.delete_repository(&who, &name, expected).await?;
     Ok(NoContent)
+}
+
+/// `{name}` and `{id}`; a segment axum cannot decode names nothing.
+struct FormerPath {
+    name: String,
+    id: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for FormerPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path((name, id))| FormerPath { name, id })
+            .map_err(|_| {
+                ApiError::new(
+                    Code::ROOT_NOT_FOUND,
+                    "no such resource: the path is not valid UTF-8",
+                )
+            })
+    }
+}
+
+/// The deleted deployments whose snapshots the repository still holds.
+///
+/// A delete keeps a deployment's snapshots (the final snapshot a shutdown
+/// takes exists for this): the deployment is listed here, by id, until
+/// its snapshots are gone, and counts in the repository's `used_by`. See
+/// docs/snapshot-records.md.
+#[utoipa::path(
+    get,
+    path = "/api/v1/platform/configuration/snapshots/repositories/{name}/deleted-deployments",
+    operation_id = "list-repository-deleted-deployments",
+    tag = TAG,
+    params(
+        ("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "Repository name."),
+        PageParams,
+    ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
+    responses(Plain<FormerDeploymentList>, Invalid, ReadErrors, NotFound),
+    security(("bearer" = []))
+)]
+async fn list_deleted_deployments(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathParam(name): PathParam,
+    params: Params<PageParams>,
+) -> Result<Plain<FormerDeploymentList>, ApiError> {
+    let who = caller.reader()?;
+    let page = params.check()?.page();
+    Ok(Plain(
+        state.app.list_former_deployments(&who, &name, page).await?,
+    ))
+}
+
+/// A deleted deployment's kept snapshots, newest first.
+///
+/// Each is restorable into a new deployment: a create (or
+/// `POST /api/v1/deployments` with `restore_snapshot`) naming the deleted
+/// deployment's id as `restore_snapshot.source_deployment_id` and the
+/// snapshot as `snapshot_name` (or `__latest_success__`).
+///
+/// Refusals:
+/// - 404: the repository holds no kept snapshots of a deleted deployment `{id}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/platform/configuration/snapshots/repositories/{name}/deleted-deployments/{id}/snapshots",
+    operation_id = "list-deleted-deployment-snapshots",
+    tag = TAG,
+    params(
+        ("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "Repository name."),
+        ("id" = String, Path, description = "The deleted deployment's id."),
+        PageParams,
+    ),
+    extensions(("x-floe-roles" = json!(floe_app::caller::READ_ROLES))),
+    responses(Plain<FormerSnapshotList>, Invalid, ReadErrors, NotFound),
+    security(("bearer" = []))
+)]
+async fn list_deleted_deployment_snapshots(
+    State(state): State<ApiState>,
+    caller: Caller,
+    path: FormerPath,
+    params: Params<PageParams>,
+) -> Result<Plain<FormerSnapshotList>, ApiError> {
+    let who = caller.reader()?;
+    let page = params.check()?.page();
+    Ok(Plain(
+        state
+            .app
+            .list_former_snapshots(&who, &path.name, &path.id, page)
+            .await?,
+    ))
 }

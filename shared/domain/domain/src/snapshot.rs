@@ -234,3 +234,49 @@ impl PolicyRun {
         }
     }
 }
+
+/// A deleted deployment whose snapshots Floe keeps: the delete left them
+/// in its repository (a delete keeps them unless asked to remove them), so
+/// their records stay, listed under the repository by this entry, and the
+/// repository counts it as a user until they are gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FormerDeployment {
+    pub org: String,
+    /// The deleted deployment's id: its snapshots' records are still
+    /// found by it, and a clone names it as `source_deployment_id`.
+    pub id: String,
+    pub name: String,
+    /// The Elasticsearch version it ran: a restore needs this or later.
+    pub version: String,
+    /// The repository that holds its snapshots (its last one).
+    pub repository: String,
+    pub deleted: DateTime<Utc>,
+}
+
+/// A deleted deployment whose snapshots are kept, as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FormerDeploymentView {
+    /// The deleted deployment's id: list its snapshots under
+    /// `…/repositories/{name}/deleted-deployments/{id}/snapshots`, and clone
+    /// one with `restore_snapshot.source_deployment_id` set to it.
+    #[schema(example = "0193a0c4e1f07d2a8b9c0d1e2f3a4b5c")]
+    pub id: String,
+    #[schema(example = "logs-2025")]
+    pub name: String,
+    #[schema(example = "8.15.3")]
+    pub version: String,
+    pub repository: String,
+    pub deleted: DateTime<Utc>,
+}
+
+impl FormerDeploymentView {
+    pub fn new(f: &FormerDeployment) -> FormerDeploymentView {
+        FormerDeploymentView {
+            id: f.id.clone(),
+            name: f.name.clone(),
+            version: f.version.clone(),
+            repository: f.repository.clone(),
+            deleted: f.deleted,
+        }
+    }
+}

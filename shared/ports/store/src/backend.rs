@@ -35,6 +35,10 @@ pub enum Kind {
     /// check reads a page of running deployments of every organization
     /// with one query.
     Fleet,
+    /// A deleted deployment whose snapshots are kept, listed by the
+    /// repository that holds them: `{repository}#{deployment}`. It counts
+    /// as a reference on the repository while it exists.
+    FormerDeployment,
 }
 
 impl Kind {
@@ -52,6 +56,7 @@ impl Kind {
             Kind::PolicyRun => "RUN",
             Kind::SnapshotPin => "PIN",
             Kind::Fleet => "FLEET",
+            Kind::FormerDeployment => "FORMER",
         }
     }
 
@@ -68,6 +73,7 @@ impl Kind {
             Kind::PolicyRun,
             Kind::SnapshotPin,
             Kind::Fleet,
+            Kind::FormerDeployment,
         ]
         .into_iter()
         .find(|k| k.prefix() == p)

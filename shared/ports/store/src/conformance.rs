@@ -22,7 +22,9 @@ use floe_domain::names::new_resource_id;
 use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::policy::{Policy, PolicySpec, Schedule, ScheduleExpression};
 use floe_domain::repository::{FsSettings, Repository, RepositorySettings};
-use floe_domain::snapshot::{PolicyRun, SnapshotRecord, SnapshotShards, SnapshotState};
+use floe_domain::snapshot::{
+    FormerDeployment, PolicyRun, SnapshotRecord, SnapshotShards, SnapshotState,
+};
 use std::collections::BTreeMap;
 
 /// What every scenario returns: an error names what the adapter got wrong.
@@ -1120,13 +1122,112 @@ pub async fn health_is_recorded_without_a_new_version(store: Store) -> TestResul
     Ok(())
 }
 
+/// A delete that keeps the deployment's snapshots leaves a former
+/// deployment's record, listed by repository and counted on it in the
+/// same batch; its plans can be removed a page at a time; forgetting it
+/// releases the repository.
+pub async fn a_deleted_deployments_kept_snapshots_hold_its_repository(store: Store) -> TestResult {
+    let org = org();
+    store.create_repository(&repo(&org, "kept")).await?;
+    store.create_repository(&repo(&org, "other")).await?;
+    let (d, plan) = deployment(&org, "doomed", Some("kept"), &[], &[]);
+    store.create_deployment(&d, &plan, None).await?;
+    store
+        .create_snapshot(&snapshot(&org, &d.id, "final", 1_000, None))
+        .await?;
+    let previous = store.get_deployment(&org, &d.id).await?.ok_or("missing")?;
+    let former = FormerDeployment {
+        org: org.clone(),
+        id: d.id.clone(),
+        name: "doomed".into(),
+        version: "8.15.3".into(),
+        repository: "kept".into(),
+        deleted: Utc::now(),
+    };
+    let mut finished = plan.clone();
+    finished.status = floe_domain::plan::PlanStatus::Succeeded;
+    store
+        .finish_plan(
+            &finished,
+            1,
+            crate::DeploymentOutcome::DeleteKeepingSnapshots {
+                previous: &previous,
+                former: &former,
+            },
+        )
+        .await?;
+    assert!(store.get_deployment(&org, &d.id).await?.is_none());
+    let kept = store.get_repository(&org, "kept").await?.ok_or("missing")?;
+    assert_eq!(kept.refs, 1, "the former deployment uses the repository");
+    assert_eq!(
+        store.delete_repository(&org, "kept", kept.version).await,
+        Err(StoreError::InUse { refs: 1 })
+    );
+    let listed = store
+        .list_former_deployments(&org, "kept", &PageRequest::default())
+        .await?;
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].value, former);
+    assert!(
+        store
+            .list_former_deployments(&org, "other", &PageRequest::default())
+            .await?
+            .items
+            .is_empty()
+    );
+    assert!(
+        store
+            .list_former_deployments("another-org", "kept", &PageRequest::default())
+            .await?
+            .items
+            .is_empty()
+    );
+    let got = store
+        .get_former_deployment(&org, "kept", &d.id)
+        .await?
+        .ok_or("former missing")?;
+    // The snapshot records stay under the deployment's id.
+    assert_eq!(
+        store
+            .list_snapshots(&org, &d.id, None, &PageRequest::default())
+            .await?
+            .items
+            .len(),
+        1
+    );
+
+    // The deleted deployment's plans go, a page at a time.
+    assert_eq!(store.delete_plans_of(&org, &d.id).await?, 1);
+    assert!(
+        store
+            .list_plans(&org, &d.id, &PageRequest::default())
+            .await?
+            .items
+            .is_empty()
+    );
+    assert_eq!(store.delete_plans_of(&org, &d.id).await?, 0);
+
+    store.forget_former_deployment(&got).await?;
+    let kept = store.get_repository(&org, "kept").await?.ok_or("missing")?;
+    assert_eq!(kept.refs, 0);
+    assert!(
+        store
+            .list_former_deployments(&org, "kept", &PageRequest::default())
+            .await?
+            .items
+            .is_empty()
+    );
+    store.delete_repository(&org, "kept", kept.version).await?;
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance scenario, each on the store that
 /// `$make` (an async fn returning `Result<(Store, keep), Box<dyn Error>>`)
 /// builds. The calling crate needs `tokio` with `macros` and `rt-multi-thread`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:path) => {
-        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, a_pin_holds_only_the_snapshot_it_read, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version);
+        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, a_pin_holds_only_the_snapshot_it_read, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version, a_deleted_deployments_kept_snapshots_hold_its_repository);
     };
     (@tests $make:path; $($test:ident),* $(,)?) => {
         $(

@@ -639,7 +639,17 @@ impl Engine {
             }
             self.steps.settle(plan, &mut next);
         }
-        let outcome = if succeeded && plan.kind() == PlanKind::Delete {
+        let former = if succeeded && plan.kind() == PlanKind::Delete {
+            self.former_of(&deployment.value).await?
+        } else {
+            None
+        };
+        let outcome = if let Some(former) = &former {
+            DeploymentOutcome::DeleteKeepingSnapshots {
+                previous: deployment,
+                former,
+            }
+        } else if succeeded && plan.kind() == PlanKind::Delete {
             DeploymentOutcome::Delete(deployment)
         } else {
             DeploymentOutcome::Update {
@@ -685,6 +695,9 @@ impl Engine {
         match written {
             Ok(_) => {
                 tracing::info!(plan = %plan.id, status = plan.status.as_str(), deployment_status = next.status.as_str(), "plan finished");
+                if succeeded && plan.kind() == PlanKind::Delete {
+                    self.forget_plans(&plan.org, &plan.deployment_id).await;
+                }
                 if let Some(listener) = &self.listener {
                     listener.finished(&plan.org, &plan.deployment_id).await;
                 }
@@ -693,6 +706,51 @@ impl Engine {
             // The deployment changed under us (a tag edit): reload and finish again.
             Err(StoreError::VersionMismatch { .. }) => Ok(None),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// What a deleted deployment leaves of itself: a former deployment's
+    /// record when it has a repository and snapshot records (the delete
+    /// keeps its snapshots; see docs/snapshot-records.md).
+    async fn former_of(
+        &self,
+        d: &Deployment,
+    ) -> Result<Option<floe_domain::snapshot::FormerDeployment>, EngineError> {
+        let Some(repository) = d.spec.repository() else {
+            return Ok(None);
+        };
+        let one = PageRequest {
+            size: Some(1),
+            cursor: None,
+        };
+        let listed = self.store.list_snapshots(&d.org, &d.id, None, &one).await?;
+        if listed.items.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(floe_domain::snapshot::FormerDeployment {
+            org: d.org.clone(),
+            id: d.id.clone(),
+            name: d.spec.name.clone(),
+            version: d.spec.version.clone(),
+            repository: repository.to_string(),
+            deleted: Utc::now(),
+        }))
+    }
+
+    /// Removes a deleted deployment's plan records: no API reaches them
+    /// once the deployment is gone. A failure leaves them to the next
+    /// delete of the same id (none: ids are never reused) and is logged;
+    /// the delete itself has succeeded.
+    async fn forget_plans(&self, org: &str, deployment_id: &str) {
+        match self.store.delete_plans_of(org, deployment_id).await {
+            Ok(n) => tracing::debug!(
+                deployment = deployment_id,
+                removed = n,
+                "a deleted deployment's plans forgotten"
+            ),
+            Err(e) => {
+                tracing::warn!(deployment = deployment_id, error = %e, "cannot forget a deleted deployment's plans")
+            }
         }
     }
 

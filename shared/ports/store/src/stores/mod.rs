@@ -13,6 +13,7 @@
 
 mod batch;
 mod deployments;
+mod former;
 mod idempotency;
 mod pins;
 mod plans;

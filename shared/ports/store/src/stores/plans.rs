@@ -27,6 +27,12 @@ pub enum DeploymentOutcome<'a> {
     },
     /// Remove the deployment record and release its references.
     Delete(&'a Versioned<Deployment>),
+    /// As `Delete`, keeping the deployment's snapshots: `former` lists
+    /// them under their repository and holds a reference on it.
+    DeleteKeepingSnapshots {
+        previous: &'a Versioned<Deployment>,
+        former: &'a floe_domain::snapshot::FormerDeployment,
+    },
 }
 
 fn plan_key(p: &Plan) -> RecordKey {
@@ -137,6 +143,19 @@ impl Store {
                 b.reference_changes(&d.org, &deployment_refs(d), &[]);
                 b.pin_changes(Some(d), None)?;
             }
+            DeploymentOutcome::DeleteKeepingSnapshots { previous, former } => {
+                let d = &previous.value;
+                push_deployment_delete(&mut b, d, previous.version);
+                super::former::push_former_create(&mut b, former)?;
+                // One net change per repository: DynamoDB allows one
+                // write per item in a transaction.
+                b.reference_changes(
+                    &d.org,
+                    &deployment_refs(d),
+                    &[(Kind::Repository, former.repository.clone())],
+                );
+                b.pin_changes(Some(d), None)?;
+            }
         }
         b.run(self.backend.as_ref()).await?;
         Ok(expected + 1)
@@ -160,6 +179,52 @@ impl Store {
             items: page.items.into_iter().map(|v| v.value).collect(),
             next_cursor: page.next_cursor,
         })
+    }
+
+    /// Removes the plan records of a deleted deployment, a page at a
+    /// time; returns how many went. Records written since the page was
+    /// read are left (the next call removes them).
+    pub async fn delete_plans_of(
+        &self,
+        org: &str,
+        deployment_id: &str,
+    ) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        let page = PageRequest {
+            size: Some(super::MAX_PAGE_SIZE),
+            cursor: None,
+        };
+        loop {
+            let listed = self
+                .list_records(
+                    org,
+                    Kind::Plan,
+                    format!("{deployment_id}#"),
+                    Filter::default(),
+                    &page,
+                )
+                .await?;
+            if listed.items.is_empty() {
+                return Ok(removed);
+            }
+            let mut b = Batch::default();
+            for r in &listed.items {
+                b.push(
+                    Write::Delete {
+                        key: r.key.clone(),
+                        expected: r.version,
+                        unreferenced: false,
+                    },
+                    Meaning::Own,
+                );
+            }
+            let n = listed.items.len();
+            b.run(self.backend.as_ref()).await?;
+            removed += n;
+            if listed.next_cursor.is_none() {
+                return Ok(removed);
+            }
+        }
     }
 
     pub async fn list_plans(
