@@ -4,7 +4,7 @@ use crate::error::ApiError;
 use crate::extract::{
     Caller, DeploymentReplacement, JsonSpec, Params, PathParam, expected_version, idempotency_key,
 };
-use crate::params::{VersionParams, flag, page_size, version};
+use crate::params::{flag, page_size, version};
 use crate::respond::{CreatedOr, OrValidated, Plain, Planned, Versioned, deployment_created};
 use crate::responses::{BodyErrors, Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Stale};
 use crate::state::ApiState;
@@ -232,8 +232,17 @@ async fn put_deployment(
 /// until then, and a GET answers 404 once it is gone. A DELETE while that
 /// plan runs answers the same plan.
 ///
+/// The deployment's snapshots are kept by default: they stay listed under
+/// `…/snapshots/repositories/{repository}/deleted-deployments`, restorable,
+/// and counted in the repository's `used_by`. With `remove_snapshots=true`
+/// the snapshots no clone pins are removed first, through the cluster: that
+/// delete is taken from a running deployment (no shutdown first); the
+/// pinned ones stay, named in the answer's `warnings`. See
+/// docs/snapshot-records.md.
+///
 /// Refusals:
 /// - 409: the deployment is not stopped (shut it down first), or a plan is pending.
+/// - 409: `remove_snapshots=true` on a stopped deployment that has snapshots: they are removed through its cluster (start it first, or keep them).
 #[utoipa::path(
     delete,
     path = "/api/v1/deployments/{id}",
@@ -242,7 +251,7 @@ async fn put_deployment(
     params(
         ("id" = String, Path, description = "Deployment id."),
         ("If-Match" = Option<String>, Header, pattern = r#"^\s*(\*|(W/)?"[0-9]{1,19}"|[0-9]{1,19})\s*$"#, description = "Delete only if the deployment is at this ETag."),
-        VersionParams,
+        DeleteParams,
     ),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(Planned<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict, Stale),
@@ -253,12 +262,29 @@ async fn delete_deployment(
     caller: Caller,
     PathParam(id): PathParam,
     headers: HeaderMap,
-    params: Params<VersionParams>,
+    params: Params<DeleteParams>,
 ) -> Result<Planned<DeploymentView>, ApiError> {
     let who = caller.manager()?;
-    let expected = expected_version(&headers, params.check()?.version)?;
-    let deleting = state.app.delete_deployment(&who, &id, expected).await?;
+    let params = params.check()?;
+    let expected = expected_version(&headers, params.version)?;
+    let deleting = state
+        .app
+        .delete_deployment_with(&who, &id, expected, params.remove_snapshots)
+        .await?;
     Ok(Planned(deleting))
+}
+
+/// The query of a delete.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct DeleteParams {
+    /// Same as If-Match (ECE). A version that is not the current one is 412; sent with If-Match, both must name the same version (400 otherwise).
+    #[serde(default, deserialize_with = "version")]
+    version: Option<u64>,
+    /// Remove the deployment's snapshots that no clone pins, through its running cluster, before its nodes go (by default a delete keeps them).
+    #[serde(default, deserialize_with = "flag")]
+    remove_snapshots: bool,
 }
 
 /// The query of a create.

@@ -79,12 +79,41 @@ impl App {
         id: &str,
         expected: Option<u64>,
     ) -> Result<DeploymentView, AppError> {
+        self.delete_deployment_with(who, id, expected, false).await
+    }
+
+    /// Delete a deployment; with `remove_snapshots`, its unpinned snapshots
+    /// are removed first, through its running cluster (see
+    /// docs/snapshot-records.md). The pinned ones are named in the
+    /// answer's warnings.
+    pub async fn delete_deployment_with(
+        &self,
+        who: &Manager,
+        id: &str,
+        expected: Option<u64>,
+        remove_snapshots: bool,
+    ) -> Result<DeploymentView, AppError> {
         let current = self.load_deployment(&who.org, id).await?;
-        match decide::decide_delete(&current, expected)? {
+        let decided = if remove_snapshots {
+            self.decide_delete_removing(&current, expected).await?
+        } else {
+            decide::decide_delete(&current, expected)?
+        };
+        match decided {
             Deletion::Pending => Ok(DeploymentView::new(&current.value, current.version)),
             Deletion::Plan => {
-                let plan = new_plan(who, id, PlanParams::Delete, "deployments.delete");
-                let answer = self.start_plan(&current, &plan).await?;
+                let params = if remove_snapshots {
+                    PlanParams::DeleteRemovingSnapshots
+                } else {
+                    PlanParams::Delete
+                };
+                let plan = new_plan(who, id, params, "deployments.delete");
+                let mut answer = self.start_plan(&current, &plan).await?;
+                if remove_snapshots {
+                    answer
+                        .warnings
+                        .extend(self.pinned_snapshots(&current.value).await?);
+                }
                 tracing::info!(deployment = %id, plan = %plan.id, "delete plan pending");
                 self.sync_schedules(ReconcileJob::deployment(&who.org, id))
                     .await;

@@ -11,6 +11,7 @@ mod create;
 pub(crate) mod decide;
 mod lifecycle;
 mod passwords;
+mod remove_snapshots;
 mod replace;
 
 use crate::shown::Shown;

@@ -184,6 +184,9 @@ pub enum PlanParams {
     Update(DeploymentSpec),
     Shutdown(ShutdownParams),
     Delete,
+    /// A delete that first removes the deployment's unpinned snapshots
+    /// through its running cluster (`remove_snapshots=true`).
+    DeleteRemovingSnapshots,
     /// A snapshot restored into a running deployment.
     Restore(RestoreTarget),
     /// A stopped deployment started again.
@@ -242,7 +245,7 @@ impl PlanParams {
             PlanParams::Create(_) => PlanKind::Create,
             PlanParams::Update(_) => PlanKind::Update,
             PlanParams::Shutdown(_) => PlanKind::Shutdown,
-            PlanParams::Delete => PlanKind::Delete,
+            PlanParams::Delete | PlanParams::DeleteRemovingSnapshots => PlanKind::Delete,
             PlanParams::Restore(_) => PlanKind::Restore,
             PlanParams::Start(_) => PlanKind::Start,
             PlanParams::ResetPassword => PlanKind::ResetPassword,
@@ -288,6 +291,9 @@ impl PlanParams {
             PlanParams::Create(s) | PlanParams::Update(s) => serde_json::to_value(s),
             PlanParams::Shutdown(p) => serde_json::to_value(p),
             PlanParams::Delete | PlanParams::ResetPassword => Ok(serde_json::Value::Null),
+            PlanParams::DeleteRemovingSnapshots => {
+                Ok(serde_json::json!({"remove_snapshots": true}))
+            }
             PlanParams::Restore(t) => serde_json::to_value(t),
             PlanParams::Start(p) => serde_json::to_value(p),
             PlanParams::Heal(p) => serde_json::to_value(p),
@@ -311,7 +317,13 @@ impl PlanParams {
             } else {
                 serde_json::from_value(value).map_err(e)?
             }),
-            PlanKind::Delete => PlanParams::Delete,
+            PlanKind::Delete => {
+                if value.get("remove_snapshots") == Some(&serde_json::Value::Bool(true)) {
+                    PlanParams::DeleteRemovingSnapshots
+                } else {
+                    PlanParams::Delete
+                }
+            }
             PlanKind::Restore => PlanParams::Restore(serde_json::from_value(value).map_err(e)?),
             PlanKind::Start => PlanParams::Start(serde_json::from_value(value).map_err(e)?),
             PlanKind::ResetPassword => PlanParams::ResetPassword,

@@ -14,4 +14,6 @@ mod snapshotter;
 pub use error::SnapshotError;
 pub use registration::{repository_registration, snapshot_place};
 pub use retention::{RetentionRules, expired};
-pub use snapshotter::{MAX_INDICES, Reconciled, RunSummary, Snapshotter, SnapshotterSettings};
+pub use snapshotter::{
+    MAX_INDICES, Reconciled, Removal, RunSummary, Snapshotter, SnapshotterSettings,
+};

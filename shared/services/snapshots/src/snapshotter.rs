@@ -29,6 +29,14 @@ pub struct Reconciled {
     pub adopted: usize,
 }
 
+/// What a removal of a deployment's snapshots did.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Removal {
+    pub removed: Vec<String>,
+    /// `{snapshot}: {why it stays}`.
+    pub kept: Vec<String>,
+}
+
 /// At most this many indices in a manual snapshot, as in a policy.
 pub const MAX_INDICES: usize = 100;
 
@@ -790,6 +798,43 @@ impl Snapshotter {
         Self::require_running(&deployment)?;
         let client = self.clusters.client(&deployment, &[]).await?;
         self.delete_unpinned(&client, org, stored).await
+    }
+
+    /// Removes every snapshot of the deployment that no clone pins, through
+    /// its cluster, with their records (a delete with `remove_snapshots`).
+    /// The pinned ones, and those taken where the repository no longer
+    /// points, stay and are named in `kept`. A page at a time; a cluster
+    /// error stops it (the plan retries: what was removed is gone).
+    pub async fn remove_all(&self, deployment: &Deployment) -> Result<Removal, SnapshotError> {
+        let client = self.clusters.client(deployment, &[]).await?;
+        let mut removal = Removal::default();
+        let mut page = PageRequest {
+            size: Some(floe_store::stores::MAX_PAGE_SIZE),
+            cursor: None,
+        };
+        loop {
+            let listed = self
+                .store
+                .list_snapshots(&deployment.org, &deployment.id, None, &page)
+                .await?;
+            for stored in listed.items {
+                let name = stored.value.name.clone();
+                match self.delete_unpinned(&client, &deployment.org, stored).await {
+                    Ok(()) => removal.removed.push(name),
+                    Err(SnapshotError::Pinned { by, .. }) => removal
+                        .kept
+                        .push(format!("{name}: pinned by {}", by.join(", "))),
+                    Err(SnapshotError::Moved { taken_at, .. }) => removal.kept.push(format!(
+                        "{name}: taken at {taken_at}, where the repository no longer points"
+                    )),
+                    Err(e) => return Err(e),
+                }
+            }
+            match listed.next_cursor {
+                Some(c) => page.cursor = Some(c),
+                None => return Ok(removal),
+            }
+        }
     }
 
     /// Deletes the recorded snapshot `stored` on the cluster, then its

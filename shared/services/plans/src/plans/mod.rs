@@ -26,6 +26,7 @@ pub fn saga(plan: &Plan, deployment: &Deployment) -> Saga {
         }
         PlanParams::Shutdown(params) => shutdown::saga(params, &deployment.spec),
         PlanParams::Delete => delete::saga(),
+        PlanParams::DeleteRemovingSnapshots => delete::saga_removing_snapshots(),
         PlanParams::Restore(target) => restore::saga(target),
         PlanParams::Start(params) => start::saga(params, deployment.clone_source.as_ref()),
         PlanParams::ResetPassword => reset_password::saga(),

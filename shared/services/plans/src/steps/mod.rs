@@ -26,6 +26,7 @@ pub mod heal;
 pub mod identity;
 pub mod nodes;
 pub mod records;
+pub mod remove_snapshots;
 pub mod repository;
 pub mod restore;
 pub mod security;
