@@ -146,40 +146,54 @@ impl App {
             cursor: None,
         };
         let mut found = None;
-        'pages: loop {
-            let listed = self
+        // A named snapshot is read by its name (one pointer read), not
+        // looked for page after page.
+        if name != LATEST_SUCCESS {
+            let named = self
                 .store
-                .list_snapshots(org, deployment_id, None, &page)
-                .await?;
-            for item in listed.items {
-                let s = &item.value;
-                if repository.is_some_and(|r| r != s.repository) {
-                    continue;
+                .get_snapshot(org, deployment_id, name)
+                .await?
+                .filter(|s| repository.is_none_or(|r| r == s.value.repository));
+            found = match (named, &source) {
+                (Some(item), Some(d)) => Some(snapshotter.check_present(d, item).await),
+                (named, _) => named,
+            };
+        }
+        // The newest success: newest first, a page at a time.
+        if name == LATEST_SUCCESS {
+            'pages: loop {
+                let listed = self
+                    .store
+                    .list_snapshots(org, deployment_id, None, &page)
+                    .await?;
+                for item in listed.items {
+                    let s = &item.value;
+                    if repository.is_some_and(|r| r != s.repository) {
+                        continue;
+                    }
+                    // A snapshot being deleted, or gone from the repository, is
+                    // never the newest success.
+                    let wanted = s.state == SnapshotState::Success
+                        && s.deleting.is_none()
+                        && s.missing.is_none();
+                    if !wanted {
+                        continue;
+                    }
+                    let item = match &source {
+                        Some(d) => snapshotter.check_present(d, item).await,
+                        None => item,
+                    };
+                    if item.value.missing.is_some() {
+                        // Found gone just now: the next older success stands in.
+                        continue;
+                    }
+                    found = Some(item);
+                    break 'pages;
                 }
-                // A snapshot being deleted, or gone from the repository, is
-                // never the newest success.
-                let wanted = if name == LATEST_SUCCESS {
-                    s.state == SnapshotState::Success && s.deleting.is_none() && s.missing.is_none()
-                } else {
-                    s.name == name
-                };
-                if !wanted {
-                    continue;
+                match listed.next_cursor {
+                    Some(c) => page.cursor = Some(c),
+                    None => break,
                 }
-                let item = match &source {
-                    Some(d) => snapshotter.check_present(d, item).await,
-                    None => item,
-                };
-                if name == LATEST_SUCCESS && item.value.missing.is_some() {
-                    // Found gone just now: the next older success stands in.
-                    continue;
-                }
-                found = Some(item);
-                break 'pages;
-            }
-            match listed.next_cursor {
-                Some(c) => page.cursor = Some(c),
-                None => break,
             }
         }
         let in_repo = repository

@@ -1174,6 +1174,7 @@ async fn a_kept_view_is_never_older_than_its_record() -> TestResult {
         healthy: false,
         reason: Some("node group hot has 0 of 1 nodes running".into()),
         nodes: Vec::new(),
+        warnings: Vec::new(),
         since: chrono::Utc::now(),
         heal_started: None,
     };
@@ -1280,6 +1281,7 @@ async fn a_view_answered_without_a_read_is_never_older_than_a_write()
             renamed.health = Some(floe_domain::health::Health {
                 healthy: i % 2 == 0,
                 reason: Some(format!("check {i}")),
+                warnings: Vec::new(),
                 nodes: Vec::new(),
                 since: chrono::Utc::now(),
                 heal_started: None,

@@ -895,6 +895,14 @@ pub struct DeploymentView {
     /// Each live node, as the last health check saw it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<crate::health::NodeStatus>,
+    /// What the last health check found changed of what Floe owns on the
+    /// cluster (its repository registrations, the license, whether the
+    /// `elastic` password Floe holds is still accepted). Warnings beside
+    /// `healthy`, which stays about the nodes: none starts a heal, and the
+    /// next plan that registers repositories restores them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(example = json!(["repository main: base_path is tenant/elsewhere on the cluster, Floe registered deployments/0193a0c4e1f07d2a8b9c0d1e2f3a4b5c"]))]
+    pub health_warnings: Vec<String>,
     pub resource_version: u64,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
@@ -919,9 +927,9 @@ impl DeploymentView {
             .as_ref()
             .filter(|a| !a.nodes.is_empty())
             .map(|a| crate::access::ElasticsearchAccess::of(&d.id, a, d.endpoint.as_deref()));
-        let (healthy, health_reason, nodes) = match d.health {
-            Some(h) => (Some(h.healthy), h.reason, h.nodes),
-            None => (None, None, Vec::new()),
+        let (healthy, health_reason, nodes, health_warnings) = match d.health {
+            Some(h) => (Some(h.healthy), h.reason, h.nodes, h.warnings),
+            None => (None, None, Vec::new(), Vec::new()),
         };
         let spec = d.spec;
         let node_groups = spec
@@ -960,6 +968,7 @@ impl DeploymentView {
             healthy,
             health_reason,
             nodes,
+            health_warnings,
             resource_version: version,
             created: d.created,
             updated: d.updated,

@@ -17,6 +17,12 @@ pub struct Health {
     /// The deployment's live instances, and whether each joined the cluster.
     #[serde(default)]
     pub nodes: Vec<NodeStatus>,
+    /// What a tenant changed of what Floe owns on the cluster (its
+    /// repository registrations, the license, the `elastic` password Floe
+    /// holds), each named: a warning, beside `healthy`, that starts no
+    /// heal; the next plan that registers repositories restores them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// When the check first saw it so (the record is written only when
     /// what the check sees changes).
     pub since: chrono::DateTime<chrono::Utc>,
@@ -30,7 +36,10 @@ pub struct Health {
 impl Health {
     /// Whether `other` says the same about the deployment (the times aside).
     pub fn same_findings(&self, other: &Health) -> bool {
-        self.healthy == other.healthy && self.reason == other.reason && self.nodes == other.nodes
+        self.healthy == other.healthy
+            && self.reason == other.reason
+            && self.nodes == other.nodes
+            && self.warnings == other.warnings
     }
 }
 

@@ -207,6 +207,11 @@ pub enum PlanParams {
 pub struct HealParams {
     pub spec: DeploymentSpec,
     pub replacements: Vec<Replacement>,
+    /// Nodes beyond the spec, also named as lost (with a count of none)
+    /// in `replacements`: before they are terminated, their shards move
+    /// off them (and master-eligible ones leave the voting configuration).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub surplus: Vec<String>,
 }
 
 /// Nodes of one group to start again in one of its zones.

@@ -36,7 +36,7 @@ pub static DERIVED_GROUP_FIELDS: LazyLock<Vec<String>> =
 /// Read-only fields a PUT may carry with any value, never compared:
 /// - `resource_version` is the precondition, checked as `If-Match`;
 /// - `warnings` and `credentials` belong to the answer they came in;
-/// - `healthy`, `health_reason` and `nodes` are the health check's
+/// - `healthy`, `health_reason`, `nodes` and `health_warnings` are the health check's
 ///   observations, written without a new version (so that a user's
 ///   `If-Match` survives the check): a body read before the check looked
 ///   again would differ from the record at the same version, and a client
@@ -51,6 +51,7 @@ pub const NOT_COMPARED: &[&str] = &[
     "healthy",
     "health_reason",
     "nodes",
+    "health_warnings",
 ];
 
 /// The property names of `View`'s schema that are not `Spec`'s.
@@ -304,6 +305,7 @@ mod tests {
             healthy: false,
             reason: Some("node group hot has 2 of 3 nodes running".into()),
             nodes: vec![node("i-1")],
+            warnings: vec!["repository shared is no longer registered".into()],
             since: d.created,
             heal_started: None,
         });

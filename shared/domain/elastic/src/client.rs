@@ -291,6 +291,28 @@ impl ElasticClient {
         acknowledged(status, &body, &path)
     }
 
+    /// `GET _snapshot`: every registered repository, by name, with its
+    /// `type` and `settings` as the cluster reports them (settings come
+    /// back as strings: `"readonly": "true"`).
+    pub async fn repositories(&self) -> Result<BTreeMap<String, Value>, ElasticError> {
+        let (status, body) = self
+            .execute(Method::GET, "_snapshot", &[], None, Duration::ZERO)
+            .await?;
+        success(status, &body)?;
+        parse(status, &body)
+    }
+
+    /// `GET _license`: the cluster's license (`license.type`,
+    /// `license.status`, ...), as Elasticsearch reports it.
+    pub async fn license(&self) -> Result<Value, ElasticError> {
+        let (status, body) = self
+            .execute(Method::GET, "_license", &[], None, Duration::ZERO)
+            .await?;
+        success(status, &body)?;
+        let answer: Value = parse(status, &body)?;
+        Ok(answer.get("license").cloned().unwrap_or(Value::Null))
+    }
+
     /// `POST _snapshot/{name}/_verify`: checks that every master and data
     /// node can use the repository, and returns the ids of the nodes that
     /// took part.

@@ -1087,6 +1087,7 @@ pub async fn health_is_recorded_without_a_new_version(store: Store) -> TestResul
         healthy: false,
         reason: Some("node group hot has 1 of 2 nodes running".into()),
         nodes: Vec::new(),
+        warnings: Vec::new(),
         since: chrono::Utc::now(),
         heal_started: None,
     };

@@ -33,6 +33,22 @@ pub struct LaunchOutput {
     pub instance_ids: Vec<String>,
 }
 
+/// `leftovers`: what a plan ended by force left of the deployment's
+/// instances, and what this plan did with them: adopted into the cluster
+/// they formed (the new nodes join it; the launches start only what the
+/// spec still lacks), or terminated (they never formed one: the new nodes
+/// bootstrap a fresh cluster once they are gone).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftoversOutput {
+    /// The leftovers formed a cluster, which the new nodes join.
+    #[serde(default)]
+    pub cluster: bool,
+    #[serde(default)]
+    pub adopted: Vec<String>,
+    #[serde(default)]
+    pub terminated: Vec<String>,
+}
+
 /// `bootstrap-masters`: where the initial masters were written, and which.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BootstrapOutput {

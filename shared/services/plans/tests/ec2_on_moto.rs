@@ -1383,6 +1383,7 @@ async fn the_endpoint_name_follows_the_nodes_through_every_plan() -> TestResult 
             count: 1,
             lost: vec![lost.clone()],
         }],
+        surplus: Vec::new(),
     });
     assert_eq!(
         drive_plan(&fx.store, steps.clone(), &id, heal).await?,

@@ -144,6 +144,7 @@ async fn resize_three_to_five_to_three_keeps_every_document() -> TestResult {
         ids,
         [
             "begin",
+            "leftovers",
             "node-security",
             "template:hot",
             "launch:hot",
@@ -619,6 +620,7 @@ async fn more_masters_than_one_set_of_exclusions_go_in_rounds() -> TestResult {
 async fn a_failure_during_a_master_replacement_unwinds_with_the_voters_back() -> TestResult {
     let steps = [
         "begin",
+        "leftovers",
         "node-security",
         "template:masters",
         "launch:masters",

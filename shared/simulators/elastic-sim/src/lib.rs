@@ -36,6 +36,7 @@ mod config;
 mod coordination;
 mod error;
 mod indices;
+mod license;
 mod nodes;
 mod repo_data;
 mod repositories;

@@ -611,6 +611,12 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         ["_count"] if get || post => indices::count(sim, req, None),
         ["_refresh"] if get || post => indices::refresh(sim, None),
 
+        ["_license"] if get => crate::license::get(sim),
+        ["_license"] if put || post => crate::license::put(sim, req),
+        ["_license"] if delete => crate::license::delete(sim),
+        ["_license"] => wrong(&["GET", "PUT", "POST", "DELETE"]),
+        ["_license", "start_basic"] if post => crate::license::start(sim, req, "basic"),
+        ["_license", "start_trial"] if post => crate::license::start(sim, req, "trial"),
         ["_snapshot"] if get => repositories::get(sim, None),
         ["_snapshot", "_status"] if get => snapshots::status(sim, None, None).await,
         ["_snapshot", repo] if get => repositories::get(sim, Some(repo)),

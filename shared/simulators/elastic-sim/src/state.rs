@@ -37,6 +37,9 @@ pub struct Sim {
     /// The voting configuration and the elected master; apart from the
     /// rest, so that a request may read it while holding the state.
     coordination: Mutex<Coordination>,
+    /// The cluster's license: the self-generated `basic` one a new
+    /// cluster starts with, until someone installs another.
+    pub(crate) license: Mutex<crate::license::License>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +124,7 @@ impl Sim {
             state: Mutex::new(ClusterState::default()),
             settings: Mutex::new(ClusterSettings::default()),
             coordination: Mutex::new(coordination),
+            license: Mutex::new(crate::license::License::self_generated("basic")),
         }
     }
 

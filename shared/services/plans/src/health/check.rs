@@ -86,6 +86,7 @@ pub fn assess(
         healthy: observation.healthy,
         reason: (!observation.healthy).then(|| observation.problems.join("; ")),
         nodes: observation.nodes,
+        warnings: observation.warnings,
         since: now,
         heal_started: previous.and_then(|p| p.heal_started),
     };
@@ -107,6 +108,7 @@ pub fn assess(
         PlanParams::Heal(HealParams {
             spec: deployment.spec.clone(),
             replacements: observation.replacements,
+            surplus: observation.surplus,
         }),
         "health.heal",
         HEALTH_CHECK_USER,
@@ -189,6 +191,12 @@ impl HealthCheck {
                     .map(|h| h.nodes.clone())
                     .unwrap_or_default(),
                 replacements: Vec::new(),
+                surplus: Vec::new(),
+                warnings: d
+                    .health
+                    .as_ref()
+                    .map(|h| h.warnings.clone())
+                    .unwrap_or_default(),
             }),
         }
     }

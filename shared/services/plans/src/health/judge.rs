@@ -8,8 +8,18 @@ use floe_compute::{Instance, InstanceState, TAG_NODE_GROUP};
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::health::NodeStatus;
 use floe_domain::plan::Replacement;
-use floe_elastic::{HealthStatus, NodeRow};
-use std::collections::BTreeMap;
+use floe_elastic::{HealthStatus, NodeRow, RepositoryRegistration};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The license Floe's nodes run: none is installed, so each cluster runs
+/// the self-generated `basic` one it starts with.
+pub const FLOE_LICENSE: &str = "basic";
+
+/// The settings of Floe's repository registrations the check compares
+/// with the cluster's (the throttles and the client are the tenant's to
+/// tune; where a repository's snapshots are is Floe's).
+pub const OWNED_SETTINGS: &[&str] = &["bucket", "location", "base_path"];
 
 /// What one probe of a deployment found, and the nodes to replace.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +28,12 @@ pub struct Observation {
     pub problems: Vec<String>,
     pub nodes: Vec<NodeStatus>,
     pub replacements: Vec<Replacement>,
+    /// Nodes beyond the spec (also named as lost in `replacements`): a
+    /// heal moves their shards off before it terminates them.
+    pub surplus: Vec<String>,
+    /// What a tenant changed of what Floe owns on the cluster: shown
+    /// beside `healthy`, never a reason to heal.
+    pub warnings: Vec<String>,
 }
 
 /// What a probe read of one deployment.
@@ -29,6 +45,24 @@ pub struct Facts {
     /// the failing checks.
     pub impaired: BTreeMap<String, Vec<&'static str>>,
     pub cluster: ClusterFacts,
+    /// The instances the deployment's record names as its nodes (what its
+    /// last plan recorded): of a group with more nodes than its spec,
+    /// these are kept, and the others are surplus.
+    pub recorded: BTreeSet<String>,
+    /// What Floe owns on the cluster, and what the cluster reports of it.
+    pub owned: OwnedFacts,
+}
+
+/// Floe's repository registrations and license, beside what the cluster
+/// reports (`GET _snapshot`, `GET _license`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OwnedFacts {
+    /// Each repository Floe registered, by its name on the cluster.
+    pub repositories: Vec<(String, RepositoryRegistration)>,
+    /// What `GET _snapshot` reported; `None` when it could not be read.
+    pub registered: Option<BTreeMap<String, Value>>,
+    /// The license type `GET _license` reported; `None` when unread.
+    pub license: Option<String>,
 }
 
 /// What the cluster said, from a node that runs.
@@ -36,6 +70,10 @@ pub struct Facts {
 pub enum ClusterFacts {
     /// No node answered; why.
     Unreachable(String),
+    /// A node answered 401 to the `elastic` password Floe holds (a tenant
+    /// changed it): what it said. Floe cannot read the cluster, so the
+    /// nodes are judged by their instances alone.
+    Refused(String),
     Reached {
         /// Its members (`_cat/nodes`); `None` when they could not be read.
         members: Option<Vec<NodeRow>>,
@@ -49,9 +87,16 @@ pub enum ClusterFacts {
 /// what the cluster says of itself, and each node's status.
 pub fn judge(spec: &DeploymentSpec, facts: &Facts) -> Observation {
     let mut problems = Vec::new();
+    let mut warnings = Vec::new();
     let members = match &facts.cluster {
         ClusterFacts::Unreachable(e) => {
             problems.push(format!("the cluster cannot be reached: {e}"));
+            None
+        }
+        ClusterFacts::Refused(e) => {
+            warnings.push(format!(
+                "the cluster refuses the elastic password Floe holds (401: {e}); reset the password to give Floe back its access"
+            ));
             None
         }
         ClusterFacts::Reached { members, health } => {
@@ -65,6 +110,7 @@ pub fn judge(spec: &DeploymentSpec, facts: &Facts) -> Observation {
     };
     let mut nodes = Vec::new();
     let mut replacements = Vec::new();
+    let mut surplus = Vec::new();
     let mut expected_total = 0u32;
     for g in &spec.node_groups {
         expected_total += g.count;
@@ -72,6 +118,35 @@ pub fn judge(spec: &DeploymentSpec, facts: &Facts) -> Observation {
         problems.extend(judged.problems);
         nodes.extend(judged.nodes);
         replacements.extend(judged.replacements);
+        surplus.extend(judged.surplus);
+    }
+    // Instances of the deployment in no node group of the spec (a group
+    // removed, a tag changed by hand): surplus too. A heal takes them out
+    // through the spec's first group (it needs a group's template).
+    let orphans: Vec<&Instance> = facts
+        .instances
+        .iter()
+        .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
+        .filter(|i| {
+            !spec
+                .node_groups
+                .iter()
+                .any(|g| i.tags.get(TAG_NODE_GROUP) == Some(&g.id))
+        })
+        .collect();
+    if let (Some(first), false) = (spec.node_groups.first(), orphans.is_empty()) {
+        let ids: Vec<String> = orphans.iter().map(|i| i.id.clone()).collect();
+        problems.push(format!(
+            "{} not in any node group of the spec: surplus",
+            ids.join(", ")
+        ));
+        surplus.extend(ids.iter().cloned());
+        replacements.push(Replacement {
+            group: first.id.clone(),
+            zone: 0,
+            count: 0,
+            lost: ids,
+        });
     }
     if let Some(members) = members {
         let absent: Vec<&str> = nodes
@@ -89,12 +164,78 @@ pub fn judge(spec: &DeploymentSpec, facts: &Facts) -> Observation {
             ));
         }
     }
+    if let ClusterFacts::Reached { .. } = &facts.cluster {
+        warnings.extend(owned_warnings(&facts.owned));
+    }
     Observation {
         healthy: problems.is_empty(),
         problems,
         nodes,
         replacements,
+        surplus,
+        warnings,
     }
+}
+
+/// A setting as Elasticsearch reports it: every value a string.
+fn setting_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// What differs between what Floe set on the cluster and what the cluster
+/// reports, one warning each, naming the change.
+pub fn owned_warnings(owned: &OwnedFacts) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(registered) = &owned.registered {
+        for (name, wanted) in &owned.repositories {
+            let Some(found) = registered.get(name) else {
+                warnings.push(format!(
+                    "repository {name} is no longer registered on the cluster (Floe registered it)"
+                ));
+                continue;
+            };
+            let found_type = found.get("type").and_then(Value::as_str).unwrap_or("");
+            if found_type != wanted.repository_type {
+                warnings.push(format!(
+                    "repository {name}: type is {found_type} on the cluster, Floe registered {}",
+                    wanted.repository_type
+                ));
+            }
+            let found_setting = |key: &str| {
+                found
+                    .get("settings")
+                    .and_then(|s| s.get(key))
+                    .map(setting_text)
+            };
+            for key in OWNED_SETTINGS {
+                let want = wanted.settings.get(*key).map(setting_text);
+                let have = found_setting(key);
+                if want.is_some() && want != have {
+                    warnings.push(format!(
+                        "repository {name}: {key} is {} on the cluster, Floe registered {}",
+                        have.as_deref().unwrap_or("unset"),
+                        want.as_deref().unwrap_or("unset")
+                    ));
+                }
+            }
+            if wanted.readonly && found_setting("readonly").as_deref() != Some("true") {
+                warnings.push(format!(
+                    "repository {name}: registered writable on the cluster, Floe registered it read-only"
+                ));
+            }
+        }
+    }
+    if let Some(license) = &owned.license
+        && license != FLOE_LICENSE
+    {
+        warnings.push(format!(
+            "the license is {license} on the cluster; Floe's nodes run the self-generated {FLOE_LICENSE} license"
+        ));
+    }
+    warnings
 }
 
 /// One node group's share of an [`Observation`].
@@ -102,6 +243,7 @@ struct GroupJudgement {
     problems: Vec<String>,
     nodes: Vec<NodeStatus>,
     replacements: Vec<Replacement>,
+    surplus: Vec<String>,
 }
 
 fn judge_group(
@@ -176,6 +318,40 @@ fn judge_group(
         ));
     }
     let mut replacements = Vec::new();
+    // More nodes than the spec (a plan ended by force left its launches,
+    // a node started by hand): those the record names and the cluster
+    // has stay first; the others are surplus, which a heal drains,
+    // excludes from voting and terminates.
+    let mut surplus = Vec::new();
+    if live_count > g.count {
+        let joined = |i: &Instance| members.is_some_and(|m| m.iter().any(|n| n.name == i.id));
+        let mut ranked = live.clone();
+        ranked.sort_by_key(|i| (!facts.recorded.contains(&i.id), !joined(i), i.id.clone()));
+        let extra: Vec<&Instance> = ranked.split_off(g.count as usize);
+        surplus = extra.iter().map(|i| i.id.clone()).collect();
+        problems.push(format!(
+            "node group {} has {live_count} nodes, {} more than the spec's {}: {} surplus",
+            g.id,
+            live_count - g.count,
+            g.count,
+            surplus.join(", ")
+        ));
+        let mut by_zone: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        for i in extra {
+            by_zone
+                .entry(launch_zone(i).unwrap_or(0))
+                .or_default()
+                .push(i.id.clone());
+        }
+        for (zone, lost) in by_zone {
+            replacements.push(Replacement {
+                group: g.id.clone(),
+                zone,
+                count: 0,
+                lost,
+            });
+        }
+    }
     // Each missing node goes back to the zone that lacks it; the stopped or
     // impaired ones it replaces first (the heal terminates those), then
     // ones already gone.
@@ -233,6 +409,7 @@ fn judge_group(
         problems,
         nodes,
         replacements,
+        surplus,
     }
 }
 
@@ -308,6 +485,7 @@ mod tests {
         healthy: bool,
         problems: &'static [&'static str],
         replacements: Vec<Replacement>,
+        warnings: &'static [&'static str],
     }
 
     fn facts(instances: Vec<Instance>, impaired: &[&str], cluster: ClusterFacts) -> Facts {
@@ -318,6 +496,89 @@ mod tests {
                 .map(|i| (i.to_string(), vec!["instance status check"]))
                 .collect(),
             cluster,
+            recorded: BTreeSet::new(),
+            owned: OwnedFacts::default(),
+        }
+    }
+
+    /// Instance `i-{n}` of the hot group, launched for `zone` by another plan.
+    fn extra(n: u32, zone: u32, state: InstanceState) -> Instance {
+        let mut i = node(zone, state);
+        i.id = format!("i-{n}");
+        i
+    }
+
+    /// What Floe registered: `main` (s3, its own path), `source-ro` (a
+    /// clone's source, read-only), `gone`, `local` (fs); and the license.
+    fn floe_registrations() -> Vec<(String, RepositoryRegistration)> {
+        let s3 = |base_path: &str| {
+            RepositoryRegistration::new(
+                "s3",
+                serde_json::json!({"client": "floe", "bucket": "snaps", "base_path": base_path})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            )
+        };
+        vec![
+            ("main".into(), s3("deployments/d1")),
+            ("source-ro".into(), s3("deployments/d0").read_only()),
+            ("gone".into(), s3("deployments/d1")),
+            (
+                "local".into(),
+                RepositoryRegistration::new(
+                    "fs",
+                    serde_json::json!({"location": "backups/d1"})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
+            ),
+        ]
+    }
+
+    /// The cluster's answer to `GET _snapshot` for Floe's registrations
+    /// untouched (every setting a string, as Elasticsearch reports them).
+    fn registered_as_set() -> BTreeMap<String, Value> {
+        serde_json::from_value(serde_json::json!({
+            "main": {"type": "s3", "settings": {"client": "floe", "bucket": "snaps", "base_path": "deployments/d1", "max_snapshot_bytes_per_sec": "1gb"}},
+            "source-ro": {"type": "s3", "settings": {"client": "floe", "bucket": "snaps", "base_path": "deployments/d0", "readonly": "true"}},
+            "gone": {"type": "s3", "settings": {"client": "floe", "bucket": "snaps", "base_path": "deployments/d1"}},
+            "local": {"type": "fs", "settings": {"location": "backups/d1"}},
+            "tenant-own": {"type": "fs", "settings": {"location": "mine"}}
+        }))
+        .unwrap_or_default()
+    }
+
+    fn owned_as_set() -> OwnedFacts {
+        OwnedFacts {
+            repositories: floe_registrations(),
+            registered: Some(registered_as_set()),
+            license: Some("basic".into()),
+        }
+    }
+
+    /// A tenant re-registered `main` at another path, `source-ro`
+    /// writable, `local` as s3, deleted `gone`, and started a trial.
+    fn owned_changed() -> OwnedFacts {
+        let mut registered = registered_as_set();
+        registered.insert(
+            "main".into(),
+            serde_json::json!({"type": "s3", "settings": {"client": "floe", "bucket": "snaps", "base_path": "tenant/elsewhere"}}),
+        );
+        registered.insert(
+            "source-ro".into(),
+            serde_json::json!({"type": "s3", "settings": {"client": "floe", "bucket": "snaps", "base_path": "deployments/d0"}}),
+        );
+        registered.insert(
+            "local".into(),
+            serde_json::json!({"type": "s3", "settings": {"bucket": "x"}}),
+        );
+        registered.remove("gone");
+        OwnedFacts {
+            repositories: floe_registrations(),
+            registered: Some(registered),
+            license: Some("trial".into()),
         }
     }
 
@@ -331,6 +592,7 @@ mod tests {
                 healthy: true,
                 problems: &[],
                 replacements: vec![],
+                warnings: &[],
             },
             Row {
                 case: "a node terminated: replaced in its zone",
@@ -345,6 +607,7 @@ mod tests {
                     "the cluster has 2 of 3 nodes",
                 ],
                 replacements: vec![replacement(1, 1, &["i-1"])],
+                warnings: &[],
             },
             Row {
                 case: "a node gone without a trace: replaced, naming none",
@@ -359,6 +622,7 @@ mod tests {
                     "the cluster has 2 of 3 nodes",
                 ],
                 replacements: vec![replacement(1, 1, &[])],
+                warnings: &[],
             },
             Row {
                 case: "a node stopped",
@@ -374,6 +638,7 @@ mod tests {
                     "the cluster has 2 of 3 nodes",
                 ],
                 replacements: vec![replacement(2, 1, &["i-2"])],
+                warnings: &[],
             },
             Row {
                 case: "a node impaired, still in the cluster",
@@ -384,6 +649,7 @@ mod tests {
                     "node group hot has 2 of 3 nodes running",
                 ],
                 replacements: vec![replacement(0, 1, &["i-0"])],
+                warnings: &[],
             },
             Row {
                 case: "a stopped node the group does not lack: terminated, nothing launched",
@@ -401,6 +667,7 @@ mod tests {
                 healthy: false,
                 problems: &["instance i-9 of node group hot is stopped"],
                 replacements: vec![replacement(1, 0, &["i-9"])],
+                warnings: &[],
             },
             Row {
                 case: "a running node not in the cluster",
@@ -408,6 +675,7 @@ mod tests {
                 healthy: false,
                 problems: &["i-2 not in the cluster", "the cluster has 2 of 3 nodes"],
                 replacements: vec![],
+                warnings: &[],
             },
             Row {
                 case: "the cluster cannot be reached: a finding, no heal",
@@ -415,6 +683,7 @@ mod tests {
                 healthy: false,
                 problems: &["the cluster cannot be reached: refused"],
                 replacements: vec![],
+                warnings: &[],
             },
             Row {
                 case: "the cluster is red: a finding, no heal",
@@ -429,6 +698,7 @@ mod tests {
                 healthy: false,
                 problems: &["the cluster's health is red"],
                 replacements: vec![],
+                warnings: &[],
             },
             Row {
                 case: "nothing readable from the cluster but that it answered",
@@ -443,6 +713,117 @@ mod tests {
                 healthy: false,
                 problems: &["the cluster's health cannot be read: timed out"],
                 replacements: vec![],
+                warnings: &[],
+            },
+            Row {
+                case: "a node beyond the spec, not recorded, not joined: surplus, terminated by a heal",
+                facts: Facts {
+                    recorded: ["i-0", "i-1", "i-2"].map(String::from).into(),
+                    ..facts(
+                        [all(), vec![extra(9, 1, Running)]].concat(),
+                        &[],
+                        green(&["i-0", "i-1", "i-2"]),
+                    )
+                },
+                healthy: false,
+                problems: &[
+                    "node group hot has 4 nodes, 1 more than the spec's 3: i-9 surplus",
+                    "i-9 not in the cluster",
+                ],
+                replacements: vec![replacement(1, 0, &["i-9"])],
+                warnings: &[],
+            },
+            Row {
+                case: "two plans' nodes in one cluster: the recorded ones stay, the others are surplus",
+                facts: Facts {
+                    recorded: ["i-0", "i-8", "i-9"].map(String::from).into(),
+                    ..facts(
+                        [all(), vec![extra(8, 1, Running), extra(9, 2, Running)]].concat(),
+                        &[],
+                        green(&["i-0", "i-1", "i-2", "i-8", "i-9"]),
+                    )
+                },
+                healthy: false,
+                problems: &[
+                    "node group hot has 5 nodes, 2 more than the spec's 3: i-1, i-2 surplus",
+                ],
+                replacements: vec![replacement(1, 0, &["i-1"]), replacement(2, 0, &["i-2"])],
+                warnings: &[],
+            },
+            Row {
+                case: "a node of a group the spec no longer has: surplus",
+                facts: facts(
+                    [
+                        all(),
+                        vec![{
+                            let mut warm = extra(7, 0, Running);
+                            warm.tags.insert(TAG_NODE_GROUP.into(), "warm".into());
+                            warm
+                        }],
+                    ]
+                    .concat(),
+                    &[],
+                    green(&["i-0", "i-1", "i-2", "i-7"]),
+                ),
+                healthy: false,
+                problems: &["i-7 not in any node group of the spec: surplus"],
+                replacements: vec![replacement(0, 0, &["i-7"])],
+                warnings: &[],
+            },
+            Row {
+                case: "fewer nodes than the spec and as many stopped: no surplus counted",
+                facts: facts(
+                    [all(), vec![extra(9, 0, Stopped)]].concat(),
+                    &[],
+                    green(&["i-0", "i-1", "i-2"]),
+                ),
+                healthy: false,
+                problems: &["instance i-9 of node group hot is stopped"],
+                replacements: vec![replacement(0, 0, &["i-9"])],
+                warnings: &[],
+            },
+            Row {
+                case: "Floe's password refused (a tenant changed it): a warning, the nodes judged by their instances",
+                facts: facts(
+                    all(),
+                    &[],
+                    ClusterFacts::Refused("unable to authenticate user [elastic]".into()),
+                ),
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[
+                    "the cluster refuses the elastic password Floe holds (401: unable to authenticate user [elastic]); reset the password to give Floe back its access",
+                ],
+            },
+            Row {
+                case: "Floe's repositories and license changed by a tenant: warnings, healthy, no heal",
+                facts: Facts {
+                    owned: owned_changed(),
+                    ..facts(all(), &[], green(&["i-0", "i-1", "i-2"]))
+                },
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[
+                    "repository main: base_path is tenant/elsewhere on the cluster, Floe registered deployments/d1",
+                    "repository source-ro: registered writable on the cluster, Floe registered it read-only",
+                    "repository gone is no longer registered on the cluster (Floe registered it)",
+                    "repository local: type is s3 on the cluster, Floe registered fs",
+                    "repository local: location is unset on the cluster, Floe registered backups/d1",
+                    "the license is trial on the cluster; Floe's nodes run the self-generated basic license",
+                ],
+            },
+            Row {
+                case: "Floe's repositories and license as Floe set them: no warning",
+                facts: Facts {
+                    owned: owned_as_set(),
+                    ..facts(all(), &[], green(&["i-0", "i-1", "i-2"]))
+                },
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[],
             },
         ];
         for row in rows {
@@ -450,6 +831,7 @@ mod tests {
             assert_eq!(o.healthy, row.healthy, "{}: {o:?}", row.case);
             assert_eq!(o.problems, row.problems, "{}", row.case);
             assert_eq!(o.replacements, row.replacements, "{}", row.case);
+            assert_eq!(o.warnings, row.warnings, "{}", row.case);
         }
     }
 

@@ -1,11 +1,18 @@
 //! Reading the facts of one deployment's health, through the steps' ports.
 
-use super::judge::{ClusterFacts, Facts, Observation, judge};
+use super::judge::{ClusterFacts, Facts, Observation, OwnedFacts, judge};
 use crate::deployment_steps::DeploymentSteps;
 use async_trait::async_trait;
 use floe_compute::{ComputeError, Instance, InstanceState};
 use floe_domain::deployment::Deployment;
-use std::collections::BTreeMap;
+use floe_elastic::{ElasticClient, ElasticError, RepositoryRegistration};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Whether Elasticsearch refused the credentials (the `elastic` password
+/// Floe holds no longer works).
+fn refused(e: &ElasticError) -> bool {
+    e.status() == Some(401)
+}
 
 /// Looks at one deployment's instances and cluster.
 #[async_trait]
@@ -28,22 +35,89 @@ impl DeploymentSteps {
         let instances = self.compute.instances(&d.id).await?;
         let impaired = self.impaired(&instances).await;
         // The cluster, from a node that runs.
+        let mut owned = OwnedFacts::default();
         let cluster = match self.clusters.client(d, &[]).await {
             Ok(client) => {
                 let members = client.nodes().await;
                 let health = client.health(None, None).await;
-                ClusterFacts::Reached {
-                    members: members.ok(),
-                    health: health.map(|h| h.status).map_err(|e| e.to_string()),
+                match (&members, &health) {
+                    (Err(e), _) | (_, Err(e)) if refused(e) => {
+                        let reason = e
+                            .failure()
+                            .map_or_else(|| e.to_string(), |f| f.reason.clone());
+                        ClusterFacts::Refused(reason)
+                    }
+                    _ => {
+                        owned = self.owned_facts(d, &client).await;
+                        ClusterFacts::Reached {
+                            members: members.ok(),
+                            health: health.map(|h| h.status).map_err(|e| e.to_string()),
+                        }
+                    }
                 }
             }
             Err(e) => ClusterFacts::Unreachable(e.to_string()),
         };
+        let recorded: BTreeSet<String> = d
+            .access
+            .as_ref()
+            .map(|a| a.nodes.iter().map(|n| n.name.clone()).collect())
+            .unwrap_or_default();
         Ok(Facts {
             instances,
             impaired,
             cluster,
+            recorded,
+            owned,
         })
+    }
+
+    /// What Floe registered on the cluster (as its plans register it, from
+    /// the repository records now) and what the cluster reports of it and
+    /// of its license. What cannot be read judges nothing this time.
+    async fn owned_facts(&self, d: &Deployment, client: &ElasticClient) -> OwnedFacts {
+        OwnedFacts {
+            repositories: self.floe_registrations(d).await,
+            registered: client.repositories().await.ok(),
+            license: client.license().await.ok().and_then(|l| {
+                l.get("type")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_string)
+            }),
+        }
+    }
+
+    /// The registrations Floe's plans make on `d`'s cluster: its own
+    /// repository (writable, at its own path), and the source a mount
+    /// clone reads (read-only, at the source's path).
+    pub(crate) async fn floe_registrations(
+        &self,
+        d: &Deployment,
+    ) -> Vec<(String, RepositoryRegistration)> {
+        let store = self.snapshots.store();
+        let mut out = Vec::new();
+        if let Some(name) = d.spec.repository()
+            && let Ok(Some(repo)) = store.get_repository(&d.org, name).await
+        {
+            out.push((
+                repo.value.name.clone(),
+                floe_snapshots::repository_registration(&repo.value, &d.id, false),
+            ));
+        }
+        if let Some(src) = d.clone_source.as_ref().filter(|s| s.reads_source()) {
+            let t = src.target();
+            if let Ok(Some(repo)) = store.get_repository(&d.org, &t.repository).await {
+                out.push((
+                    t.cluster_repository().to_string(),
+                    floe_snapshots::repository_registration(
+                        &repo.value,
+                        &t.source_deployment_id,
+                        true,
+                    ),
+                ));
+            }
+        }
+        out
     }
 
     /// The running instances that fail a status check, with the names of

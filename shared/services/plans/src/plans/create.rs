@@ -31,6 +31,17 @@ pub(crate) fn nodes_saga(
     secrets: Secrets,
 ) -> Saga {
     let mut saga = Saga::default();
+    // A start (the spec applied again after a plan ended by force, or a
+    // stopped deployment started) first deals with the instances an
+    // earlier plan left: adopted into the cluster they formed, or
+    // terminated before anything new bootstraps.
+    if secrets == Secrets::Kept {
+        saga.step(
+            crate::steps::nodes::LEFTOVERS_STEP,
+            action!(leftovers),
+            action!(nothing),
+        );
+    }
     match secrets {
         Secrets::New => saga.step(
             "node-security",

@@ -30,6 +30,20 @@
 //! `retire-lost` is the point after which the replacements stay: once the
 //! lost nodes may be terminated, unwinding keeps the nodes that took their
 //! place.
+//!
+//! Nodes beyond the spec (`surplus`: a plan ended by force left them, a
+//! node was started by hand) are lost nodes with no replacement: after
+//! wait-joined, drain-surplus excludes them from shard allocation and
+//! wait-surplus-drained waits until no shard is left on them; master-
+//! eligible ones leave the voting configuration as any lost master does;
+//! retire-lost terminates them, and clear-surplus-exclusion lifts the
+//! allocation exclusion. So a surplus node in the cluster goes as an
+//! update retires one, never with the only copy of a shard.
+//!
+//! And a heal restores what Floe owns on the cluster: register-repository
+//! registers the deployment's repository again with Floe's settings, in
+//! case a tenant changed them (a mount clone's read-only source is
+//! registered again by its next start).
 
 use crate::step::{Saga, action};
 use crate::steps::heal::replaces_lost_masters;
@@ -63,6 +77,19 @@ pub fn saga(params: &HealParams) -> Saga {
     }
     saga.step("wait-running", action!(wait_running), action!(nothing));
     saga.step("wait-joined", action!(wait_joined), action!(nothing));
+    let surplus = !params.surplus.is_empty();
+    if surplus {
+        saga.step(
+            "drain-surplus",
+            action!(drain_surplus),
+            action!(lift_surplus_exclusion),
+        );
+        saga.step(
+            "wait-surplus-drained",
+            action!(wait_surplus_drained),
+            action!(nothing),
+        );
+    }
     // Lost masters still there leave the voting configuration before they
     // go, once their replacements joined to take the votes.
     let voting = replaces_lost_masters(params);
@@ -83,6 +110,21 @@ pub fn saga(params: &HealParams) -> Saga {
         saga.step(
             "clear-lost-exclusion",
             action!(clear_lost_exclusion),
+            action!(nothing),
+        );
+    }
+    if surplus {
+        saga.step(
+            "clear-surplus-exclusion",
+            action!(lift_surplus_exclusion),
+            action!(nothing),
+        );
+    }
+    // What Floe owns on the cluster, as Floe set it.
+    if params.spec.repository().is_some() {
+        saga.step(
+            "register-repository",
+            action!(register_repository),
             action!(nothing),
         );
     }
@@ -118,6 +160,7 @@ mod tests {
         let params = HealParams {
             spec,
             replacements: vec![r("masters", 0), r("hot", 1), r("hot", 0)],
+            surplus: Vec::new(),
         };
         assert_eq!(
             saga(&params).ids(),

@@ -1,4 +1,6 @@
-//! Update: grow and shrink. New nodes first: template:{group} and
+//! Update: grow and shrink. First, `leftovers`: instances a plan ended by
+//! force left that are not in the cluster are terminated (those in it
+//! beyond the spec the health check heals out). New nodes first: template:{group} and
 //! launch:{group} for every group that changes (all of them when the
 //! version, user settings or repository change) after node-security and
 //! repository-credentials, then wait-running and wait-joined; then the old
@@ -6,7 +8,9 @@
 //! exclude-masters and wait-masters-excluded (when master-eligible nodes
 //! go: out of the voting configuration first), retire (terminate them),
 //! wait-retired, clear-exclusion (the allocation and voting exclusions),
-//! forget-templates.
+//! forget-templates. register-repository runs whenever the deployment has
+//! a repository, changed or not: it restores Floe's registration if a
+//! tenant changed or deleted it.
 //!
 //! `retire` is the point of no return: before it, unwinding terminates the
 //! new nodes and lets shards back onto the old ones, leaving the previous
@@ -46,6 +50,13 @@ pub fn saga(
             action!(nothing),
         );
     }
+    // Instances a plan ended by force left that never joined the cluster
+    // go; those in it beyond the spec are the health check's to heal out.
+    saga.step(
+        crate::steps::nodes::LEFTOVERS_STEP,
+        action!(leftovers),
+        action!(nothing),
+    );
     let grows = !shape.replaced.is_empty();
     // New nodes join with the deployment's certificates (made here for a
     // deployment created before Floe made them); the nodes that stay keep
@@ -83,13 +94,17 @@ pub fn saga(
         saga.step("wait-running", action!(wait_running), action!(nothing));
     }
     saga.step("wait-joined", action!(wait_joined), action!(nothing));
-    if target.repository().is_some() && target.repository() != current.repository() {
+    // Registered again even when unchanged: a tenant may have changed or
+    // deleted Floe's registrations (the health check warns of it), and an
+    // update restores what Floe owns on the cluster.
+    if target.repository().is_some() {
         saga.step(
             "register-repository",
             action!(register_repository),
             action!(nothing),
         );
     }
+
     if !shape.retiring.is_empty() {
         saga.step("drain", action!(drain), action!(nothing));
         saga.step("wait-drained", action!(wait_drained), action!(nothing));

@@ -14,7 +14,14 @@ impl DeploymentSteps {
     /// cluster: their ids go where their boot script reads
     /// `cluster.initial_master_nodes`. Written right after the launches,
     /// long before a node has booted far enough to read it.
+    /// A start that adopted the cluster a plan ended by force left writes
+    /// nothing: its new nodes join that cluster, and no second one may
+    /// bootstrap.
     pub(crate) async fn bootstrap_masters(&self, ctx: &StepContext<'_>) -> StepResult {
+        if super::nodes::adopted(ctx)?.cluster {
+            ctx.log("joining the cluster the leftovers formed: its initial masters are kept");
+            return Ok(Outcome::Done(Value::Null));
+        }
         let spec = target(ctx.plan)?;
         let mut ids: Vec<String> = Vec::new();
         for g in spec

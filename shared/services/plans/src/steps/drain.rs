@@ -58,7 +58,7 @@ fn old_nodes(ctx: &StepContext<'_>) -> Result<Vec<OldNode>, StepError> {
 }
 
 /// Shard copies on the named nodes, and copies still moving anywhere.
-fn shards_on(shards: &[floe_elastic::ShardRow], names: &[String]) -> (usize, usize) {
+pub(crate) fn shards_on(shards: &[floe_elastic::ShardRow], names: &[String]) -> (usize, usize) {
     // A relocating copy shows as "from -> address id to".
     let on = shards
         .iter()

@@ -14,8 +14,9 @@
 //! Elasticsearch shrinks the configuration without it by itself once
 //! the replacements join.
 
+use super::drain::shards_on;
 use super::voting::{MAX_VOTING_EXCLUSIONS, is_master_group};
-use super::{is_gone, tags, template_name};
+use super::{EXCLUDE_SETTING, is_gone, tags, template_name};
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done};
 use crate::failure::{StepFailure, StepResult};
@@ -92,7 +93,100 @@ pub fn launch_zone(instance: &Instance) -> Option<u32> {
         .ok()
 }
 
+/// The nodes beyond the spec a heal takes out (none for another plan).
+fn surplus_of(plan: &Plan) -> Vec<String> {
+    match &plan.params {
+        PlanParams::Heal(p) => p.surplus.clone(),
+        _ => Vec::new(),
+    }
+}
+
 impl DeploymentSteps {
+    /// The surplus nodes still there (not terminated or shutting down).
+    async fn surplus_there(&self, ctx: &StepContext<'_>) -> Result<Vec<String>, StepFailure> {
+        let surplus = surplus_of(ctx.plan);
+        if surplus.is_empty() {
+            return Ok(Vec::new());
+        }
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
+        Ok(instances
+            .into_iter()
+            .filter(|i| surplus.contains(&i.id) && !is_gone(i.state))
+            .map(|i| i.id)
+            .collect())
+    }
+
+    /// `drain-surplus`: the nodes beyond the spec are excluded from shard
+    /// allocation, so that Elasticsearch moves their shards to the nodes
+    /// that stay before `retire-lost` terminates them.
+    pub(crate) async fn drain_surplus(&self, ctx: &StepContext<'_>) -> StepResult {
+        let names = self.surplus_there(ctx).await?;
+        if names.is_empty() {
+            ctx.log("the surplus nodes are gone already");
+            return Ok(done(&TerminatedOutput { terminated: vec![] }));
+        }
+        let client = self.clusters.client(ctx.deployment, &names).await?;
+        let mut settings = serde_json::Map::new();
+        settings.insert(
+            EXCLUDE_SETTING.into(),
+            serde_json::Value::String(names.join(",")),
+        );
+        client
+            .put_persistent_settings(settings)
+            .await
+            .map_err(|e| StepFailure::elastic(e, "excluding the surplus nodes"))?;
+        ctx.log(format!(
+            "moving shards off the surplus {}",
+            names.join(", ")
+        ));
+        Ok(Outcome::Done(serde_json::json!({ "nodes": names })))
+    }
+
+    /// `wait-surplus-drained`: no shard copy is left on (or moving off) a
+    /// surplus node.
+    pub(crate) async fn wait_surplus_drained(&self, ctx: &StepContext<'_>) -> StepResult {
+        let names = self.surplus_there(ctx).await?;
+        if names.is_empty() {
+            return Ok(Outcome::Done(serde_json::Value::Null));
+        }
+        let client = self.clusters.client(ctx.deployment, &names).await?;
+        let shards = client
+            .shards()
+            .await
+            .map_err(|e| StepFailure::elastic(e, "listing shards"))?;
+        let (on, moving) = shards_on(&shards, &names);
+        if on == 0 && moving == 0 {
+            ctx.log(format!("no shard left on the surplus {}", names.join(", ")));
+            return Ok(Outcome::Done(serde_json::Value::Null));
+        }
+        if ctx.elapsed() > self.settings.drain_timeout {
+            return Err(StepFailure::permanent(
+                "drain_timeout",
+                format!(
+                    "{on} shard copies still on the surplus nodes after {} s",
+                    ctx.elapsed().as_secs()
+                ),
+            ));
+        }
+        Ok(Outcome::Wait {
+            after: self.settings.poll,
+            note: format!("{on} shard copies still on the surplus nodes, {moving} moving"),
+        })
+    }
+
+    /// `clear-surplus-exclusion`, and the undo of `drain-surplus`: the
+    /// allocation exclusion goes (the surplus nodes are gone, or stay).
+    pub(crate) async fn lift_surplus_exclusion(&self, ctx: &StepContext<'_>) -> StepResult {
+        let client = self.clusters.client(ctx.deployment, &[]).await?;
+        let mut settings = serde_json::Map::new();
+        settings.insert(EXCLUDE_SETTING.into(), serde_json::Value::Null);
+        client
+            .put_persistent_settings(settings)
+            .await
+            .map_err(|e| StepFailure::elastic(e, "clearing the allocation exclusion"))?;
+        Ok(Outcome::Done(serde_json::Value::Null))
+    }
+
     /// `replace:{group}`: the group's replacements, each zone's with a
     /// launch tag and client token of its own, so that a second run starts
     /// nothing more.

@@ -7,15 +7,177 @@ use super::{is_gone, tags, target, target_group, template_name};
 use crate::deployment_steps::DeploymentSteps;
 use crate::engine::{Outcome, StepContext, done};
 use crate::failure::{StepFailure, StepResult};
-use crate::outputs::{JoinedOutput, LaunchOutput, RunningOutput, TemplateOutput, TerminatedOutput};
+use crate::outputs::{
+    JoinedOutput, LaunchOutput, LeftoversOutput, RunningOutput, TemplateOutput, TerminatedOutput,
+};
 use floe_compute::{
-    ComputeError, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_LAUNCH, TAG_NODE_GROUP,
-    TAG_PLAN, Volume,
+    ComputeError, Instance, InstanceState, LaunchRequest, LaunchTemplateSpec, TAG_LAUNCH,
+    TAG_NODE_GROUP, TAG_PLAN, Volume,
 };
 use floe_domain::catalog;
 use serde_json::Value;
 
+/// The step that deals with what a plan ended by force left.
+pub(crate) const LEFTOVERS_STEP: &str = "leftovers";
+
+/// The leftovers this plan adopted (none when it adopted nothing, or has
+/// no `leftovers` step).
+pub(crate) fn adopted(ctx: &StepContext<'_>) -> Result<LeftoversOutput, StepFailure> {
+    Ok(ctx
+        .optional_output_of::<LeftoversOutput>(LEFTOVERS_STEP)?
+        .unwrap_or_default())
+}
+
 impl DeploymentSteps {
+    /// `leftovers`, first of a start (and of an update, after `begin`): the
+    /// instances of the deployment that a plan ended by force left behind
+    /// (its launches, which it never recorded as the deployment's nodes)
+    /// would otherwise run beside the ones this plan launches, a second
+    /// bootstrapped cluster on EC2. So:
+    ///
+    /// - none in a cluster that answers (they never formed one, or are
+    ///   still booting): they are terminated, and the step waits until
+    ///   they are gone, so that the new nodes bootstrap a fresh cluster and
+    ///   can join no other;
+    /// - in a cluster: a start adopts it. Each group keeps up to its count
+    ///   of them (members first), the launches start only what it still
+    ///   lacks, and the new nodes join that cluster (its bootstrap is not
+    ///   written again). Leftovers beyond the spec that are members stay
+    ///   for the health check, which finds them surplus and heals them
+    ///   out safely; the others are terminated.
+    ///
+    /// An update keeps the nodes the record names and terminates only the
+    /// leftovers that are not members of its cluster; members beyond the
+    /// spec are the health check's, as above.
+    pub(crate) async fn leftovers(&self, ctx: &StepContext<'_>) -> StepResult {
+        let spec = target(ctx.plan)?;
+        let recorded: Vec<&str> = ctx
+            .deployment
+            .access
+            .as_ref()
+            .map(|a| a.nodes.iter().map(|n| n.name.as_str()).collect())
+            .unwrap_or_default();
+        let is_update = matches!(ctx.plan.params, floe_domain::plan::PlanParams::Update(_));
+        let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
+        // Not this plan's, not the deployment's recorded nodes (an update
+        // runs on those), and not terminated yet.
+        let left: Vec<&Instance> = instances
+            .iter()
+            .filter(|i| i.tags.get(TAG_PLAN) != Some(&ctx.plan.id))
+            .filter(|i| !(is_update && recorded.contains(&i.id.as_str())))
+            .filter(|i| i.state != InstanceState::Terminated)
+            .collect();
+        // Shutting down: on their way out already, waited for.
+        let going: Vec<&Instance> = left.iter().copied().filter(|i| is_gone(i.state)).collect();
+        let there: Vec<&Instance> = left.iter().copied().filter(|i| !is_gone(i.state)).collect();
+        let earlier = ctx
+            .optional_output_of::<LeftoversOutput>(LEFTOVERS_STEP)?
+            .unwrap_or_default();
+        if there.is_empty() && going.is_empty() {
+            if earlier == LeftoversOutput::default() {
+                ctx.log("no instance left by an earlier plan");
+            }
+            return Ok(done(&earlier));
+        }
+        // The cluster they formed, if one answers.
+        let members: Vec<String> = match self.clusters.client(ctx.deployment, &[]).await {
+            Ok(client) => client
+                .nodes()
+                .await
+                .map(|n| n.into_iter().map(|n| n.name).collect())
+                .unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        if is_update && members.is_empty() {
+            // Which instances the cluster has cannot be told: none is touched.
+            ctx.log(format!(
+                "{} instances not recorded as the deployment's nodes, and no cluster answers: left as they are",
+                there.len() + going.len()
+            ));
+            return Ok(done(&earlier));
+        }
+        let member = |i: &Instance| members.contains(&i.id);
+        let cluster = is_update || there.iter().any(|i| member(i));
+        let mut adopted = Vec::new();
+        let mut terminate = Vec::new();
+        let mut surplus = Vec::new();
+        if !cluster {
+            terminate.extend(there.iter().map(|i| i.id.clone()));
+        } else {
+            for g in &spec.node_groups {
+                let mut of_group: Vec<&Instance> = there
+                    .iter()
+                    .copied()
+                    .filter(|i| i.tags.get(TAG_NODE_GROUP) == Some(&g.id))
+                    .collect();
+                of_group.sort_by_key(|i| (!member(i), i.id.clone()));
+                for (n, i) in of_group.into_iter().enumerate() {
+                    if !is_update && (n as u32) < g.count {
+                        adopted.push(i.id.clone());
+                    } else if member(i) {
+                        surplus.push(i.id.clone());
+                    } else {
+                        terminate.push(i.id.clone());
+                    }
+                }
+            }
+            // Of no group of the spec.
+            for i in there.iter().filter(|i| {
+                !spec
+                    .node_groups
+                    .iter()
+                    .any(|g| i.tags.get(TAG_NODE_GROUP) == Some(&g.id))
+            }) {
+                if member(i) {
+                    surplus.push(i.id.clone());
+                } else {
+                    terminate.push(i.id.clone());
+                }
+            }
+        }
+        if !terminate.is_empty() {
+            self.compute.terminate(&terminate).await?;
+            ctx.log(format!(
+                "terminated {}, left by an earlier plan{}",
+                terminate.join(", "),
+                if cluster {
+                    ", not in the cluster"
+                } else {
+                    ": they formed no cluster, the new nodes bootstrap a fresh one"
+                }
+            ));
+        }
+        if !adopted.is_empty() {
+            ctx.log(format!(
+                "adopted {}, left by an earlier plan in the cluster they formed: the new nodes join it",
+                adopted.join(", ")
+            ));
+        }
+        if !surplus.is_empty() {
+            ctx.log(format!(
+                "{} beyond the spec, in the cluster: the health check heals them out",
+                surplus.join(", ")
+            ));
+        }
+        let mut output = LeftoversOutput {
+            cluster: cluster || earlier.cluster,
+            adopted,
+            terminated: earlier.terminated,
+        };
+        output.terminated.extend(terminate.iter().cloned());
+        output.terminated.sort();
+        output.terminated.dedup();
+        // Nothing new starts while a terminated one may still answer.
+        let waiting = going.len() + terminate.len();
+        if waiting > 0 && !cluster {
+            return Ok(Outcome::Wait {
+                after: self.settings.poll,
+                note: format!("{waiting} instances left by an earlier plan still terminating"),
+            });
+        }
+        Ok(done(&output))
+    }
+
     /// `template:{group}`: the group's launch template, with the boot
     /// script of its nodes (named per deployment, group and plan, so a
     /// second run finds the first one's).
@@ -92,8 +254,27 @@ impl DeploymentSteps {
         // fell back to another zone used another client token, so only its
         // tag finds it again.
         let earlier = self.compute.instances(&ctx.plan.deployment_id).await?;
+        // Nodes of the group adopted from a plan ended by force count
+        // towards their zone's share.
+        let adopted = adopted(ctx)?.adopted;
+        let adopted_in = |zone: usize| {
+            earlier
+                .iter()
+                .filter(|i| adopted.contains(&i.id))
+                .filter(|i| i.tags.get(TAG_NODE_GROUP) == Some(&g.id))
+                .filter(|i| super::heal::launch_zone(i) == Some(zone as u32))
+                .count() as u32
+        };
         let mut ids = Vec::new();
+        let kept = earlier
+            .iter()
+            .filter(|i| adopted.contains(&i.id))
+            .filter(|i| i.tags.get(TAG_NODE_GROUP) == Some(&g.id))
+            .count() as u32;
+        let mut remaining = g.count.saturating_sub(kept);
         for (zone, count) in spread(g.count, g.zone_count).into_iter().enumerate() {
+            let count = count.saturating_sub(adopted_in(zone)).min(remaining);
+            remaining -= count;
             if count == 0 {
                 continue;
             }
@@ -201,12 +382,22 @@ impl DeploymentSteps {
             .collect();
         let expected: u32 = match &ctx.plan.params {
             floe_domain::plan::PlanParams::Heal(p) => p.replacements.iter().map(|r| r.count).sum(),
-            _ => spec
-                .node_groups
-                .iter()
-                .filter(|g| launched.contains(&g.id.as_str()))
-                .map(|g| g.count)
-                .sum(),
+            _ => {
+                let adopted = adopted(ctx)?.adopted;
+                let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
+                spec.node_groups
+                    .iter()
+                    .filter(|g| launched.contains(&g.id.as_str()))
+                    .map(|g| {
+                        let kept = instances
+                            .iter()
+                            .filter(|i| adopted.contains(&i.id))
+                            .filter(|i| i.tags.get(TAG_NODE_GROUP) == Some(&g.id))
+                            .count() as u32;
+                        g.count.saturating_sub(kept)
+                    })
+                    .sum()
+            }
         };
         let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let ours: Vec<_> = instances
