@@ -884,8 +884,10 @@ pub struct DeploymentView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clone_source: Option<crate::restore::CloneSource>,
     /// What the worker's last health check (once a minute) found: every
-    /// node of the spec running and in the cluster, and the cluster not
-    /// red. Absent until the first check of the running deployment.
+    /// node of the spec running and in the cluster, none beyond the spec
+    /// (surplus), and the cluster not red. Only the nodes decide it (see
+    /// `health_warnings`). Absent until the first check of the running
+    /// deployment.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
     /// Why the deployment is not healthy.
