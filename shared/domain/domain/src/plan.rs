@@ -687,6 +687,25 @@ mod tests {
     }
 
     #[test]
+    fn a_delete_removing_snapshots_is_a_delete_that_says_so_in_its_params() {
+        let now = chrono::Utc::now();
+        let plan = Plan::new(
+            "acme",
+            "d1",
+            PlanParams::DeleteRemovingSnapshots,
+            "t",
+            "alice",
+            now,
+        );
+        assert_eq!(plan.kind(), PlanKind::Delete);
+        let written = serde_json::to_value(&plan).expect("writes");
+        assert_eq!(written["kind"], "delete");
+        assert_eq!(written["params"]["remove_snapshots"], true);
+        let again: Plan = serde_json::from_value(written).expect("reloads");
+        assert_eq!(again.params, PlanParams::DeleteRemovingSnapshots);
+    }
+
+    #[test]
     fn a_forced_end_fails_the_plan_and_the_step_it_stood_in() {
         let now = chrono::Utc::now();
         let mut plan = Plan::new("acme", "d1", PlanParams::Delete, "t", "alice", now);
