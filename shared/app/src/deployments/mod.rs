@@ -151,15 +151,31 @@ impl App {
         if !is_resource_id(id) {
             return Err(AppError::not_found(Resource::Deployment, id));
         }
-        self.store
+        let shown = self
+            .store
             .show_deployment(&who.org, id, &self.views.0, show)
             .await?
-            .ok_or_else(|| AppError::not_found(Resource::Deployment, id))
+            .ok_or_else(|| AppError::not_found(Resource::Deployment, id))?;
+        // Only a mount clone can deserve the source snapshot's warning
+        // (see `mount_source`); any other view is shown as kept.
+        if !shown.json().contains(r#""mode":"mount""#) {
+            return Ok(shown);
+        }
+        let d = self.load_deployment(&who.org, id).await?;
+        let Some(warning) = self.mount_source_warning(&d.value).await else {
+            return Ok(shown);
+        };
+        let mut view = DeploymentView::of(d.value, d.version);
+        view.health_warnings.push(warning);
+        Shown::new(&view, d.version)
     }
 
     pub async fn get_deployment(&self, who: &Reader, id: &str) -> Result<DeploymentView, AppError> {
         let d = self.load_deployment(&who.org, id).await?;
-        Ok(DeploymentView::of(d.value, d.version))
+        let warning = self.mount_source_warning(&d.value).await;
+        let mut view = DeploymentView::of(d.value, d.version);
+        view.health_warnings.extend(warning);
+        Ok(view)
     }
 }
 
