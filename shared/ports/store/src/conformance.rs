@@ -1207,6 +1207,17 @@ pub async fn a_deleted_deployments_kept_snapshots_hold_its_repository(store: Sto
             .is_empty()
     );
     assert_eq!(store.delete_plans_of(&org, &d.id).await?, 0);
+    // And so do its policy run states.
+    store
+        .save_policy_run(&PolicyRun::new(&org, &d.id, "nightly", Utc::now()), None)
+        .await?;
+    assert_eq!(store.delete_policy_runs_of(&org, &d.id).await?, 1);
+    assert!(
+        store
+            .get_policy_run(&org, &d.id, "nightly")
+            .await?
+            .is_none()
+    );
 
     store.forget_former_deployment(&got).await?;
     let kept = store.get_repository(&org, "kept").await?.ok_or("missing")?;

@@ -737,10 +737,10 @@ impl Engine {
         }))
     }
 
-    /// Removes a deleted deployment's plan records: no API reaches them
-    /// once the deployment is gone. A failure leaves them to the next
-    /// delete of the same id (none: ids are never reused) and is logged;
-    /// the delete itself has succeeded.
+    /// Removes a deleted deployment's plan records and policy run states:
+    /// no API reaches them once the deployment is gone. A failure is
+    /// logged and leaves them (ids are never reused, so nothing reads
+    /// them); the delete itself has succeeded.
     async fn forget_plans(&self, org: &str, deployment_id: &str) {
         match self.store.delete_plans_of(org, deployment_id).await {
             Ok(n) => tracing::debug!(
@@ -751,6 +751,9 @@ impl Engine {
             Err(e) => {
                 tracing::warn!(deployment = deployment_id, error = %e, "cannot forget a deleted deployment's plans")
             }
+        }
+        if let Err(e) = self.store.delete_policy_runs_of(org, deployment_id).await {
+            tracing::warn!(deployment = deployment_id, error = %e, "cannot forget a deleted deployment's policy runs");
         }
     }
 

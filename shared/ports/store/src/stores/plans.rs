@@ -189,6 +189,28 @@ impl Store {
         org: &str,
         deployment_id: &str,
     ) -> Result<usize, StoreError> {
+        self.delete_all_of(org, Kind::Plan, deployment_id).await
+    }
+
+    /// Removes the policy run states of a deleted deployment, as
+    /// [`Store::delete_plans_of`] its plans.
+    pub async fn delete_policy_runs_of(
+        &self,
+        org: &str,
+        deployment_id: &str,
+    ) -> Result<usize, StoreError> {
+        self.delete_all_of(org, Kind::PolicyRun, deployment_id)
+            .await
+    }
+
+    /// Removes every record of `kind` keyed `{deployment_id}#…`, a page
+    /// (one batch) at a time.
+    async fn delete_all_of(
+        &self,
+        org: &str,
+        kind: Kind,
+        deployment_id: &str,
+    ) -> Result<usize, StoreError> {
         let mut removed = 0;
         let page = PageRequest {
             size: Some(super::MAX_PAGE_SIZE),
@@ -198,7 +220,7 @@ impl Store {
             let listed = self
                 .list_records(
                     org,
-                    Kind::Plan,
+                    kind,
                     format!("{deployment_id}#"),
                     Filter::default(),
                     &page,
