@@ -212,6 +212,36 @@ mod tests {
                 "record-access"
             ]
         );
+        // Surplus master-eligible nodes: drained and out of the voting
+        // configuration before they go; the repository registered again.
+        let mut spec = params.spec.clone();
+        spec.snapshot = serde_json::from_value(json!({"repository": "main"}))?;
+        let params = HealParams {
+            spec,
+            replacements: vec![Replacement {
+                count: 0,
+                ..lost("masters", 2, "i-9")
+            }],
+            surplus: vec!["i-9".into()],
+        };
+        assert_eq!(
+            saga(&params).ids(),
+            [
+                "template:masters",
+                "replace:masters",
+                "wait-running",
+                "wait-joined",
+                "drain-surplus",
+                "wait-surplus-drained",
+                "exclude-lost-masters",
+                "wait-lost-masters-excluded",
+                "retire-lost",
+                "clear-lost-exclusion",
+                "clear-surplus-exclusion",
+                "register-repository",
+                "record-access"
+            ]
+        );
         Ok(())
     }
 }

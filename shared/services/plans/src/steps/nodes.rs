@@ -170,6 +170,15 @@ impl DeploymentSteps {
         // Nothing new starts while a terminated one may still answer.
         let waiting = going.len() + terminate.len();
         if waiting > 0 && !cluster {
+            if ctx.elapsed() > self.settings.boot_timeout {
+                return Err(StepFailure::permanent(
+                    "terminate_timeout",
+                    format!(
+                        "{waiting} instances left by an earlier plan still not terminated after {} s",
+                        ctx.elapsed().as_secs()
+                    ),
+                ));
+            }
             return Ok(Outcome::Wait {
                 after: self.settings.poll,
                 note: format!("{waiting} instances left by an earlier plan still terminating"),
