@@ -21,7 +21,9 @@ mod error;
 use async_trait::async_trait;
 use aws_sdk_iam::Client;
 use aws_sdk_iam::types::Tag;
-use floe_compute::{ComputeError, NodeIdentity, TAG_DEPLOYMENT, node_identity_name};
+use floe_compute::{
+    ComputeError, NodeIdentity, PathAccess, SnapshotPath, TAG_DEPLOYMENT, node_identity_name,
+};
 use serde_json::{Value, json};
 
 use crate::error::{IamFailure, permanent};
@@ -91,9 +93,10 @@ pub struct IamIdentityConfig {
     pub kms_key_arn: Option<String>,
     /// The S3 buckets the nodes may keep snapshots in with their own
     /// credentials (a repository on AWS S3 without keys of its own), by
-    /// name. Written into the inline policy rather than attached as managed
-    /// policies, so that the worker needs no `iam:AttachRolePolicy`, which
-    /// could hand a node role any policy of the account.
+    /// name: a role is granted paths in these buckets only, each path in
+    /// its inline policy rather than attached as managed policies, so that
+    /// the worker needs no `iam:AttachRolePolicy`, which could hand a node
+    /// role any policy of the account.
     pub snapshot_buckets: Vec<String>,
 }
 
@@ -159,7 +162,12 @@ impl IamIdentity {
         }
     }
 
-    async fn ensure_role(&self, deployment_id: &str, name: &str) -> Result<(), ComputeError> {
+    async fn ensure_role(
+        &self,
+        deployment_id: &str,
+        name: &str,
+        policy: String,
+    ) -> Result<(), ComputeError> {
         match self.role(name).await? {
             Some((_, path)) if path != self.config.path => {
                 // Not one of ours: never take over a role outside the path.
@@ -198,7 +206,6 @@ impl IamIdentity {
         }
         // Always written: a policy changed since (a new key, a new
         // prefix) reaches the existing roles at their next plan.
-        let policy = node_policy(&self.config, deployment_id).to_string();
         self.client
             .put_role_policy()
             .role_name(name)
@@ -406,10 +413,17 @@ impl IamIdentity {
 
 #[async_trait]
 impl NodeIdentity for IamIdentity {
-    async fn ensure(&self, deployment_id: &str) -> Result<String, ComputeError> {
+    async fn ensure(
+        &self,
+        deployment_id: &str,
+        paths: &[SnapshotPath],
+    ) -> Result<String, ComputeError> {
         check_deployment_id(deployment_id)?;
         let name = node_identity_name(deployment_id);
-        self.ensure_role(deployment_id, &name).await?;
+        // Judged before anything is created: a refused grant leaves IAM as
+        // it was.
+        let policy = node_policy(&self.config, deployment_id, paths)?.to_string();
+        self.ensure_role(deployment_id, &name, policy).await?;
         self.ensure_profile(deployment_id, &name).await
     }
 
@@ -439,10 +453,32 @@ pub const SNAPSHOT_OBJECT_ACTIONS: &[&str] = &[
     "s3:ListMultipartUploadParts",
 ];
 
+/// What a node reads of the snapshot files under a path it may only read.
+pub const SNAPSHOT_READ_ACTIONS: &[&str] = &["s3:GetObject"];
+
+/// The bucket actions that take the `s3:prefix` condition: listing, which
+/// would otherwise name every other deployment's snapshot files.
+const PREFIXED_BUCKET_ACTIONS: &[&str] = &[
+    "s3:ListBucket",
+    "s3:ListBucketMultipartUploads",
+    "s3:ListBucketVersions",
+];
+
 /// The inline policy of a deployment's node role: its own parameters, the
-/// instance lookup the boot script makes to find its data volume, and, with
-/// a key of its own, decrypting through SSM.
-pub fn node_policy(config: &IamIdentityConfig, deployment_id: &str) -> Value {
+/// instance lookup the boot script makes to find its data volume, with a
+/// key of its own decrypting through SSM, and exactly the snapshot `paths`
+/// it is granted: listing under each path only, its own path read and
+/// written, a source's path read.
+///
+/// Each granted bucket must be one of `config.snapshot_buckets`, the
+/// buckets the stack lets node roles reach at all (its permissions
+/// boundary names the same): a grant outside them is refused here rather
+/// than left to fail as an access denial on the node.
+pub fn node_policy(
+    config: &IamIdentityConfig,
+    deployment_id: &str,
+    paths: &[SnapshotPath],
+) -> Result<Value, ComputeError> {
     let own = format!(
         "{}/{deployment_id}/*",
         config.parameters_arn.trim_end_matches('/')
@@ -462,32 +498,47 @@ pub fn node_policy(config: &IamIdentityConfig, deployment_id: &str) -> Value {
             "Resource": "*",
         }),
     ];
-    if !config.snapshot_buckets.is_empty() {
-        let partition = config
-            .parameters_arn
-            .split(':')
-            .nth(1)
-            .filter(|p| !p.is_empty())
-            .unwrap_or("aws");
-        let buckets: Vec<String> = config
-            .snapshot_buckets
-            .iter()
-            .map(|b| format!("arn:{partition}:s3:::{b}"))
-            .collect();
-        let objects: Vec<String> = buckets.iter().map(|b| format!("{b}/*")).collect();
-        // What Elasticsearch's repository-s3 calls on a bucket and on the
-        // snapshot files in it.
+    let partition = config
+        .parameters_arn
+        .split(':')
+        .nth(1)
+        .filter(|p| !p.is_empty())
+        .unwrap_or("aws");
+    // One set of statements per path, in a stable order, so that the same
+    // grants always write the same document.
+    let mut paths = paths.to_vec();
+    paths.sort();
+    paths.dedup();
+    let mut buckets_located = std::collections::BTreeSet::new();
+    for (i, path) in paths.iter().enumerate() {
+        check_path(config, path)?;
+        let bucket = format!("arn:{partition}:s3:::{}", path.bucket);
+        if buckets_located.insert(bucket.clone()) {
+            statements.push(json!({
+                "Sid": format!("LocatesSnapshotBucket{i}"),
+                "Effect": "Allow",
+                "Action": "s3:GetBucketLocation",
+                "Resource": bucket,
+            }));
+        }
+        // Elasticsearch lists `{path}/` and below; the bare path is what a
+        // listing of the path itself sends.
         statements.push(json!({
-            "Sid": "ListsTheSnapshotBuckets",
+            "Sid": format!("ListsUnderSnapshotPath{i}"),
             "Effect": "Allow",
-            "Action": SNAPSHOT_BUCKET_ACTIONS,
-            "Resource": buckets,
+            "Action": PREFIXED_BUCKET_ACTIONS,
+            "Resource": bucket,
+            "Condition": {"StringLike": {"s3:prefix": [path.prefix.clone(), format!("{}/*", path.prefix)]}},
         }));
+        let (sid, actions) = match path.access {
+            PathAccess::ReadWrite => ("KeepsSnapshotFilesUnderPath", SNAPSHOT_OBJECT_ACTIONS),
+            PathAccess::ReadOnly => ("ReadsSnapshotFilesUnderPath", SNAPSHOT_READ_ACTIONS),
+        };
         statements.push(json!({
-            "Sid": "KeepsSnapshotFiles",
+            "Sid": format!("{sid}{i}"),
             "Effect": "Allow",
-            "Action": SNAPSHOT_OBJECT_ACTIONS,
-            "Resource": objects,
+            "Action": actions,
+            "Resource": format!("{bucket}/{}/*", path.prefix),
         }));
     }
     if let Some(key) = &config.kms_key_arn {
@@ -499,7 +550,40 @@ pub fn node_policy(config: &IamIdentityConfig, deployment_id: &str) -> Value {
             "Condition": {"StringLike": {"kms:ViaService": "ssm.*.amazonaws.com"}},
         }));
     }
-    json!({"Version": "2012-10-17", "Statement": statements})
+    Ok(json!({"Version": "2012-10-17", "Statement": statements}))
+}
+
+/// A granted path names an allowed bucket, and a prefix with nothing that
+/// would widen it: no wildcard IAM would expand, no empty or `..` segment.
+fn check_path(config: &IamIdentityConfig, path: &SnapshotPath) -> Result<(), ComputeError> {
+    if !config.snapshot_buckets.contains(&path.bucket) {
+        return Err(permanent(
+            "snapshot_bucket_not_allowed",
+            format!(
+                "bucket {:?} is not one of the stack's snapshot buckets ({}): node roles may not reach it; add it to the SnapshotBuckets parameter, or give the repository keys of its own",
+                path.bucket,
+                config.snapshot_buckets.join(", ")
+            ),
+        ));
+    }
+    let valid = !path.prefix.is_empty()
+        && path.prefix.len() <= 1024
+        && path
+            .prefix
+            .split('/')
+            .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+        && !path
+            .prefix
+            .chars()
+            .any(|c| matches!(c, '*' | '?' | '$' | '"' | '\\') || c.is_control());
+    if valid {
+        Ok(())
+    } else {
+        Err(permanent(
+            "invalid_request",
+            format!("{:?} cannot be granted as a snapshot path", path.prefix),
+        ))
+    }
 }
 
 /// A deployment id goes into a role name and a policy's resource: only
@@ -542,20 +626,90 @@ mod tests {
         }
     }
 
-    #[test]
-    fn snapshot_buckets_are_named_and_nothing_else_of_s3() {
-        let mut with_buckets = config();
-        with_buckets.snapshot_buckets = vec!["snaps-a".into()];
-        let text = node_policy(&with_buckets, "dep1").to_string();
-        assert!(text.contains(r#""arn:aws:s3:::snaps-a""#), "{text}");
-        assert!(text.contains(r#""arn:aws:s3:::snaps-a/*""#), "{text}");
-        assert!(!text.contains("s3:*"), "{text}");
-        assert!(!node_policy(&config(), "dep1").to_string().contains("s3:"));
+    fn path(bucket: &str, prefix: &str, access: PathAccess) -> SnapshotPath {
+        SnapshotPath {
+            bucket: bucket.into(),
+            prefix: prefix.into(),
+            access,
+        }
+    }
+
+    fn with_buckets() -> IamIdentityConfig {
+        let mut config = config();
+        config.snapshot_buckets = vec!["snaps-a".into(), "snaps-b".into()];
+        config
     }
 
     #[test]
-    fn the_policy_reads_only_the_deployments_own_path() {
-        let policy = node_policy(&config(), "dep1");
+    fn a_role_reaches_only_the_paths_it_is_granted() -> Result<(), ComputeError> {
+        let grants = [
+            path("snaps-a", "prod/dep1", PathAccess::ReadWrite),
+            path("snaps-b", "dep0", PathAccess::ReadOnly),
+        ];
+        let policy = node_policy(&with_buckets(), "dep1", &grants)?;
+        let text = policy.to_string();
+        // Objects only under each path, never the whole bucket.
+        assert!(
+            text.contains(r#""arn:aws:s3:::snaps-a/prod/dep1/*""#),
+            "{text}"
+        );
+        assert!(text.contains(r#""arn:aws:s3:::snaps-b/dep0/*""#), "{text}");
+        assert!(!text.contains(r#""arn:aws:s3:::snaps-a/*""#), "{text}");
+        assert!(!text.contains("s3:*"), "{text}");
+        // Listing only under each path.
+        assert!(
+            text.contains(r#""s3:prefix":["prod/dep1","prod/dep1/*"]"#),
+            "{text}"
+        );
+        let statements = policy["Statement"].as_array().cloned().unwrap_or_default();
+        let source: Vec<&Value> = statements
+            .iter()
+            .filter(|s| s["Resource"] == "arn:aws:s3:::snaps-b/dep0/*")
+            .collect();
+        // The source path is read, never written or deleted.
+        assert_eq!(source.len(), 1);
+        assert_eq!(source[0]["Action"], json!(["s3:GetObject"]));
+        for s in &statements {
+            let lists = s["Action"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|a| a == "s3:ListBucket"));
+            if lists {
+                assert!(s["Condition"]["StringLike"]["s3:prefix"].is_array(), "{s}");
+            }
+        }
+        // The same grants in another order write the same document.
+        let reversed = [grants[1].clone(), grants[0].clone()];
+        assert_eq!(node_policy(&with_buckets(), "dep1", &reversed)?, policy);
+        Ok(())
+    }
+
+    #[test]
+    fn no_grant_no_s3() -> Result<(), ComputeError> {
+        let text = node_policy(&with_buckets(), "dep1", &[])?.to_string();
+        assert!(!text.contains("s3:"), "{text}");
+        Ok(())
+    }
+
+    #[test]
+    fn grants_outside_the_stacks_buckets_or_widening_a_path_are_refused() {
+        let refused = node_policy(
+            &with_buckets(),
+            "dep1",
+            &[path("other", "dep1", PathAccess::ReadWrite)],
+        );
+        assert!(refused.is_err());
+        for bad in ["", "a//b", "a/*", "a/../b", "dep?", "./a", "a\nb"] {
+            let grant = path("snaps-a", bad, PathAccess::ReadOnly);
+            assert!(
+                node_policy(&with_buckets(), "dep1", &[grant]).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_policy_reads_only_the_deployments_own_parameters() -> Result<(), ComputeError> {
+        let policy = node_policy(&config(), "dep1", &[])?;
         let text = policy.to_string();
         assert!(
             text.contains(
@@ -568,10 +722,11 @@ mod tests {
         let mut with_key = config();
         with_key.kms_key_arn = Some("arn:aws:kms:eu-west-1:123456789012:key/k".into());
         assert!(
-            node_policy(&with_key, "dep1")
+            node_policy(&with_key, "dep1", &[])?
                 .to_string()
                 .contains("kms:Decrypt")
         );
+        Ok(())
     }
 
     #[test]

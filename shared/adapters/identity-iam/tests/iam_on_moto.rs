@@ -6,7 +6,7 @@
 use std::error::Error;
 
 use aws_sdk_iam::Client;
-use floe_compute::{NodeIdentity, node_identity_name};
+use floe_compute::{NodeIdentity, PathAccess, SnapshotPath, node_identity_name};
 use floe_identity_iam::{DEFAULT_PATH, IamIdentity, IamIdentityConfig, POLICY_NAME};
 
 type TestResult = Result<(), Box<dyn Error>>;
@@ -99,10 +99,10 @@ async fn ensure_makes_a_bounded_role_reading_only_its_own_parameters() -> TestRe
     let other = deployment();
     let name = node_identity_name(&id);
 
-    let profile = identity.ensure(&id).await?;
+    let profile = identity.ensure(&id, &[]).await?;
     // Twice: the same profile, nothing created twice.
-    assert_eq!(identity.ensure(&id).await?, profile);
-    identity.ensure(&other).await?;
+    assert_eq!(identity.ensure(&id, &[]).await?, profile);
+    identity.ensure(&other, &[]).await?;
     assert!(
         profile.ends_with(&format!(":instance-profile{DEFAULT_PATH}{name}")),
         "{profile}"
@@ -187,7 +187,7 @@ async fn forget_takes_apart_what_a_half_done_ensure_left() -> TestResult {
     let identity = IamIdentity::new(&sdk, config());
     let id = deployment();
     let name = node_identity_name(&id);
-    identity.ensure(&id).await?;
+    identity.ensure(&id, &[]).await?;
     // Floe attaches none; an operator may have.
     client
         .attach_role_policy()
@@ -241,7 +241,7 @@ async fn a_role_outside_the_path_is_never_taken_over() -> TestResult {
         .send()
         .await?;
     let identity = IamIdentity::new(&sdk, config());
-    let refused = identity.ensure(&id).await;
+    let refused = identity.ensure(&id, &[]).await;
     assert!(
         matches!(&refused, Err(floe_compute::ComputeError::Permanent { failure_type, .. }) if failure_type == "node_identity_conflict"),
         "{refused:?}"
@@ -249,5 +249,70 @@ async fn a_role_outside_the_path_is_never_taken_over() -> TestResult {
     assert!(identity.forget(&id).await.is_err());
     client.get_role().role_name(&name).send().await?;
     client.delete_role().role_name(&name).send().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_role_reaches_the_granted_snapshot_paths_and_no_others() -> TestResult {
+    let sdk = sdk()?;
+    let client = Client::new(&sdk);
+    let mut with_buckets = config();
+    with_buckets.snapshot_buckets = vec!["floe-snaps".into()];
+    let identity = IamIdentity::new(&sdk, with_buckets);
+    let id = deployment();
+    let source = deployment();
+    let name = node_identity_name(&id);
+    let own = SnapshotPath {
+        bucket: "floe-snaps".into(),
+        prefix: format!("prod/{id}"),
+        access: PathAccess::ReadWrite,
+    };
+    let read = SnapshotPath {
+        bucket: "floe-snaps".into(),
+        prefix: format!("prod/{source}"),
+        access: PathAccess::ReadOnly,
+    };
+    identity.ensure(&id, &[own.clone(), read]).await?;
+    let text = policy_of(&client, &name).await?.to_string();
+    assert!(
+        text.contains(&format!("arn:aws:s3:::floe-snaps/prod/{id}/*")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("arn:aws:s3:::floe-snaps/prod/{source}/*")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("arn:aws:s3:::floe-snaps/*"),
+        "the whole bucket: {text}"
+    );
+
+    // The restore is over: the next ensure grants the own path only, and
+    // the source's path is gone from the role.
+    identity.ensure(&id, &[own]).await?;
+    let text = policy_of(&client, &name).await?.to_string();
+    assert!(
+        text.contains(&format!("arn:aws:s3:::floe-snaps/prod/{id}/*")),
+        "{text}"
+    );
+    assert!(!text.contains(&source), "the source's path stayed: {text}");
+
+    // A bucket the stack does not allow is refused, and changes nothing.
+    let elsewhere = SnapshotPath {
+        bucket: "someone-elses".into(),
+        prefix: id.clone(),
+        access: PathAccess::ReadOnly,
+    };
+    let refused = identity.ensure(&id, &[elsewhere]).await;
+    assert!(
+        matches!(&refused, Err(floe_compute::ComputeError::Permanent { failure_type, .. }) if failure_type == "snapshot_bucket_not_allowed"),
+        "{refused:?}"
+    );
+    let text = policy_of(&client, &name).await?.to_string();
+    assert!(
+        text.contains(&format!("arn:aws:s3:::floe-snaps/prod/{id}/*")),
+        "{text}"
+    );
+    identity.forget(&id).await?;
     Ok(())
 }

@@ -13,7 +13,7 @@ pub mod parameters;
 pub mod parameters_conformance;
 pub mod records;
 
-pub use identity::{NodeIdentity, node_identity_name};
+pub use identity::{NodeIdentity, PathAccess, SnapshotPath, node_identity_name};
 pub use parameters::{NodeParameters, SecretOrPlain};
 pub use records::{EndpointRecords, MemoryRecords};
 

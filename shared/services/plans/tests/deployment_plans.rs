@@ -1059,3 +1059,117 @@ async fn the_endpoint_names_the_data_nodes_and_never_the_dedicated_masters() -> 
     }
     Ok(())
 }
+
+/// A deployment's node identity reaches its own path of its repository and,
+/// read only, the path of the snapshot it mounts: never the whole bucket,
+/// and nothing of a repository whose keys are its own.
+#[tokio::test]
+async fn the_node_identity_is_granted_the_deployments_own_paths_only() -> TestResult {
+    use floe_compute::{PathAccess, SnapshotPath};
+    use floe_domain::repository::{Repository, RepositorySettings, S3Settings};
+    use floe_domain::restore::{CloneSource, RestoreMode};
+
+    let store = new_store()?;
+    let now = Utc::now();
+    let s3 = |bucket: &str, access_key: Option<&str>| Repository {
+        org: "acme".into(),
+        name: String::new(),
+        settings: RepositorySettings::S3(S3Settings {
+            bucket: bucket.into(),
+            base_path: Some("prod".into()),
+            access_key: access_key.map(String::from),
+            ..S3Settings::default()
+        }),
+        created: now,
+        updated: now,
+    };
+    store
+        .create_repository(&Repository {
+            name: "aws".into(),
+            ..s3("snaps", None)
+        })
+        .await?;
+    store
+        .create_repository(&Repository {
+            name: "keyed".into(),
+            ..s3("other", Some("AKIAEXAMPLE"))
+        })
+        .await?;
+    let source = floe_domain::names::new_resource_id();
+    for (repository, clone_of, expected) in [
+        (
+            "aws",
+            None,
+            vec![("prod/{id}".to_string(), PathAccess::ReadWrite)],
+        ),
+        (
+            "aws",
+            Some(RestoreMode::Mount),
+            vec![
+                (format!("prod/{source}"), PathAccess::ReadOnly),
+                ("prod/{id}".to_string(), PathAccess::ReadWrite),
+            ],
+        ),
+        // A restore clone whose data was copied (no longer pinned) reads
+        // its source no more.
+        (
+            "aws",
+            Some(RestoreMode::Restore),
+            vec![("prod/{id}".to_string(), PathAccess::ReadWrite)],
+        ),
+        ("keyed", None, vec![]),
+    ] {
+        let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+        let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
+        let identity = Arc::new(SimulatedIdentity::new());
+        let mut spec = spec()?;
+        spec.snapshot = Some(serde_json::from_value(json!({"repository": repository}))?);
+        let plan = Plan::new(
+            "acme",
+            &floe_domain::names::new_resource_id(),
+            PlanParams::Create(spec.clone()),
+            "test",
+            "tester",
+            now,
+        );
+        let mut d = Deployment::first_planned_by(&plan, spec);
+        d.clone_source = clone_of.map(|mode| CloneSource {
+            source_deployment_id: source.clone(),
+            repository: "aws".into(),
+            registered_as: "aws".into(),
+            snapshot: "nightly-1".into(),
+            snapshot_sort_millis: 0,
+            mode,
+            // A pin is counted on the source snapshot's record, which this
+            // store does not hold.
+            pinned: false,
+            snapshot_version: None,
+        });
+        store.create_deployment(&d, &plan, None).await?;
+        // Stopped right after the identity was made: the grant is what the
+        // launch templates' nodes would run with.
+        let steps = Arc::new(FailAfter {
+            inner: steps_over(&compute, parameters, &store).with_identity(identity.clone()),
+            at: "node-identity".into(),
+        });
+        let job = PlanJob {
+            org: "acme".into(),
+            deployment_id: d.id.clone(),
+            plan_id: plan.id.clone(),
+        };
+        support::run_to_end(&store, steps, &job).await?;
+        let mut want: Vec<SnapshotPath> = expected
+            .iter()
+            .map(|(prefix, access)| SnapshotPath {
+                bucket: "snaps".into(),
+                prefix: prefix.replace("{id}", &d.id),
+                access: *access,
+            })
+            .collect();
+        want.sort();
+        let mut got = identity.paths_of(&d.id).ok_or("never ensured")?;
+        got.sort();
+        assert_eq!(got, want, "{repository} {clone_of:?}");
+    }
+    Ok(())
+}

@@ -12,7 +12,7 @@ pub mod retention;
 mod snapshotter;
 
 pub use error::SnapshotError;
-pub use registration::{repository_registration, snapshot_place};
+pub use registration::{instance_role_path, repository_registration, snapshot_place};
 pub use retention::{RetentionRules, expired};
 pub use snapshotter::{
     MAX_INDICES, Reconciled, Removal, RunSummary, Snapshotter, SnapshotterSettings,

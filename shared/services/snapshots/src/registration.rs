@@ -116,6 +116,21 @@ pub fn snapshot_place(repo: &Repository, deployment_id: &str) -> String {
     }
 }
 
+/// The bucket and path where an S3 repository keeps the snapshots of
+/// `deployment_id` when its nodes reach it with their own credentials (no
+/// keys stored with the repository): what the node identity is granted.
+/// `None` for a filesystem repository or one with keys of its own, whose
+/// reach the identity does not decide.
+pub fn instance_role_path(repo: &Repository, deployment_id: &str) -> Option<(String, String)> {
+    match &repo.settings {
+        RepositorySettings::S3(s) if s.access_key.is_none() => Some((
+            s.bucket.clone(),
+            s3_base_path(s.base_path.as_deref(), deployment_id),
+        )),
+        _ => None,
+    }
+}
+
 /// A deployment's own path in an S3 repository: `{base_path}/{id}`.
 fn s3_base_path(base_path: Option<&str>, deployment_id: &str) -> String {
     match base_path.map(|b| b.trim_matches('/')) {

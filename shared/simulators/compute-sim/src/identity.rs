@@ -1,16 +1,20 @@
 //! An in-memory node identity for local mode and tests: one simulated
-//! instance profile per deployment, which only records that it exists (the
-//! simulated nodes read their parameters without credentials).
+//! instance profile per deployment, which records that it exists and the
+//! snapshot paths it was last granted (the simulated nodes read their
+//! parameters and snapshots without credentials, so nothing enforces them
+//! here; tests read them back to see what a node role would allow).
 
 use async_trait::async_trait;
-use floe_compute::{ComputeError, NodeIdentity, node_identity_name};
-use std::collections::BTreeSet;
+use floe_compute::{ComputeError, NodeIdentity, SnapshotPath, node_identity_name};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
 
-/// The deployments whose node identity exists now.
+/// The deployments whose node identity exists now, and the snapshot paths
+/// each was last granted (kept after a forget, for tests to read).
 #[derive(Debug, Default)]
 pub struct SimulatedIdentity {
     existing: Mutex<BTreeSet<String>>,
+    granted: Mutex<BTreeMap<String, Vec<SnapshotPath>>>,
 }
 
 impl SimulatedIdentity {
@@ -25,6 +29,13 @@ impl SimulatedIdentity {
         set.iter().cloned().collect()
     }
 
+    /// The snapshot paths the deployment's identity was last granted, if it
+    /// was ever ensured (also after it was forgotten).
+    pub fn paths_of(&self, deployment_id: &str) -> Option<Vec<SnapshotPath>> {
+        let granted = self.granted.lock().unwrap_or_else(PoisonError::into_inner);
+        granted.get(deployment_id).cloned()
+    }
+
     /// What the simulated instance profile of a deployment is called.
     pub fn profile_of(deployment_id: &str) -> String {
         format!(
@@ -36,7 +47,13 @@ impl SimulatedIdentity {
 
 #[async_trait]
 impl NodeIdentity for SimulatedIdentity {
-    async fn ensure(&self, deployment_id: &str) -> Result<String, ComputeError> {
+    async fn ensure(
+        &self,
+        deployment_id: &str,
+        paths: &[SnapshotPath],
+    ) -> Result<String, ComputeError> {
+        let mut granted = self.granted.lock().unwrap_or_else(PoisonError::into_inner);
+        granted.insert(deployment_id.to_owned(), paths.to_vec());
         let mut set = self.existing.lock().unwrap_or_else(PoisonError::into_inner);
         set.insert(deployment_id.to_owned());
         Ok(SimulatedIdentity::profile_of(deployment_id))
@@ -56,9 +73,9 @@ mod tests {
     #[tokio::test]
     async fn ensure_and_forget_are_idempotent() -> Result<(), ComputeError> {
         let sim = SimulatedIdentity::new();
-        let first = sim.ensure("dep-1").await?;
-        assert_eq!(sim.ensure("dep-1").await?, first);
-        sim.ensure("dep-2").await?;
+        let first = sim.ensure("dep-1", &[]).await?;
+        assert_eq!(sim.ensure("dep-1", &[]).await?, first);
+        sim.ensure("dep-2", &[]).await?;
         assert_eq!(sim.existing(), ["dep-1", "dep-2"]);
         sim.forget("dep-1").await?;
         sim.forget("dep-1").await?;

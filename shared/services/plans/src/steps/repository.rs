@@ -69,6 +69,7 @@ impl DeploymentSteps {
             Err(stop) => return Ok(stop),
         };
         let name = &repo.name;
+        self.grant_snapshot_paths(ctx).await?;
         let client = self.clusters.client(ctx.deployment, &[]).await?;
         let registration =
             floe_snapshots::repository_registration(&repo, &ctx.plan.deployment_id, false);

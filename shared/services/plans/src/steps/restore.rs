@@ -84,6 +84,8 @@ impl DeploymentSteps {
                 ));
             }
         };
+        // The nodes may read the source's path before the cluster looks.
+        self.grant_snapshot_paths(ctx).await?;
         let client = self.clusters.client(ctx.deployment, &[]).await?;
         // The snapshots are under the deployment that took them.
         let registration =
