@@ -112,28 +112,34 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
         Some(addr) => Some(s3::start(&config.data_dir, addr).await?),
         None => None,
     };
-    let platform =
-        LocalPlatform::start(&config, store.clone(), cipher.clone()).map_err(WiringError::from)?;
-    let app = floe_app::App {
-        store,
-        cipher,
-        endpoint_policy: EndpointPolicy {
+    // Repository endpoints are held to one policy, by one resolver, when
+    // written (the API) and again before a plan hands them to nodes.
+    let endpoint_check = floe_plans::EndpointCheck {
+        policy: EndpointPolicy {
             allow_private: config.allow_private_endpoints,
             // Repositories may point at the local store even when other
             // private endpoints are refused.
             trusted: local_s3.as_ref().map(|s| s.addr()),
         },
+        resolver: if config.offline {
+            Arc::new(floe_ports::OfflineResolver)
+        } else {
+            Arc::new(floe_ports::SystemResolver)
+        },
+    };
+    let platform = LocalPlatform::start(&config, store.clone(), cipher.clone(), &endpoint_check)
+        .map_err(WiringError::from)?;
+    let app = floe_app::App {
+        store,
+        cipher,
+        endpoint_policy: endpoint_check.policy,
         // Each deployment's simulated cluster serves a loopback address of
         // its own for its whole life, named by its certificate.
         endpoints: floe_domain::access::EndpointNaming::Loopback,
         queue: platform.queue,
         schedules: platform.schedules,
         clusters: platform.clusters,
-        resolver: if config.offline {
-            Arc::new(floe_ports::OfflineResolver)
-        } else {
-            Arc::new(floe_ports::SystemResolver)
-        },
+        resolver: endpoint_check.resolver.clone(),
         views: Default::default(),
     };
     let app = floe_api::app(floe_api::ApiState::new(app, Arc::new(verifier)));
@@ -152,6 +158,11 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
             s.addr(),
             s3::BUCKET,
             config.data_dir.join("s3.env").display()
+        );
+        // One key pair reaches the whole store: every deployment that uses
+        // it, of every organization, can read every other's snapshots.
+        println!(
+            "  it is a single-user store with one key pair: organizations using it are not kept apart (docs/tenant-isolation.md)"
         );
     }
     if !config.auth.uses_jwks() {

@@ -34,6 +34,7 @@ impl LocalPlatform {
         config: &LocalConfig,
         store: Store,
         cipher: Arc<dyn Cipher>,
+        endpoint_check: &floe_plans::EndpointCheck,
     ) -> Result<LocalPlatform, ConfigError> {
         // Every simulated instance gets an address of its own on this
         // machine, where its simulated node serves.
@@ -102,7 +103,8 @@ impl LocalPlatform {
             )
             // Each deployment's nodes get an identity of their own, as on AWS
             // (simulated: local nodes read their parameters without one).
-            .with_identity(Arc::new(floe_compute_sim::SimulatedIdentity::new())),
+            .with_identity(Arc::new(floe_compute_sim::SimulatedIdentity::new()))
+            .with_endpoint_check(endpoint_check.clone()),
         );
         let (queue, mut jobs) = LocalQueue::new();
         let queue: Arc<dyn WorkQueue> = Arc::new(queue);

@@ -280,7 +280,7 @@ impl Server {
     }
 
     /// Writes the `fs` repository `name` at `location` (under the data
-    /// folder's repositories/) with a platform admin's `token`.
+    /// folder's repositories/{organization}/) with a platform admin's `token`.
     pub async fn put_fs_repository(&self, token: &str, name: &str, location: &str) {
         let put = self
             .call(

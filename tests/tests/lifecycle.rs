@@ -139,7 +139,8 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
         ("FLOE_PLAN_POLL_MS", "20"),
     ]);
     let token = s.token(ORG, &["platform_admin"]);
-    // An `fs` repository: a folder under the data folder's repositories/.
+    // An `fs` repository: a folder under the data folder's
+    // repositories/{organization}/.
     let repo = s
         .call(
             Call::put(format!("{REPOSITORIES}/local-backups"))
@@ -301,6 +302,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
     let folder = s
         .data_dir()
         .join("repositories")
+        .join(ORG)
         .join("orders-backups")
         .join(&id);
     let files = std::fs::read_dir(&folder)?.count();

@@ -80,7 +80,12 @@ impl Adapters {
             },
             settings,
         )
-        .with_identity(identity);
+        .with_identity(identity)
+        // Repository endpoints given as names are checked again, as the
+        // API checked them when they were written, before nodes get them.
+        .with_endpoint_check(floe_plans::EndpointCheck::system(
+            config.allow_private_endpoints,
+        ));
         // Each deployment's endpoint name follows its nodes, in the
         // platform's private hosted zone.
         if let Some(endpoints) = &config.endpoints {

@@ -868,7 +868,12 @@ fn tree(dir: &std::path::Path) -> Fallible<std::collections::BTreeMap<String, Ve
 async fn a_clone_shares_its_sources_repository_and_never_writes_at_its_path() -> TestResult {
     let w = world().await?;
     let (source, snapshot) = w.source().await?;
-    let source_path = w._dir.path().join(format!("{ORG}-main")).join(&source);
+    let source_path = w
+        ._dir
+        .path()
+        .join(ORG)
+        .join(format!("{ORG}-main"))
+        .join(&source);
     let before = tree(&source_path)?;
     assert!(
         !before.is_empty(),
@@ -914,7 +919,13 @@ async fn a_clone_shares_its_sources_repository_and_never_writes_at_its_path() ->
 
     // The clone snapshots into its own path; the source keeps its own.
     let taken = w.snapshot(&clone).await?;
-    let mine = tree(&w._dir.path().join(format!("{ORG}-main")).join(&clone))?;
+    let mine = tree(
+        &w._dir
+            .path()
+            .join(ORG)
+            .join(format!("{ORG}-main"))
+            .join(&clone),
+    )?;
     assert!(
         !mine.is_empty(),
         "the clone's snapshot {taken} is under its own path"

@@ -3,13 +3,14 @@
 use crate::deployments::check_version;
 use crate::{Admin, App, AppError, Reader, Resource};
 use floe_domain::Code;
+use floe_domain::bucket_claim::{self, BucketClaim};
 use floe_domain::repository::{
     Repository, RepositoryRequest, RepositorySettings, RepositoryView, S3Settings,
     validate_repository_name,
 };
 use floe_domain::secret::{Sealed, SecretString};
 use floe_secrets::Owner;
-use floe_store::{PageRequest, StoreError};
+use floe_store::{ClaimChange, PageRequest, StoreError};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -142,22 +143,35 @@ impl App {
             created: existing.as_ref().map(|e| e.value.created).unwrap_or(now),
             updated: now,
         };
+        let claims = self
+            .claim_changes(
+                &who.org,
+                name,
+                existing.as_ref().map(|e| &e.value.settings),
+                Some(&repo.settings),
+            )
+            .await?;
         match existing {
-            None => match self.store.create_repository(&repo).await {
+            None => match self.store.create_repository_claimed(&repo, &claims).await {
                 Ok(()) => {
                     tracing::info!(repository = %name, "repository created");
                     Ok(Put::Created(RepositoryView::new(&repo, 1, 0)))
                 }
-                Err(StoreError::AlreadyExists) => Err(AppError::ConcurrentChange),
+                // The name taken, or the bucket's claim changed, since read.
+                Err(StoreError::AlreadyExists | StoreError::VersionMismatch { .. }) => {
+                    Err(AppError::ConcurrentChange)
+                }
                 Err(e) => Err(e.into()),
             },
             Some(previous) => {
                 let version = self
                     .store
-                    .replace_repository(&repo, previous.version)
+                    .replace_repository_claimed(&repo, previous.version, &claims)
                     .await
                     .map_err(|e| match e {
-                        StoreError::NotFound => AppError::ConcurrentChange,
+                        StoreError::NotFound | StoreError::AlreadyExists => {
+                            AppError::ConcurrentChange
+                        }
                         other => AppError::from_write(other, expected, Resource::Repository, name),
                     })?;
                 tracing::info!(repository = %name, version, "repository replaced");
@@ -168,6 +182,66 @@ impl App {
                 )))
             }
         }
+    }
+
+    /// The bucket claims a write of repository `name` changes, from the
+    /// settings it had (`before`) to those it will have (`after`; `None`:
+    /// deleted), each as read now; refused when `after` would put this
+    /// organization on a bucket another organization holds without both
+    /// marking it shared (see `floe_domain::bucket_claim`).
+    async fn claim_changes(
+        &self,
+        org: &str,
+        name: &str,
+        before: Option<&RepositorySettings>,
+        after: Option<&RepositorySettings>,
+    ) -> Result<Vec<ClaimChange>, AppError> {
+        let old_key = before.and_then(bucket_claim::claim_key);
+        let new_key = after.and_then(bucket_claim::claim_key);
+        let mut changes = Vec::new();
+        if let Some((endpoint, bucket)) = &old_key
+            && old_key != new_key
+        {
+            // Only a claim that holds this repository: one written before
+            // claims existed has none to leave.
+            if let Some(read) = self.store.get_bucket_claim(endpoint, bucket).await?
+                && read
+                    .value
+                    .holders
+                    .iter()
+                    .any(|h| h.org == org && h.repository == name)
+            {
+                let after = read.value.without(org, name);
+                changes.push(ClaimChange {
+                    before: Some(read),
+                    after,
+                });
+            }
+        }
+        if let (Some((endpoint, bucket)), Some(settings)) = (&new_key, after)
+            && let Some(me) = bucket_claim::holder(org, name, settings)
+        {
+            let read = self.store.get_bucket_claim(endpoint, bucket).await?;
+            let current = read
+                .as_ref()
+                .map(|r| r.value.clone())
+                .unwrap_or_else(|| BucketClaim::new(endpoint, bucket));
+            if current.conflict(&me).is_some() {
+                // Which organization holds it is not this one's business.
+                return Err(AppError::conflict_on(
+                    Code::REPOSITORIES_BUCKET_CLAIMED,
+                    "settings.bucket",
+                    format!(
+                        "another organization has a snapshot repository on bucket '{bucket}' at this endpoint; with keys that reach the bucket, each organization's tenants could read and delete the other's snapshots. Use another bucket, or have a platform admin set settings.shared_across_organizations on both repositories"
+                    ),
+                ));
+            }
+            changes.push(ClaimChange {
+                before: read,
+                after: current.with(me),
+            });
+        }
+        Ok(changes)
     }
 
     /// An endpoint given as a name is as safe as the addresses behind it:
@@ -235,8 +309,11 @@ impl App {
             .await?
             .ok_or_else(|| AppError::not_found(Resource::Repository, name))?;
         check_version(expected, current.version)?;
+        let claims = self
+            .claim_changes(&who.org, name, Some(&current.value.settings), None)
+            .await?;
         self.store
-            .delete_repository(&who.org, name, current.version)
+            .delete_repository_claimed(&who.org, name, current.version, &claims)
             .await
             .map_err(|e| match e {
                 StoreError::InUse { refs } => AppError::conflict(

@@ -731,6 +731,9 @@ pub struct WorkerConfig {
     pub secrets: SecretsConfig,
     /// The hosted zone the plans keep the endpoint names in.
     pub endpoints: Option<EndpointSettings>,
+    /// `FLOE_ALLOW_PRIVATE_ENDPOINTS`, as the API reads it: the plans hold
+    /// repository endpoints to the same policy again.
+    pub allow_private_endpoints: bool,
 }
 
 impl WorkerConfig {
@@ -748,6 +751,7 @@ impl WorkerConfig {
             scheduler: SchedulerSettings::read(env)?,
             secrets: kms_secrets(env)?,
             endpoints: EndpointSettings::read(env)?,
+            allow_private_endpoints: allow_private_endpoints(env)?,
         })
     }
 }

@@ -181,6 +181,7 @@ codes! {
     REPOSITORIES_REPOSITORY_NOT_FOUND = "repositories.repository_not_found", 404, "No such snapshot repository.";
     REPOSITORIES_REPOSITORY_IN_USE = "repositories.repository_in_use", 409, "Deployments or policies still use the repository.";
     REPOSITORIES_LOCATION_IN_USE = "repositories.location_in_use", 409, "Another repository already points at that bucket and path.";
+    REPOSITORIES_BUCKET_CLAIMED = "repositories.bucket_claimed", 409, "Another organization has a repository on the same endpoint and bucket; two organizations share one only when a platform admin marks both repositories shared_across_organizations.";
     POLICIES_POLICY_NOT_FOUND = "policies.policy_not_found", 404, "No such snapshot policy in the caller's organization.";
     POLICIES_POLICY_IN_USE = "policies.policy_in_use", 409, "Deployments still attach the policy.";
 

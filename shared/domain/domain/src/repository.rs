@@ -68,6 +68,16 @@ pub struct S3SettingsRequest {
     /// Elasticsearch byte size per second, e.g. `1gb`; `0` for unlimited.
     #[serde(default)]
     pub max_restore_bytes_per_sec: Option<String>,
+    /// Not an Elasticsearch setting. Whether other organizations may have
+    /// repositories on the same endpoint and bucket. Without it, a
+    /// repository is refused (409 `repositories.bucket_claimed`) when
+    /// another organization's repository is there and either has keys of
+    /// its own: any key that reaches one path of a bucket usually reaches
+    /// all of it, so each organization's tenants could read, overwrite and
+    /// delete the other's snapshots. Both repositories must be marked for
+    /// them to share the bucket. Only platform admins write repositories.
+    #[serde(default)]
+    pub shared_across_organizations: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -146,6 +156,9 @@ pub struct S3Settings {
     pub chunk_size: Option<String>,
     pub max_snapshot_bytes_per_sec: Option<String>,
     pub max_restore_bytes_per_sec: Option<String>,
+    /// See [`S3SettingsRequest::shared_across_organizations`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_across_organizations: bool,
 }
 
 /// Which repository endpoints the control plane may be pointed at. A
@@ -679,6 +692,7 @@ impl Repository {
             chunk_size: req.chunk_size.clone(),
             max_snapshot_bytes_per_sec: req.max_snapshot_bytes_per_sec.clone(),
             max_restore_bytes_per_sec: req.max_restore_bytes_per_sec.clone(),
+            shared_across_organizations: req.shared_across_organizations,
         }
     }
 }
@@ -735,6 +749,13 @@ pub struct S3SettingsView {
     pub max_snapshot_bytes_per_sec: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_restore_bytes_per_sec: Option<String>,
+    /// Whether a platform admin let other organizations have repositories
+    /// on this endpoint and bucket (see `sharing`).
+    pub shared_across_organizations: bool,
+    /// What sharing allows, when the repository is shared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(read_only)]
+    pub sharing: Option<String>,
 }
 
 impl RepositoryView {
@@ -757,6 +778,10 @@ impl RepositoryView {
                     chunk_size: s.chunk_size.clone(),
                     max_snapshot_bytes_per_sec: s.max_snapshot_bytes_per_sec.clone(),
                     max_restore_bytes_per_sec: s.max_restore_bytes_per_sec.clone(),
+                    shared_across_organizations: s.shared_across_organizations,
+                    sharing: s
+                        .shared_across_organizations
+                        .then(|| crate::bucket_claim::SHARING_MEANS.to_string()),
                 }),
             ),
             RepositorySettings::Fs(f) => ("fs", RepositorySettingsView::Fs(f.clone())),

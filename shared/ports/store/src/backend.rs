@@ -39,6 +39,10 @@ pub enum Kind {
     /// repository that holds them: `{repository}#{deployment}`. It counts
     /// as a reference on the repository while it exists.
     FormerDeployment,
+    /// Every repository on one S3 endpoint and bucket, all in the store-wide
+    /// partition (`{endpoint}/{bucket}`), so that a repository of another
+    /// organization on the same bucket is found with one read.
+    BucketClaim,
 }
 
 impl Kind {
@@ -57,6 +61,7 @@ impl Kind {
             Kind::SnapshotPin => "PIN",
             Kind::Fleet => "FLEET",
             Kind::FormerDeployment => "FORMER",
+            Kind::BucketClaim => "CLAIM",
         }
     }
 
@@ -74,6 +79,7 @@ impl Kind {
             Kind::SnapshotPin,
             Kind::Fleet,
             Kind::FormerDeployment,
+            Kind::BucketClaim,
         ]
         .into_iter()
         .find(|k| k.prefix() == p)

@@ -1233,13 +1233,117 @@ pub async fn a_deleted_deployments_kept_snapshots_hold_its_repository(store: Sto
     Ok(())
 }
 
+/// A bucket's claim is written in the same batch as its repository: a
+/// claim changed since it was read fails the write and nothing of it is
+/// kept; a delete that the references refuse leaves the claim as it was.
+pub async fn bucket_claims_go_with_their_repositories(store: Store) -> TestResult {
+    use crate::ClaimChange;
+    use floe_domain::bucket_claim::{BucketClaim, ClaimHolder};
+    let holder = |org: &str, name: &str| ClaimHolder {
+        org: org.into(),
+        repository: name.into(),
+        keyed: true,
+        shared: false,
+    };
+    let empty = BucketClaim::new("minio.example:9000", "snaps");
+    let acme = repo("acme", "main");
+    store
+        .create_repository_claimed(
+            &acme,
+            &[ClaimChange {
+                before: None,
+                after: empty.with(holder("acme", "main")),
+            }],
+        )
+        .await?;
+    let read = store
+        .get_bucket_claim("minio.example:9000", "snaps")
+        .await?
+        .ok_or("the claim was not written")?;
+    assert_eq!(read.value.holders, [holder("acme", "main")]);
+    // Claims live outside every organization.
+    assert!(store.get_repository("~system", "main").await?.is_none());
+
+    // Two writers read the same claim; the second one's write fails whole.
+    let first = ClaimChange {
+        before: Some(read.clone()),
+        after: read.value.with(holder("acme", "second")),
+    };
+    store
+        .create_repository_claimed(&repo("acme", "second"), &[first])
+        .await?;
+    let stale = ClaimChange {
+        before: Some(read.clone()),
+        after: read.value.with(holder("globex", "theirs")),
+    };
+    let refused = store
+        .create_repository_claimed(&repo("globex", "theirs"), &[stale])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::VersionMismatch { .. })),
+        "{refused:?}"
+    );
+    assert!(store.get_repository("globex", "theirs").await?.is_none());
+
+    // A delete refused for its references keeps the claim.
+    let now = store
+        .get_bucket_claim("minio.example:9000", "snaps")
+        .await?
+        .ok_or("claim")?;
+    assert_eq!(now.value.holders.len(), 2);
+    store.create_policy(&policy("acme", "main")).await?;
+    let current = store.get_repository("acme", "main").await?.ok_or("repo")?;
+    let leave = ClaimChange {
+        before: Some(now.clone()),
+        after: now.value.without("acme", "main"),
+    };
+    let in_use = store
+        .delete_repository_claimed("acme", "main", current.version, &[leave])
+        .await;
+    assert!(
+        matches!(in_use, Err(StoreError::InUse { .. })),
+        "{in_use:?}"
+    );
+    assert_eq!(
+        store
+            .get_bucket_claim("minio.example:9000", "snaps")
+            .await?
+            .ok_or("claim")?,
+        now
+    );
+
+    // The last holder gone, the claim is gone.
+    let second = store
+        .get_repository("acme", "second")
+        .await?
+        .ok_or("repo")?;
+    let leave = ClaimChange {
+        before: Some(now.clone()),
+        after: now.value.without("acme", "second"),
+    };
+    store
+        .delete_repository_claimed("acme", "second", second.version, &[leave])
+        .await?;
+    let left = store
+        .get_bucket_claim("minio.example:9000", "snaps")
+        .await?
+        .ok_or("claim")?;
+    assert_eq!(left.value.holders, [holder("acme", "main")]);
+    let claim_emptied = ClaimChange {
+        before: Some(left.clone()),
+        after: left.value.without("acme", "main"),
+    };
+    assert!(claim_emptied.after.is_empty());
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance scenario, each on the store that
 /// `$make` (an async fn returning `Result<(Store, keep), Box<dyn Error>>`)
 /// builds. The calling crate needs `tokio` with `macros` and `rt-multi-thread`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:path) => {
-        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, a_pin_holds_only_the_snapshot_it_read, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version, a_deleted_deployments_kept_snapshots_hold_its_repository);
+        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, a_pin_holds_only_the_snapshot_it_read, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version, a_deleted_deployments_kept_snapshots_hold_its_repository, bucket_claims_go_with_their_repositories);
     };
     (@tests $make:path; $($test:ident),* $(,)?) => {
         $(

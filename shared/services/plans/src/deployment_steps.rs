@@ -94,6 +94,40 @@ pub struct DeploymentSteps {
     /// The DNS records of the deployments' endpoints; `None` keeps none
     /// (local mode, whose endpoints are addresses).
     pub(crate) records: Option<Arc<dyn floe_compute::EndpointRecords>>,
+    /// How a repository endpoint given as a name is checked again before a
+    /// step hands it to nodes: the API checked it when it was written, but
+    /// the name may point elsewhere now (DNS rebinding).
+    pub(crate) endpoints: EndpointCheck,
+}
+
+/// A resolver and the address policy the API holds repository endpoints to.
+#[derive(Clone)]
+pub struct EndpointCheck {
+    pub resolver: Arc<dyn floe_ports::Resolver>,
+    pub policy: floe_domain::repository::EndpointPolicy,
+}
+
+impl EndpointCheck {
+    /// The system's resolver, and the API's policy on private addresses.
+    pub fn system(allow_private: bool) -> EndpointCheck {
+        EndpointCheck {
+            resolver: Arc::new(floe_ports::SystemResolver),
+            policy: floe_domain::repository::EndpointPolicy {
+                allow_private,
+                ..Default::default()
+            },
+        }
+    }
+}
+
+impl Default for EndpointCheck {
+    /// The system's resolver and the strictest policy: no private address.
+    fn default() -> Self {
+        EndpointCheck {
+            resolver: Arc::new(floe_ports::SystemResolver),
+            policy: floe_domain::repository::EndpointPolicy::default(),
+        }
+    }
 }
 
 impl DeploymentSteps {
@@ -114,7 +148,15 @@ impl DeploymentSteps {
             settings,
             identity: None,
             records: None,
+            endpoints: EndpointCheck::default(),
         }
+    }
+
+    /// Checks repository endpoints given as names with `check` (the API's
+    /// policy and resolver) before handing them to nodes.
+    pub fn with_endpoint_check(mut self, check: EndpointCheck) -> Self {
+        self.endpoints = check;
+        self
     }
 
     /// Keeps each deployment's endpoint name pointing at its nodes, in

@@ -20,7 +20,7 @@ pub mod step;
 pub mod steps;
 pub mod sweep;
 
-pub use deployment_steps::{DeploymentSteps, StepPorts, StepSettings};
+pub use deployment_steps::{DeploymentSteps, EndpointCheck, StepPorts, StepSettings};
 pub use engine::{Engine, EngineConfig, Outcome, RunResult, StepContext, Steps};
 pub use health::{HealthCheck, HealthConfig, HealthSummary, Probe};
 pub use sweep::{PlanStarter, StartPlan, SweepTask};

@@ -1173,3 +1173,90 @@ async fn the_node_identity_is_granted_the_deployments_own_paths_only() -> TestRe
     }
     Ok(())
 }
+
+/// A repository endpoint given as a name is checked again when a plan hands
+/// it to nodes: written while it named a public store, it names the
+/// metadata service now (DNS rebinding), and the plan fails before any node
+/// or parameter gets it.
+#[tokio::test]
+async fn a_repository_name_that_points_elsewhere_now_is_refused_before_the_nodes_get_it()
+-> TestResult {
+    use floe_domain::repository::{Protocol, Repository, RepositorySettings, S3Settings};
+    use floe_plans::EndpointCheck;
+    use floe_ports::FixedResolver;
+    use std::net::IpAddr;
+
+    let now = Utc::now();
+    for (address, refused) in [
+        (IpAddr::from([169, 254, 169, 254]), true),
+        (IpAddr::from([10, 0, 0, 7]), true),
+        (IpAddr::from([198, 51, 100, 7]), false),
+    ] {
+        let store = new_store()?;
+        store
+            .create_repository(&Repository {
+                org: "acme".into(),
+                name: "minio".into(),
+                settings: RepositorySettings::S3(S3Settings {
+                    bucket: "snaps".into(),
+                    endpoint: Some("store.example.net:9000".into()),
+                    protocol: Some(Protocol::Https),
+                    ..S3Settings::default()
+                }),
+                created: now,
+                updated: now,
+            })
+            .await?;
+        let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+        let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
+        let check = EndpointCheck {
+            resolver: Arc::new(FixedResolver::default().with("store.example.net", &[address])),
+            policy: Default::default(),
+        };
+        let steps = Arc::new(FailAfter {
+            inner: steps_over(&compute, parameters.clone(), &store).with_endpoint_check(check),
+            at: "repository-credentials".into(),
+        });
+        let mut spec = spec()?;
+        spec.snapshot = Some(serde_json::from_value(json!({"repository": "minio"}))?);
+        let plan = Plan::new(
+            "acme",
+            &floe_domain::names::new_resource_id(),
+            PlanParams::Create(spec.clone()),
+            "test",
+            "tester",
+            now,
+        );
+        let d = Deployment::first_planned_by(&plan, spec);
+        store.create_deployment(&d, &plan, None).await?;
+        let job = PlanJob {
+            org: "acme".into(),
+            deployment_id: d.id.clone(),
+            plan_id: plan.id.clone(),
+        };
+        let status = support::run_to_end(&store, steps, &job).await?;
+        assert_eq!(status, PlanStatus::Failed, "{address}");
+        let plan = store
+            .get_plan("acme", &d.id, &plan.id)
+            .await?
+            .ok_or("plan")?
+            .value;
+        let failure = plan.error.as_ref().map(|e| e.failure_type.as_str());
+        if refused {
+            assert_eq!(failure, Some("repository_endpoint_refused"), "{address}");
+            assert!(compute.templates().is_empty(), "{address}");
+            assert!(
+                !parameters
+                    .written()
+                    .keys()
+                    .any(|k| k.contains("repository")),
+                "{address}: {:?}",
+                parameters.written().keys().collect::<Vec<_>>()
+            );
+        } else {
+            // Past the check: failed only where the test injected it.
+            assert_eq!(failure, Some("injected"), "{address}");
+        }
+    }
+    Ok(())
+}

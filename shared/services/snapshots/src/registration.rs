@@ -178,6 +178,7 @@ mod tests {
             chunk_size: Some("1gb".into()),
             max_snapshot_bytes_per_sec: Some("150mb".into()),
             max_restore_bytes_per_sec: Some("0".into()),
+            shared_across_organizations: false,
         }));
         let reg = repository_registration(&r, "d1", false);
         assert_eq!(reg.repository_type, "s3");

@@ -44,14 +44,33 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
 
+/// The `path.repo` of `org`'s clusters under `root`. Organization ids are
+/// lower-case letters, digits, `-` and `_` (the token checks), so each is
+/// one plain folder; anything else is refused rather than joined.
+pub fn org_fs_root(root: &std::path::Path, org: &str) -> Result<PathBuf, ClusterError> {
+    let plain = !org.is_empty()
+        && org
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !plain {
+        return Err(ClusterError::Simulator(format!(
+            "organization {org:?} cannot name a repository folder"
+        )));
+    }
+    Ok(root.join(org))
+}
+
 /// The port a node serves HTTP on unless told otherwise: Elasticsearch's.
 pub const DEFAULT_HTTP_PORT: u16 = 9200;
 
 /// How each deployment's simulated cluster is set up.
 #[derive(Debug, Clone, Default)]
 pub struct SimulatedClustersConfig {
-    /// `path.repo` of every simulated cluster: `fs` repositories live here,
-    /// shared by all deployments (so a clone sees its source's snapshots).
+    /// Where `fs` repositories live: each simulated cluster's `path.repo`
+    /// is the folder of its deployment's organization under it, shared by
+    /// that organization's deployments (so a clone sees its source's
+    /// snapshots) and out of every other organization's reach (a tenant's
+    /// `elastic` user can register any location under `path.repo`).
     pub fs_root: Option<PathBuf>,
     /// An S3 client every simulated cluster starts with; what a
     /// deployment's own nodes are configured with (user data, parameters)
@@ -411,7 +430,7 @@ impl SimulatedClusters {
             .with_members(members)
             .with_faults(self.config.faults.clone());
         if let Some(root) = &self.config.fs_root {
-            config = config.with_fs_root(root.clone());
+            config = config.with_fs_root(org_fs_root(root, &deployment.org)?);
         }
         if let Some(s3) = self.s3_client_for(&boot.settings, boot.keys.as_ref()) {
             config = config.with_s3(s3);

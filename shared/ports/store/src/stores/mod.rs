@@ -34,6 +34,7 @@ pub use deployments::deployment_attrs;
 pub use idempotency::{IDEMPOTENCY_TTL_SECS, Idempotency, IdempotencyRecord};
 pub use pins::SnapshotPin;
 pub use plans::{ActivePlan, DeploymentOutcome};
+pub use repositories::ClaimChange;
 
 pub const DEFAULT_PAGE_SIZE: u32 = 20;
 pub const MAX_PAGE_SIZE: u32 = 100;

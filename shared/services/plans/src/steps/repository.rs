@@ -8,7 +8,7 @@ use crate::engine::{Outcome, StepContext, done, fail};
 use crate::failure::{StepFailure, StepResult};
 use crate::outputs::{FinalSnapshotOutput, RegisteredOutput};
 use floe_domain::deployment::DeploymentSpec;
-use floe_domain::repository::Repository;
+use floe_domain::repository::{Repository, RepositorySettings};
 use serde_json::Value;
 
 impl DeploymentSteps {
@@ -50,13 +50,51 @@ impl DeploymentSteps {
             .get_repository(&ctx.plan.org, name)
             .await
         {
-            Ok(Some(r)) => Ok(Some(r.value)),
+            Ok(Some(r)) => {
+                self.check_endpoint(&r.value).await?;
+                Ok(Some(r.value))
+            }
             Ok(None) => Err(fail(
                 "repository_missing",
                 format!("snapshot repository {name} no longer exists"),
             )),
             Err(e) => Err(Outcome::Retry(format!("store: {e}"))),
         }
+    }
+
+    /// A repository endpoint given as a name, resolved and held to the
+    /// API's address policy again now, before a step hands it to nodes:
+    /// it was checked when the repository was written, and a name can
+    /// point elsewhere since (at the metadata service, say). An address
+    /// the policy refuses fails the plan; a name that does not resolve
+    /// right now is retried.
+    pub(crate) async fn check_endpoint(&self, repo: &Repository) -> Result<(), Outcome> {
+        let RepositorySettings::S3(s) = &repo.settings else {
+            return Ok(());
+        };
+        let policy = self.endpoints.policy;
+        let Some((host, port)) = s
+            .endpoint
+            .as_deref()
+            .and_then(|e| floe_domain::repository::endpoint_name(e, s.protocol, policy))
+        else {
+            return Ok(());
+        };
+        let addresses = self
+            .endpoints
+            .resolver
+            .resolve(&host, port)
+            .await
+            .map_err(|e| Outcome::Retry(format!("repository {}: {e}", repo.name)))?;
+        floe_domain::repository::check_resolved(&host, &addresses, policy).map_err(|why| {
+            fail(
+                "repository_endpoint_refused",
+                format!(
+                    "the endpoint of snapshot repository {} {why}; nothing was handed to the nodes. Point the name back at the store, or give the repository another endpoint",
+                    repo.name
+                ),
+            )
+        })
     }
 
     /// Registers the deployment's repository on its cluster (the only

@@ -84,6 +84,7 @@ impl DeploymentSteps {
                 ));
             }
         };
+        self.check_endpoint(&repo).await?;
         // The nodes may read the source's path before the cluster looks.
         self.grant_snapshot_paths(ctx).await?;
         let client = self.clusters.client(ctx.deployment, &[]).await?;
