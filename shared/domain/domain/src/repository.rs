@@ -750,7 +750,8 @@ pub struct S3SettingsView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_restore_bytes_per_sec: Option<String>,
     /// Whether a platform admin let other organizations have repositories
-    /// on this endpoint and bucket (see `sharing`).
+    /// on this endpoint and bucket (see `sharing`); absent when not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shared_across_organizations: bool,
     /// What sharing allows, when the repository is shared.
     #[serde(skip_serializing_if = "Option::is_none")]

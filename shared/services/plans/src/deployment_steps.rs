@@ -121,10 +121,13 @@ impl EndpointCheck {
 }
 
 impl Default for EndpointCheck {
-    /// The system's resolver and the strictest policy: no private address.
+    /// Resolves no name and allows no private address: what a set of
+    /// steps built without [`DeploymentSteps::with_endpoint_check`] (a
+    /// test, say) does, so that it never asks a DNS server. The worker and
+    /// local mode give their own.
     fn default() -> Self {
         EndpointCheck {
-            resolver: Arc::new(floe_ports::SystemResolver),
+            resolver: Arc::new(floe_ports::OfflineResolver),
             policy: floe_domain::repository::EndpointPolicy::default(),
         }
     }

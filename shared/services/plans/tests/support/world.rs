@@ -63,6 +63,18 @@ impl World {
             },
             settings(),
         )
+        // The tests' repositories on a store by name resolve here, never
+        // through DNS: no test reaches beyond loopback.
+        .with_endpoint_check(floe_plans::EndpointCheck {
+            resolver: Arc::new(
+                floe_ports::FixedResolver::default()
+                    .with("minio.internal", &[std::net::IpAddr::from([10, 0, 0, 9])]),
+            ),
+            policy: floe_domain::repository::EndpointPolicy {
+                allow_private: true,
+                ..Default::default()
+            },
+        })
     }
 
     pub async fn deployment(&self, id: &str) -> Result<Deployment, TestError> {
