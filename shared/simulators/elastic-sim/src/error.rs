@@ -185,6 +185,12 @@ impl ApiError {
         )
     }
 
+    /// What Elasticsearch's parser answers to a request it cannot read:
+    /// an unknown key, query or aggregation type.
+    pub fn parsing(why: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "parsing_exception", why)
+    }
+
     pub fn illegal_argument(why: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "illegal_argument_exception", why)
     }

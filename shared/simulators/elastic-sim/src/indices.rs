@@ -3,6 +3,7 @@
 
 use crate::cat::{Column, row, table};
 use crate::error::ApiError;
+use crate::search_support;
 use crate::server::{ApiResult, Reply, Req};
 use crate::state::{ClusterState, Doc, Index, Sim, flatten_settings};
 use crate::util::{byte_size, check_index_name, new_doc_id, resolve_expression, split_names};
@@ -277,8 +278,11 @@ fn shards_header(shards: u32) -> Value {
     json!({ "total": shards, "successful": shards, "skipped": 0, "failed": 0 })
 }
 
-/// Counts every document: queries are not simulated.
-pub fn count(sim: &Sim, _req: &Req, expression: Option<&str>) -> ApiResult {
+/// Counts every document of a `match_all`; any other query is refused
+/// (see `search_support`).
+pub fn count(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
+    search_support::check_params(req, search_support::COUNT_PARAMS)?;
+    search_support::check_body(&req.json()?, search_support::COUNT_BODY_KEYS)?;
     let state = sim.state();
     let (docs, shards) = readable_docs(&state, expression)?;
     Ok(Reply::ok(json!({
@@ -288,9 +292,12 @@ pub fn count(sim: &Sim, _req: &Req, expression: Option<&str>) -> ApiResult {
 }
 
 /// A `match_all` search with `from` and `size`: enough to read back what
-/// was indexed or restored.
+/// was indexed or restored. Anything else is refused (see
+/// `search_support`), never answered as if it were `match_all`.
 pub fn search(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
+    search_support::check_params(req, search_support::SEARCH_PARAMS)?;
     let body = req.json()?;
+    search_support::check_body(&body, search_support::SEARCH_BODY_KEYS)?;
     let number = |name: &str, default: usize| -> Result<usize, ApiError> {
         if let Some(v) = req.param(name) {
             return v
@@ -314,16 +321,56 @@ pub fn search(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
             json!({ "_index": index, "_id": id, "_score": 1.0, "_source": source })
         })
         .collect();
+    let mut found = json!({
+        "max_score": if total > 0 { json!(1.0) } else { Value::Null },
+        "hits": hits,
+    });
+    // As Elasticsearch counts: exactly up to `track_total_hits` (10,000
+    // by default), then "at least"; not at all when it is false.
+    if let Some(tracked) = tracked_hits(req, &body)? {
+        let counted = total.min(tracked);
+        let relation = if total > tracked { "gte" } else { "eq" };
+        found["total"] = json!({ "value": counted, "relation": relation });
+    }
     Ok(Reply::ok(json!({
         "took": 1,
         "timed_out": false,
         "_shards": shards_header(shards),
-        "hits": {
-            "total": { "value": total, "relation": "eq" },
-            "max_score": if total > 0 { json!(1.0) } else { Value::Null },
-            "hits": hits,
-        },
+        "hits": found,
     })))
+}
+
+/// How many hits a search counts exactly: `track_total_hits` from the URL
+/// or the body (true: all, false: none, a number), else 10,000.
+fn tracked_hits(req: &Req, body: &Value) -> Result<Option<usize>, ApiError> {
+    let value = match req.param("track_total_hits") {
+        Some(v) => match v.as_str() {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            n => Value::from(n.parse::<u64>().map_err(|_| {
+                ApiError::illegal_argument(format!(
+                    "Failed to parse value [{n}] for [track_total_hits]"
+                ))
+            })?),
+        },
+        None => body.get("track_total_hits").cloned().unwrap_or(Value::Null),
+    };
+    match value {
+        Value::Null => Ok(Some(10_000)),
+        Value::Bool(true) => Ok(Some(usize::MAX)),
+        Value::Bool(false) => Ok(None),
+        Value::Number(n) => n
+            .as_u64()
+            .map(|n| Some(usize::try_from(n).unwrap_or(usize::MAX)))
+            .ok_or_else(|| {
+                ApiError::illegal_argument(
+                    "[track_total_hits] parameter must be positive or equals to -1",
+                )
+            }),
+        other => Err(ApiError::parsing(format!(
+            "[track_total_hits] cannot be {other}"
+        ))),
+    }
 }
 
 /// Documents are searchable as soon as they are written, so a refresh

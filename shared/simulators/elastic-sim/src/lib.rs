@@ -41,6 +41,7 @@ mod nodes;
 mod repo_data;
 mod repositories;
 mod restore;
+mod search_support;
 mod security;
 mod server;
 mod snapshots;

@@ -147,3 +147,122 @@ async fn pretty_answers_are_indented() -> TestResult {
     assert!(missing.contains("\n  \"error\""), "{missing}");
     Ok(())
 }
+
+/// What the simulated cluster cannot search, it refuses in Elasticsearch's
+/// shape: a `term` query, an aggregation, a sort or a scroll must never be
+/// answered as if it were `match_all` (every document, in index order).
+#[tokio::test]
+async fn searches_it_cannot_run_are_refused_never_answered_wrong() -> TestResult {
+    let root = tempfile::tempdir()?;
+    let cluster = start("search", root.path(), SimFaults::default()).await?;
+    crate::common::seed(&cluster, "logs", 30).await?;
+
+    let refused = [
+        (
+            "/logs/_search",
+            json!({"query": {"term": {"cat": "beta"}}}),
+            "parsing_exception",
+        ),
+        (
+            "/logs/_search",
+            json!({"query": {"match": {"msg": "even"}}}),
+            "parsing_exception",
+        ),
+        (
+            "/logs/_search",
+            json!({"query": {"match_all": {}, "term": {"a": 1}}}),
+            "parsing_exception",
+        ),
+        (
+            "/logs/_search",
+            json!({"aggs": {"by_cat": {"terms": {"field": "cat"}}}}),
+            "parsing_exception",
+        ),
+        (
+            "/logs/_search",
+            json!({"sort": [{"n": "desc"}]}),
+            "parsing_exception",
+        ),
+        (
+            "/logs/_search",
+            json!({"_source": ["n"]}),
+            "parsing_exception",
+        ),
+        (
+            "/logs/_search?scroll=1m",
+            json!({}),
+            "illegal_argument_exception",
+        ),
+        (
+            "/logs/_search?q=cat:beta",
+            json!({}),
+            "illegal_argument_exception",
+        ),
+        (
+            "/logs/_count",
+            json!({"query": {"range": {"n": {"gte": 5}}}}),
+            "parsing_exception",
+        ),
+        (
+            "/logs/_count?q=n:5",
+            json!({}),
+            "illegal_argument_exception",
+        ),
+    ];
+    for (path, body, kind) in refused {
+        let (status, answer) = call(&cluster, Method::POST, path, Some(body.clone())).await?;
+        assert_eq!(status, 400, "{path} {body}: {answer}");
+        assert_eq!(answer["status"], json!(400), "{answer}");
+        assert_eq!(
+            answer["error"]["type"],
+            json!(kind),
+            "{path} {body}: {answer}"
+        );
+        assert_eq!(
+            answer["error"]["root_cause"][0]["type"],
+            json!(kind),
+            "{answer}"
+        );
+        assert!(answer.get("hits").is_none() && answer.get("count").is_none());
+    }
+
+    // What it does run, it runs as Elasticsearch does.
+    let (status, all) = call(
+        &cluster,
+        Method::POST,
+        "/logs/_search",
+        Some(json!({"query": {"match_all": {"boost": 1.0}}, "size": 5, "from": 2})),
+    )
+    .await?;
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(all["hits"]["total"], json!({"value": 30, "relation": "eq"}));
+    assert_eq!(all["hits"]["hits"].as_array().map(Vec::len), Some(5));
+    let (_, capped) = call(
+        &cluster,
+        Method::POST,
+        "/logs/_search",
+        Some(json!({"track_total_hits": 10, "size": 0})),
+    )
+    .await?;
+    assert_eq!(
+        capped["hits"]["total"],
+        json!({"value": 10, "relation": "gte"})
+    );
+    let (_, untracked) = call(
+        &cluster,
+        Method::GET,
+        "/logs/_search?track_total_hits=false",
+        None,
+    )
+    .await?;
+    assert!(untracked["hits"].get("total").is_none(), "{untracked}");
+    let (status, counted) = call(
+        &cluster,
+        Method::POST,
+        "/logs/_count",
+        Some(json!({"query": {"match_all": {}}})),
+    )
+    .await?;
+    assert_eq!((status, &counted["count"]), (200, &json!(30)));
+    Ok(())
+}
