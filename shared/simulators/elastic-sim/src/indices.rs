@@ -108,7 +108,18 @@ pub fn create(sim: &Sim, req: &Req, name: &str) -> ApiResult {
     })))
 }
 
-pub fn delete(sim: &Sim, expression: &str) -> ApiResult {
+/// `DELETE /{indices}`: every named index, or (with `ignore_unavailable`)
+/// those that exist, as Elasticsearch answers both with 200.
+pub fn delete(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
+    let ignore_unavailable = match req.param("ignore_unavailable").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") | Some("") => true,
+        Some(other) => {
+            return Err(ApiError::illegal_argument(format!(
+                "Failed to parse value [{other}] as only [true] or [false] are allowed."
+            )));
+        }
+    };
     let names = split_names(expression);
     // `action.destructive_requires_name` is true by default from 8.0 on.
     if names.iter().any(|n| n.contains('*') || n == "_all") {
@@ -117,13 +128,34 @@ pub fn delete(sim: &Sim, expression: &str) -> ApiResult {
         ));
     }
     let mut state = sim.state();
-    if let Some(missing) = names.iter().find(|n| !state.indices.contains_key(*n)) {
+    if !ignore_unavailable
+        && let Some(missing) = names.iter().find(|n| !state.indices.contains_key(*n))
+    {
         return Err(ApiError::index_not_found(missing));
     }
     for name in &names {
         state.indices.remove(name);
     }
     Ok(Reply::acknowledged())
+}
+
+/// `GET /{indices}/_settings` (or every index's): each index's settings,
+/// as `GET /{index}` shows them.
+pub fn get_settings(sim: &Sim, expression: Option<&str>) -> ApiResult {
+    let state = sim.state();
+    let names = match expression {
+        Some(e) => pick(&state, e)?,
+        None => state.index_names(),
+    };
+    let mut out = Map::new();
+    for name in names {
+        let index = get_index(&state, &name)?;
+        out.insert(
+            name.clone(),
+            json!({ "settings": index.settings_json(&name) }),
+        );
+    }
+    Ok(Reply::ok(Value::Object(out)))
 }
 
 pub fn get(sim: &Sim, expression: &str) -> ApiResult {

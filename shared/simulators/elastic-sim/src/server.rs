@@ -610,6 +610,7 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         ["_recovery"] if get => restore::recovery(sim, req, None),
         ["_count"] if get || post => indices::count(sim, req, None),
         ["_refresh"] if get || post => indices::refresh(sim, None),
+        ["_settings"] if get => indices::get_settings(sim, None),
 
         ["_license"] if get => crate::license::get(sim),
         ["_license"] if put || post => crate::license::put(sim, req),
@@ -643,7 +644,7 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
 
         [name, ..] if name.starts_with('_') => Err(ApiError::no_handler(m.as_str(), &req.uri)),
         [index] if put => indices::create(sim, req, index),
-        [index] if delete => indices::delete(sim, index),
+        [index] if delete => indices::delete(sim, req, index),
         [index] if get => indices::get(sim, index),
         [_] => wrong(&["GET", "HEAD", "PUT", "DELETE"]),
         [index, "_doc"] if post => indices::index_doc(sim, req, index, None, false),
@@ -657,6 +658,7 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         [index, "_bulk"] if put || post => crate::bulk::bulk(sim, req, Some(index)),
         [index, "_search"] if get || post => indices::search(sim, req, index),
         [index, "_refresh"] if get || post => indices::refresh(sim, Some(index)),
+        [index, "_settings"] if get => indices::get_settings(sim, Some(index)),
         [index, "_close"] if post => indices::close(sim, index),
         [index, "_open"] if post => indices::open(sim, index),
         [index, "_recovery"] if get => restore::recovery(sim, req, Some(index)),

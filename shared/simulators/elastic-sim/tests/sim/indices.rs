@@ -266,3 +266,47 @@ async fn searches_it_cannot_run_are_refused_never_answered_wrong() -> TestResult
     assert_eq!((status, &counted["count"]), (200, &json!(30)));
     Ok(())
 }
+
+/// `DELETE` with `ignore_unavailable` removes what exists and answers 200,
+/// as Elasticsearch does; without it a missing index is a 404 and nothing
+/// goes. `GET _settings` shows what `GET /{index}` shows.
+#[tokio::test]
+async fn deletes_ignore_unavailable_and_settings_are_read_back() -> TestResult {
+    let root = tempfile::tempdir()?;
+    let cluster = start("deletes", root.path(), SimFaults::default()).await?;
+    let (status, _) = call(
+        &cluster,
+        Method::PUT,
+        "/a",
+        Some(json!({"settings": {"number_of_shards": 2, "number_of_replicas": 0}})),
+    )
+    .await?;
+    assert_eq!(status, 200);
+    let (status, settings) = call(&cluster, Method::GET, "/a/_settings", None).await?;
+    assert_eq!(status, 200, "{settings}");
+    let (_, whole) = call(&cluster, Method::GET, "/a", None).await?;
+    assert_eq!(settings["a"]["settings"], whole["a"]["settings"]);
+    assert_eq!(
+        settings["a"]["settings"]["index"]["number_of_shards"],
+        json!("2")
+    );
+    let (status, all) = call(&cluster, Method::GET, "/_settings", None).await?;
+    assert_eq!((status, &all["a"]), (200, &settings["a"]));
+
+    let (status, body) = call(&cluster, Method::DELETE, "/a,b", None).await?;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["type"], json!("index_not_found_exception"));
+    let (status, _) = call(&cluster, Method::GET, "/a", None).await?;
+    assert_eq!(status, 200, "a 404 delete removes nothing");
+    let (status, body) = call(
+        &cluster,
+        Method::DELETE,
+        "/a,b?ignore_unavailable=true",
+        None,
+    )
+    .await?;
+    assert_eq!((status, &body["acknowledged"]), (200, &json!(true)));
+    let (status, _) = call(&cluster, Method::GET, "/a", None).await?;
+    assert_eq!(status, 404);
+    Ok(())
+}
