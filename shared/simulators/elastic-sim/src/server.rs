@@ -609,6 +609,7 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         ["_cat", "indices", pattern] if get => indices::cat(sim, req, Some(pattern)),
         ["_recovery"] if get => restore::recovery(sim, req, None),
         ["_count"] if get || post => indices::count(sim, req, None),
+        ["_search"] if get || post => indices::search(sim, req, "_all"),
         ["_refresh"] if get || post => indices::refresh(sim, None),
         ["_settings"] if get => indices::get_settings(sim, None),
 

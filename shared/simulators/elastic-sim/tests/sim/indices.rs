@@ -256,6 +256,16 @@ async fn searches_it_cannot_run_are_refused_never_answered_wrong() -> TestResult
     )
     .await?;
     assert!(untracked["hits"].get("total").is_none(), "{untracked}");
+    // Without an index: every index, here the one.
+    let (status, everywhere) =
+        call(&cluster, Method::POST, "/_search", Some(json!({"size": 1}))).await?;
+    assert_eq!(status, 200, "{everywhere}");
+    assert_eq!(everywhere["hits"]["total"]["value"], json!(30));
+    let (status, refused) = call(&cluster, Method::GET, "/_search?scroll=1m", None).await?;
+    assert_eq!(
+        (status, &refused["error"]["type"]),
+        (400, &json!("illegal_argument_exception"))
+    );
     let (status, counted) = call(
         &cluster,
         Method::POST,
