@@ -279,6 +279,21 @@ impl Server {
         }
     }
 
+    /// Creates a deployment from `body` with `token`, expecting 201; its id.
+    pub async fn create_deployment(
+        &self,
+        token: &str,
+        body: &Value,
+    ) -> Result<String, Box<dyn std::error::Error>> {
+        let created = self
+            .call(Call::post(DEPLOYMENTS).bearer(token).json(body))
+            .await;
+        Ok(created.expect_status(201).json()["id"]
+            .as_str()
+            .ok_or("no id in the created deployment")?
+            .to_string())
+    }
+
     /// Writes the `fs` repository `name` at `location` (under the data
     /// folder's repositories/{organization}/) with a platform admin's `token`.
     pub async fn put_fs_repository(&self, token: &str, name: &str, location: &str) {

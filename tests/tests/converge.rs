@@ -58,18 +58,13 @@ fn node_ids(d: &Value) -> Vec<String> {
     ids
 }
 
+/// Creates the deployment; the path of its resource.
 async fn create(
     s: &Server,
     token: &str,
     body: &Value,
 ) -> Result<String, Box<dyn std::error::Error>> {
-    let created = s
-        .call(Call::post(DEPLOYMENTS).bearer(token).json(body))
-        .await;
-    let id = created.expect_status(201).json()["id"]
-        .as_str()
-        .ok_or("id")?
-        .to_string();
+    let id = s.create_deployment(token, body).await?;
     Ok(format!("{DEPLOYMENTS}/{id}"))
 }
 

@@ -37,21 +37,6 @@ fn running(d: &Value) -> bool {
     settled(d) && d["status"] == json!("running")
 }
 
-async fn create(
-    s: &Server,
-    token: &str,
-    body: &Value,
-) -> Result<String, Box<dyn std::error::Error>> {
-    let created = s
-        .call(Call::post(DEPLOYMENTS).bearer(token).json(body))
-        .await;
-    let id = created.expect_status(201).json()["id"]
-        .as_str()
-        .ok_or("id")?
-        .to_string();
-    Ok(id)
-}
-
 /// Takes snapshot `name` of the deployment at `path` through Floe's API
 /// and waits for its end.
 async fn snapshot(s: &Server, token: &str, path: &str, name: &str) {
@@ -77,7 +62,9 @@ async fn a_snapshot_deleted_through_the_proxy_is_shown_missing_and_never_resolve
     let s = Server::start_quick();
     let token = s.token(ORG, &["platform_admin"]);
     s.put_fs_repository(&token, "backups", "backups").await;
-    let id = create(&s, &token, &spec("source", "backups")).await?;
+    let id = s
+        .create_deployment(&token, &spec("source", "backups"))
+        .await?;
     let path = format!("{DEPLOYMENTS}/{id}");
     let proxy = format!("{path}/elasticsearch/main-elasticsearch/proxy");
     s.until(&token, &path, "running", running).await?;
@@ -214,7 +201,7 @@ async fn a_deleted_deployments_snapshots_stay_listable_restorable_and_counted() 
     let token = s.token(ORG, &["platform_admin"]);
     s.put_fs_repository(&token, "kept", "kept").await;
     let repo = format!("{REPOSITORIES}/kept");
-    let id = create(&s, &token, &spec("doomed", "kept")).await?;
+    let id = s.create_deployment(&token, &spec("doomed", "kept")).await?;
     let path = format!("{DEPLOYMENTS}/{id}");
     let proxy = format!("{path}/elasticsearch/main-elasticsearch/proxy");
     s.until(&token, &path, "running", running).await?;
@@ -267,7 +254,7 @@ async fn a_deleted_deployments_snapshots_stay_listable_restorable_and_counted() 
     body["restore_snapshot"] = json!({
         "source_deployment_id": id, "snapshot_name": "before-delete"
     });
-    let reborn = create(&s, &token, &body).await?;
+    let reborn = s.create_deployment(&token, &body).await?;
     let reborn_path = format!("{DEPLOYMENTS}/{reborn}");
     let d = s.until(&token, &reborn_path, "settled", settled).await?;
     assert_eq!(d["status"], json!("running"), "{d}");
@@ -291,7 +278,9 @@ async fn remove_snapshots_removes_what_no_clone_pins_and_names_what_stays() -> T
     let repo = format!("{REPOSITORIES}/gone");
 
     // No pins: every snapshot goes, and nothing holds the repository.
-    let id = create(&s, &token, &spec("short-lived", "gone")).await?;
+    let id = s
+        .create_deployment(&token, &spec("short-lived", "gone"))
+        .await?;
     let path = format!("{DEPLOYMENTS}/{id}");
     s.until(&token, &path, "running", running).await?;
     snapshot(&s, &token, &path, "one").await;
@@ -317,7 +306,9 @@ async fn remove_snapshots_removes_what_no_clone_pins_and_names_what_stays() -> T
     assert_eq!(r["used_by"], json!(0), "{r}");
 
     // A pinned snapshot stays, named in the answer and listed.
-    let id = create(&s, &token, &spec("pinned-source", "gone")).await?;
+    let id = s
+        .create_deployment(&token, &spec("pinned-source", "gone"))
+        .await?;
     let path = format!("{DEPLOYMENTS}/{id}");
     let proxy = format!("{path}/elasticsearch/main-elasticsearch/proxy");
     s.until(&token, &path, "running", running).await?;
@@ -374,7 +365,9 @@ async fn remove_snapshots_removes_what_no_clone_pins_and_names_what_stays() -> T
     assert_eq!(names, ["held"], "{snaps}");
 
     // A stopped deployment has no cluster to remove them with.
-    let id = create(&s, &token, &spec("stopped", "gone")).await?;
+    let id = s
+        .create_deployment(&token, &spec("stopped", "gone"))
+        .await?;
     let path = format!("{DEPLOYMENTS}/{id}");
     s.until(&token, &path, "running", running).await?;
     shut_down(&s, &token, &path).await?;
