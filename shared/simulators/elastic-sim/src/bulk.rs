@@ -403,15 +403,12 @@ fn run(state: &mut ClusterState, nodes: u32, op: Op) -> Result<Value, Value> {
             None => (StatusCode::NOT_FOUND, "not_found", 1, None),
         },
     };
-    match (action, new_source) {
-        (Action::Delete, _) => {
-            index.docs.remove(&id);
-        }
-        (_, Some(source)) => {
-            index.docs.insert(id.clone(), Doc { version, source });
-        }
-        (_, None) => {}
-    }
+    let written = match (action, new_source) {
+        (Action::Delete, _) => index.remove_doc(&id).map(drop),
+        (_, Some(source)) => index.put_doc(&id, Doc { version, source }),
+        (_, None) => Ok(()),
+    };
+    written.map_err(|e| fail(Some(&id), crate::search::api_error(e, &name)))?;
     let seq_no = index.seq_no;
     index.seq_no += 1;
     let copies = 1 + index.assigned_replicas(nodes);

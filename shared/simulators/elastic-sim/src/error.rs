@@ -49,6 +49,18 @@ impl ApiError {
         }
     }
 
+    /// An error of any type: for errors whose type comes from elsewhere
+    /// (the search library's).
+    pub fn of(status: StatusCode, error_type: &'static str, reason: impl Into<String>) -> ApiError {
+        ApiError::new(status, error_type, reason)
+    }
+
+    /// Adds a field to the error (`root_cause` replaces the one made of
+    /// the error itself, as a wrapping exception's names the inner one).
+    pub fn with_field(self, key: &str, value: Value) -> ApiError {
+        self.with(key, value)
+    }
+
     fn with(mut self, key: &str, value: impl Into<Value>) -> ApiError {
         self.extra.insert(key.to_string(), value.into());
         self
@@ -281,11 +293,13 @@ impl ApiError {
             Value::from(self.reason.clone())
         };
         cause.insert("reason".to_string(), reason);
-        cause.extend(self.extra.clone());
+        let mut extra = self.extra.clone();
+        let root = extra.remove("root_cause");
+        cause.extend(extra);
         let mut error = cause.clone();
         error.insert(
             "root_cause".to_string(),
-            Value::Array(vec![Value::Object(cause)]),
+            root.unwrap_or_else(|| Value::Array(vec![Value::Object(cause)])),
         );
         json!({ "error": error, "status": self.status.as_u16() })
     }

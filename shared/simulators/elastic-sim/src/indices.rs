@@ -3,7 +3,6 @@
 
 use crate::cat::{Column, row, table};
 use crate::error::ApiError;
-use crate::search_support;
 use crate::server::{ApiResult, Reply, Req};
 use crate::state::{ClusterState, Doc, Index, Sim, flatten_settings};
 use crate::util::{byte_size, check_index_name, new_doc_id, resolve_expression, split_names};
@@ -47,7 +46,7 @@ pub(crate) fn check_writable(name: &str, index: &Index) -> Result<(), ApiError> 
     Ok(())
 }
 
-fn check_readable(name: &str, index: &Index) -> Result<(), ApiError> {
+pub(crate) fn check_readable(name: &str, index: &Index) -> Result<(), ApiError> {
     if index.closed {
         return Err(ApiError::index_closed(name, &index.uuid));
     }
@@ -83,7 +82,8 @@ pub fn index_from_body(body: &Value) -> Result<Index, ApiError> {
     let mut index = Index::new(shards, replicas);
     index.settings = flat;
     if let Some(mappings) = body.get("mappings") {
-        index.mappings = mappings.clone();
+        index.mappings = floe_search_index::Mappings::parse(mappings)
+            .map_err(|e| crate::search::api_error(e, "_na_"))?;
     }
     if let Some(Value::Object(aliases)) = body.get("aliases") {
         index.aliases = aliases.clone();
@@ -167,7 +167,7 @@ pub fn get(sim: &Sim, expression: &str) -> ApiResult {
             name.clone(),
             json!({
                 "aliases": index.aliases,
-                "mappings": index.mappings,
+                "mappings": index.mappings.to_json(),
                 "settings": index.settings_json(&name),
             }),
         );
@@ -209,7 +209,9 @@ pub fn index_doc(
         });
     }
     let version = previous.map_or(1, |v| v + 1);
-    index.docs.insert(id.clone(), Doc { version, source });
+    index
+        .put_doc(&id, Doc { version, source })
+        .map_err(|e| crate::search::api_error(e, name))?;
     let seq_no = index.seq_no;
     index.seq_no += 1;
     let copies = 1 + index.assigned_replicas(sim.node_count());
@@ -266,7 +268,9 @@ pub fn delete_doc(sim: &Sim, name: &str, id: &str) -> ApiResult {
         .get_mut(name)
         .ok_or_else(|| ApiError::index_not_found(name))?;
     check_writable(name, index)?;
-    let removed = index.docs.remove(id);
+    let removed = index
+        .remove_doc(id)
+        .map_err(|e| crate::search::api_error(e, name))?;
     let (status, result, version) = match removed {
         Some(doc) => (StatusCode::OK, "deleted", doc.version + 1),
         None => (StatusCode::NOT_FOUND, "not_found", 1),
@@ -277,132 +281,45 @@ pub fn delete_doc(sim: &Sim, name: &str, id: &str) -> ApiResult {
     ))
 }
 
-/// A document found by a read: its index, id and source.
-type Hit = (String, String, Value);
-
-/// Documents of the picked indices, and their shard count.
-fn readable_docs(
-    state: &ClusterState,
-    expression: Option<&str>,
-) -> Result<(Vec<Hit>, u32), ApiError> {
+/// `GET /{indices}/_mapping` (or every index's).
+pub fn get_mapping(sim: &Sim, expression: Option<&str>) -> ApiResult {
+    let state = sim.state();
     let names = match expression {
-        Some(expression) => pick(state, expression)?,
+        Some(e) => pick(&state, e)?,
         None => state.index_names(),
     };
-    let mut docs = Vec::new();
-    let mut shards = 0;
+    let mut out = Map::new();
     for name in names {
-        let index = get_index(state, &name)?;
-        if index.closed && expression.is_none_or(|e| e.contains('*')) {
-            // Wildcards skip closed indices.
-            continue;
-        }
-        check_readable(&name, index)?;
-        shards += index.number_of_shards;
-        for (id, doc) in &index.docs {
-            docs.push((name.clone(), id.clone(), doc.source.clone()));
-        }
+        let index = get_index(&state, &name)?;
+        out.insert(
+            name.clone(),
+            json!({ "mappings": index.mappings.to_json() }),
+        );
     }
-    Ok((docs, shards))
+    Ok(Reply::ok(Value::Object(out)))
 }
 
-fn shards_header(shards: u32) -> Value {
-    json!({ "total": shards, "successful": shards, "skipped": 0, "failed": 0 })
-}
-
-/// Counts every document of a `match_all`; any other query is refused
-/// (see `search_support`).
-pub fn count(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
-    search_support::check_params(req, search_support::COUNT_PARAMS)?;
-    search_support::check_body(&req.json()?, search_support::COUNT_BODY_KEYS)?;
-    let state = sim.state();
-    let (docs, shards) = readable_docs(&state, expression)?;
-    Ok(Reply::ok(json!({
-        "count": docs.len(),
-        "_shards": shards_header(shards),
-    })))
-}
-
-/// A `match_all` search with `from` and `size`: enough to read back what
-/// was indexed or restored. Anything else is refused (see
-/// `search_support`), never answered as if it were `match_all`.
-pub fn search(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
-    search_support::check_params(req, search_support::SEARCH_PARAMS)?;
+/// `PUT /{indices}/_mapping`: adds fields to every named index, or (a
+/// field's type changing, say) to none of them.
+pub fn put_mapping(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
     let body = req.json()?;
-    search_support::check_body(&body, search_support::SEARCH_BODY_KEYS)?;
-    let number = |name: &str, default: usize| -> Result<usize, ApiError> {
-        if let Some(v) = req.param(name) {
-            return v
-                .parse()
-                .map_err(|_| ApiError::illegal_argument(format!("Failed to parse int [{v}]")));
+    let mut state = sim.state();
+    let names = pick(&state, expression)?;
+    let mut merged = Vec::new();
+    for name in &names {
+        let index = get_index(&state, name)?;
+        let mut mappings = index.mappings.clone();
+        mappings
+            .merge(&body)
+            .map_err(|e| crate::search::api_error(e, name))?;
+        merged.push((name.clone(), mappings));
+    }
+    for (name, mappings) in merged {
+        if let Some(index) = state.indices.get_mut(&name) {
+            index.mappings = mappings;
         }
-        Ok(body
-            .get(name)
-            .and_then(Value::as_u64)
-            .map_or(default, |n| usize::try_from(n).unwrap_or(usize::MAX)))
-    };
-    let (from, size) = (number("from", 0)?, number("size", 10)?);
-    let state = sim.state();
-    let (docs, shards) = readable_docs(&state, Some(expression))?;
-    let total = docs.len();
-    let hits: Vec<Value> = docs
-        .into_iter()
-        .skip(from)
-        .take(size)
-        .map(|(index, id, source)| {
-            json!({ "_index": index, "_id": id, "_score": 1.0, "_source": source })
-        })
-        .collect();
-    let mut found = json!({
-        "max_score": if total > 0 { json!(1.0) } else { Value::Null },
-        "hits": hits,
-    });
-    // As Elasticsearch counts: exactly up to `track_total_hits` (10,000
-    // by default), then "at least"; not at all when it is false.
-    if let Some(tracked) = tracked_hits(req, &body)? {
-        let counted = total.min(tracked);
-        let relation = if total > tracked { "gte" } else { "eq" };
-        found["total"] = json!({ "value": counted, "relation": relation });
     }
-    Ok(Reply::ok(json!({
-        "took": 1,
-        "timed_out": false,
-        "_shards": shards_header(shards),
-        "hits": found,
-    })))
-}
-
-/// How many hits a search counts exactly: `track_total_hits` from the URL
-/// or the body (true: all, false: none, a number), else 10,000.
-fn tracked_hits(req: &Req, body: &Value) -> Result<Option<usize>, ApiError> {
-    let value = match req.param("track_total_hits") {
-        Some(v) => match v.as_str() {
-            "true" => Value::Bool(true),
-            "false" => Value::Bool(false),
-            n => Value::from(n.parse::<u64>().map_err(|_| {
-                ApiError::illegal_argument(format!(
-                    "Failed to parse value [{n}] for [track_total_hits]"
-                ))
-            })?),
-        },
-        None => body.get("track_total_hits").cloned().unwrap_or(Value::Null),
-    };
-    match value {
-        Value::Null => Ok(Some(10_000)),
-        Value::Bool(true) => Ok(Some(usize::MAX)),
-        Value::Bool(false) => Ok(None),
-        Value::Number(n) => n
-            .as_u64()
-            .map(|n| Some(usize::try_from(n).unwrap_or(usize::MAX)))
-            .ok_or_else(|| {
-                ApiError::illegal_argument(
-                    "[track_total_hits] parameter must be positive or equals to -1",
-                )
-            }),
-        other => Err(ApiError::parsing(format!(
-            "[track_total_hits] cannot be {other}"
-        ))),
-    }
+    Ok(Reply::acknowledged())
 }
 
 /// Documents are searchable as soon as they are written, so a refresh
@@ -418,7 +335,9 @@ pub fn refresh(sim: &Sim, expression: Option<&str>) -> ApiResult {
         .filter_map(|n| state.indices.get(n))
         .map(|i| i.number_of_shards)
         .sum();
-    Ok(Reply::ok(json!({ "_shards": shards_header(shards) })))
+    Ok(Reply::ok(
+        json!({ "_shards": crate::search::shards_header(shards) }),
+    ))
 }
 
 pub fn close(sim: &Sim, expression: &str) -> ApiResult {

@@ -1,42 +1,86 @@
-//! What the simulated cluster's searches understand, in one table, and the
+//! What the simulated cluster's search APIs take, in one table with the
+//! query and aggregation types of `floe_search_index::supported`, and the
 //! refusal of everything else.
 //!
-//! The simulated cluster keeps documents to read them back (after a bulk
-//! load, a restore, a clone); it does not score, filter, sort or
-//! aggregate. A request that asks for any of that must not get an answer
-//! that looks right and is not (every document for a `term` query, say),
-//! so it is refused as Elasticsearch refuses a request it cannot parse: a
-//! 400 in Elasticsearch's error shape, naming what is not supported.
+//! The search semantics come from the search library; what it does not
+//! implement is refused as Elasticsearch refuses a request it cannot
+//! parse (a 400 in its error shape, naming what is not supported), never
+//! answered with something that looks right and is not.
 
 use crate::error::ApiError;
 use crate::server::Req;
 use serde_json::Value;
 
-/// Query types the simulated cluster runs.
-pub const QUERY_TYPES: &[&str] = &["match_all"];
+/// The search endpoints, by method and path, as `server::route` serves
+/// them.
+pub const SEARCH_ENDPOINTS: &[&str] = &[
+    "GET|POST /_search",
+    "GET|POST /{indices}/_search",
+    "GET|POST /_search/scroll[/{id}]",
+    "DELETE /_search/scroll[/{ids}]",
+    "POST /{indices}/_pit",
+    "DELETE /_pit",
+    "GET|POST [/{indices}]/_count",
+    "GET|POST [/{index}]/_mget",
+    "POST /{indices}/_delete_by_query",
+    "GET [/{indices}]/_mapping",
+    "PUT|POST /{indices}/_mapping",
+];
 
-/// Aggregation types it runs: none yet.
-pub const AGGREGATION_TYPES: &[&str] = &[];
+/// Output-only URL parameters every API takes: they change how an answer
+/// is printed, not what it says.
+const OUTPUT_PARAMS: &[&str] = &["pretty", "human", "error_trace", "filter_path"];
 
-/// Keys of a `_search` body it honours.
-pub const SEARCH_BODY_KEYS: &[&str] = &["query", "from", "size", "track_total_hits"];
-
-/// Keys of a `_count` body it honours.
-pub const COUNT_BODY_KEYS: &[&str] = &["query"];
-
-/// URL parameters of `_search`; Elasticsearch's output-only parameters
-/// (`pretty`, `human`, `error_trace`) change nothing it answers.
+/// URL parameters of `_search`. Those that tune how Elasticsearch runs a
+/// search across shards change nothing a single-process cluster answers.
 pub const SEARCH_PARAMS: &[&str] = &[
     "from",
     "size",
+    "q",
+    "df",
+    "default_operator",
+    "sort",
+    "_source",
+    "_source_includes",
+    "_source_excludes",
     "track_total_hits",
+    "track_scores",
+    "rest_total_hits_as_int",
+    "scroll",
+    "version",
+    "seq_no_primary_term",
+    "timeout",
+    "ignore_unavailable",
+    "allow_no_indices",
+    "expand_wildcards",
+    "request_cache",
+    "preference",
+    "search_type",
+    "allow_partial_search_results",
+    "ccs_minimize_roundtrips",
+    "batched_reduce_size",
+    "max_concurrent_shard_requests",
+    "pre_filter_shard_size",
     "pretty",
     "human",
     "error_trace",
+    "filter_path",
 ];
 
 /// URL parameters of `_count`.
-pub const COUNT_PARAMS: &[&str] = &["pretty", "human", "error_trace"];
+pub const COUNT_PARAMS: &[&str] = &[
+    "q",
+    "df",
+    "default_operator",
+    "ignore_unavailable",
+    "allow_no_indices",
+    "expand_wildcards",
+    "preference",
+    "pretty",
+    "human",
+    "error_trace",
+    "filter_path",
+];
 
 /// Elasticsearch's name for the token a key's value starts with, as its
 /// parser reports an unknown key.
@@ -51,15 +95,14 @@ fn token(value: &Value) -> &'static str {
     }
 }
 
-/// Refuses a URL parameter outside `allowed`, as Elasticsearch refuses
-/// one it does not know (`?scroll=` included: without scroll contexts, a
-/// client's scan would read one page and stop, without an error).
+/// Refuses a URL parameter outside `allowed` (and the output-only ones),
+/// as Elasticsearch refuses one it does not know.
 pub fn check_params(req: &Req, allowed: &[&str]) -> Result<(), ApiError> {
     let unknown: Vec<&str> = req
         .query
         .keys()
         .map(String::as_str)
-        .filter(|k| !allowed.contains(k))
+        .filter(|k| !allowed.contains(k) && !OUTPUT_PARAMS.contains(k))
         .collect();
     if unknown.is_empty() {
         return Ok(());
@@ -80,77 +123,19 @@ pub fn check_params(req: &Req, allowed: &[&str]) -> Result<(), ApiError> {
     )))
 }
 
-/// Refuses a body key outside `allowed` and any query but `match_all`.
+/// Refuses a body key outside `allowed`, as Elasticsearch's parser
+/// refuses an unknown one. (Queries and aggregations are checked as they
+/// are compiled.)
 pub fn check_body(body: &Value, allowed: &[&str]) -> Result<(), ApiError> {
     let Some(map) = body.as_object() else {
         return Err(ApiError::parsing("request body must be an object"));
     };
     for (key, value) in map {
-        if matches!(key.as_str(), "aggs" | "aggregations") {
-            check_aggregations(value)?;
-            continue;
-        }
         if !allowed.contains(&key.as_str()) {
             return Err(ApiError::parsing(format!(
                 "Unknown key for a {} in [{key}]. (Floe's simulated Elasticsearch supports {})",
                 token(value),
                 allowed.join(", ")
-            )));
-        }
-    }
-    if let Some(query) = map.get("query") {
-        check_query(query)?;
-    }
-    Ok(())
-}
-
-fn check_query(query: &Value) -> Result<(), ApiError> {
-    let Some(clauses) = query.as_object() else {
-        return Err(ApiError::parsing(
-            "[_na] query malformed, must start with start_object",
-        ));
-    };
-    let mut names = clauses.keys();
-    let (Some(name), None) = (names.next(), names.next()) else {
-        return Err(ApiError::parsing(
-            "[query] must hold exactly one query (Floe's simulated Elasticsearch runs match_all only)",
-        ));
-    };
-    if !QUERY_TYPES.contains(&name.as_str()) {
-        return Err(ApiError::parsing(format!(
-            "unknown query [{name}]: Floe's simulated Elasticsearch runs only {QUERY_TYPES:?}"
-        )));
-    }
-    // match_all takes `boost` and `_name`, nothing that changes the hits.
-    let inner = clauses.get(name).and_then(Value::as_object);
-    if let Some(extra) =
-        inner.and_then(|o| o.keys().find(|k| !matches!(k.as_str(), "boost" | "_name")))
-    {
-        return Err(ApiError::parsing(format!(
-            "[match_all] query does not support [{extra}]"
-        )));
-    }
-    Ok(())
-}
-
-/// Refuses every aggregation whose type is not in [`AGGREGATION_TYPES`]
-/// (all of them, for now), with the type Elasticsearch would name.
-fn check_aggregations(aggs: &Value) -> Result<(), ApiError> {
-    let Some(named) = aggs.as_object() else {
-        return Err(ApiError::parsing("Expected [START_OBJECT] under [aggs]"));
-    };
-    for (name, agg) in named {
-        let kind = agg
-            .as_object()
-            .and_then(|a| {
-                a.keys()
-                    .find(|k| !matches!(k.as_str(), "aggs" | "aggregations" | "meta"))
-            })
-            .cloned()
-            .unwrap_or_default();
-        if !AGGREGATION_TYPES.contains(&kind.as_str()) {
-            return Err(ApiError::parsing(format!(
-                "Unknown aggregation type [{kind}] for aggregation [{name}]: Floe's simulated Elasticsearch runs no aggregations"
             )));
         }
     }

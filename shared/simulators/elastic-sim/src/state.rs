@@ -8,6 +8,7 @@ use crate::coordination::Coordination;
 use crate::repo_data::{IndexBlob, IndexSize, SnapshotRecord, StoredDoc};
 use crate::util::{file_count, new_uuid, now_millis};
 use floe_domain::secret::SecretString;
+use floe_search_index::{Mappings, SearchError, SearchIndex};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -40,6 +41,8 @@ pub struct Sim {
     /// The cluster's license: the self-generated `basic` one a new
     /// cluster starts with, until someone installs another.
     pub(crate) license: Mutex<crate::license::License>,
+    /// Open scrolls and points in time.
+    contexts: Mutex<crate::search::Contexts>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +128,7 @@ impl Sim {
             settings: Mutex::new(ClusterSettings::default()),
             coordination: Mutex::new(coordination),
             license: Mutex::new(crate::license::License::self_generated("basic")),
+            contexts: Mutex::new(crate::search::Contexts::default()),
         }
     }
 
@@ -143,6 +147,10 @@ impl Sim {
     /// while holding it leaves nothing half-written worth refusing over.
     pub fn state(&self) -> MutexGuard<'_, ClusterState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn contexts(&self) -> MutexGuard<'_, crate::search::Contexts> {
+        self.contexts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn settings(&self) -> MutexGuard<'_, ClusterSettings> {
@@ -619,9 +627,13 @@ pub struct Index {
     /// Other `index.*` settings, without the prefix, as strings (which is
     /// how Elasticsearch reports settings).
     pub settings: BTreeMap<String, String>,
-    pub mappings: Value,
+    pub mappings: Mappings,
     pub aliases: Map<String, Value>,
+    /// The documents, by id: what gets, snapshots and hits read.
     pub docs: BTreeMap<String, Doc>,
+    /// The documents in the search library, for queries, sorts and
+    /// aggregations; built from `docs` when first searched.
+    pub search: SearchCache,
     pub closed: bool,
     pub creation_millis: i64,
     pub recovery: Recovery,
@@ -649,9 +661,10 @@ impl Index {
             number_of_shards,
             number_of_replicas,
             settings: BTreeMap::new(),
-            mappings: Value::Object(Map::new()),
+            mappings: Mappings::default(),
             aliases: Map::new(),
             docs: BTreeMap::new(),
+            search: SearchCache::default(),
             closed: false,
             creation_millis: now_millis(),
             recovery: Recovery::instant(RecoverySource::EmptyStore, 0),
@@ -664,7 +677,9 @@ impl Index {
     pub fn from_blob(blob: &IndexBlob, docs: bool) -> Index {
         let mut index = Index::new(blob.number_of_shards, blob.number_of_replicas);
         index.settings.clone_from(&blob.settings);
-        index.mappings = blob.mappings.clone();
+        // A snapshot holds the mappings its cluster made; any that this
+        // cluster cannot read again are made anew from the documents.
+        index.mappings = Mappings::parse(&blob.mappings).unwrap_or_default();
         index.aliases = blob.aliases.clone();
         if docs {
             for doc in &blob.docs {
@@ -678,6 +693,10 @@ impl Index {
             }
         }
         index.seq_no = u64::try_from(index.docs.len()).unwrap_or(u64::MAX);
+        for doc in index.docs.values() {
+            // The documents were indexed once; what they add is mapped.
+            let _ = index.mappings.map_dynamically(&doc.source);
+        }
         index
     }
 
@@ -687,7 +706,7 @@ impl Index {
             number_of_shards: self.number_of_shards,
             number_of_replicas: self.number_of_replicas,
             settings: self.settings.clone(),
-            mappings: self.mappings.clone(),
+            mappings: self.mappings.to_json(),
             aliases: self.aliases.clone(),
             docs: self
                 .docs
@@ -857,4 +876,89 @@ pub fn flatten_settings(settings: &Value) -> BTreeMap<String, String> {
             None => (k, v),
         })
         .collect()
+}
+
+/// An index's documents in the search library, or nothing until the
+/// first search builds them. A copy of an index starts without (it builds
+/// its own when searched).
+#[derive(Debug, Default)]
+pub struct SearchCache(Option<SearchIndex>);
+
+impl Clone for SearchCache {
+    fn clone(&self) -> SearchCache {
+        SearchCache(None)
+    }
+}
+
+impl PartialEq for SearchCache {
+    /// What an index holds is its documents; the search structure is
+    /// derived from them.
+    fn eq(&self, _: &SearchCache) -> bool {
+        true
+    }
+}
+
+impl Index {
+    /// Writes a document: maps what is new in it (refusing, unchanged, a
+    /// value its field cannot take, or a new field under a strict
+    /// mapping), then keeps it for reads and for searches.
+    pub fn put_doc(&mut self, id: &str, doc: Doc) -> Result<(), SearchError> {
+        let mut mappings = self.mappings.clone();
+        mappings.map_dynamically(&doc.source)?;
+        let values = mappings.values(id, &doc.source)?;
+        if mappings != self.mappings {
+            self.mappings = mappings;
+        }
+        if let Some(search) = &mut self.search.0 {
+            if search.covers(&self.mappings) {
+                search.put(id, &values)?;
+            } else {
+                // A new field: the schema is built again at the next search.
+                self.search.0 = None;
+            }
+        }
+        self.docs.insert(id.to_string(), doc);
+        Ok(())
+    }
+
+    /// Removes a document; `None` if there was none.
+    pub fn remove_doc(&mut self, id: &str) -> Result<Option<Doc>, SearchError> {
+        let removed = self.docs.remove(id);
+        if removed.is_some()
+            && let Some(search) = &mut self.search.0
+        {
+            search.delete(id)?;
+        }
+        Ok(removed)
+    }
+
+    /// The index, searchable with every write so far: built from the
+    /// documents when it was not yet, refreshed when it was.
+    pub fn searchable(&mut self) -> Result<&SearchIndex, SearchError> {
+        let mappings = &self.mappings;
+        let stale = self.search.0.as_ref().is_none_or(|s| !s.covers(mappings));
+        if stale {
+            let mut built = SearchIndex::create(mappings, None)?;
+            for (id, doc) in &self.docs {
+                // Documents were checked when written; one its field can no
+                // longer take (after a restore, say) is kept unsearchable.
+                if let Ok(values) = mappings.values(id, &doc.source) {
+                    built.put(id, &values)?;
+                }
+            }
+            self.search.0 = Some(built);
+        }
+        let search = self
+            .search
+            .0
+            .as_mut()
+            .ok_or_else(|| SearchError::engine("the search index was not built"))?;
+        search.refresh()?;
+        Ok(search)
+    }
+
+    /// The search library's index as of the last [`Index::searchable`].
+    pub fn search_index(&self) -> Option<&SearchIndex> {
+        self.search.0.as_ref()
+    }
 }
