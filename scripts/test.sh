@@ -66,6 +66,20 @@ done
 export FLOE_TEST_ES_CLIENTS="$venv/es-clients"
 export FLOE_TEST_PYTHON="$venv/bin/python"
 
+# esrally, in a venv of its own: it pins old versions of the Elasticsearch
+# client, urllib3, requests and jsonschema, which the test venv must not
+# get. tests/tests/rally.rs races a local deployment with it (no Java with
+# --pipeline=benchmark-only). Installed again only when a pin changes.
+rally_venv=${FLOE_RALLY_VENV:-$root/.venv-rally}
+rally_req=tests/rally/requirements.txt
+if [ ! -x "$rally_venv/bin/esrally" ] || ! cmp -s "$rally_req" "$rally_venv/.requirements"; then
+  echo "== installing esrally into $rally_venv"
+  python3 -m venv "$rally_venv"
+  "$rally_venv/bin/pip" install --quiet --disable-pip-version-check -r "$rally_req"
+  cp "$rally_req" "$rally_venv/.requirements"
+fi
+export FLOE_TEST_ESRALLY="$rally_venv/bin/esrally"
+
 # The TypeScript client's generator and compiler (tests/contract/typescript),
 # installed as its lock file pins them; again only when the lock changed.
 ts=tests/contract/typescript

@@ -103,6 +103,28 @@ def main():
         assert len(hits["hits"]) == 5
         return hits["total"]["value"]
 
+    def search_semantics():
+        # What a real cluster answers for the same 50 documents: a range
+        # sorted descending, a term on a number, an aggregation.
+        r = es.search(
+            index=index,
+            query={"range": {"n": {"gte": 10, "lt": 20}}},
+            sort=[{"n": "desc"}],
+            size=3,
+        )
+        ns = [h["_source"]["n"] for h in r["hits"]["hits"]]
+        assert r["hits"]["total"]["value"] == 10 and ns == [19, 18, 17], (r["hits"]["total"], ns)
+        assert es.count(index=index, query={"match": {"message": "7"}})["count"] == 1
+        aggs = es.search(index=index, size=0, aggs={"top": {"max": {"field": "n"}}, "h": {"histogram": {"field": "n", "interval": 25}}})
+        assert aggs["aggregations"]["top"]["value"] == 49.0, aggs["aggregations"]
+        assert [b["doc_count"] for b in aggs["aggregations"]["h"]["buckets"]] == [25, 25], aggs["aggregations"]
+        return ns
+
+    def scan():
+        seen = sum(1 for _ in helpers.scan(es, index=index, query={"query": {"range": {"n": {"lt": 40}}}}, size=7))
+        assert seen == 40, seen
+        return seen
+
     def get_repository():
         # The repository Floe registered for the deployment's snapshots.
         nonlocal repo
@@ -151,6 +173,8 @@ def main():
     check("helpers.bulk", bulk)
     check("count", count)
     check("search", search)
+    check("search semantics", search_semantics)
+    check("helpers.scan", scan)
     check("snapshot.get_repository", get_repository)
     check("snapshot.create", snapshot_create)
     check("snapshot.get", snapshot_get)
