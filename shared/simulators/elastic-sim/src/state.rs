@@ -40,6 +40,8 @@ pub struct Sim {
     /// The cluster's license: the self-generated `basic` one a new
     /// cluster starts with, until someone installs another.
     pub(crate) license: Mutex<crate::license::License>,
+    /// When the cluster started: its nodes' uptime.
+    pub started: Instant,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +127,7 @@ impl Sim {
             settings: Mutex::new(ClusterSettings::default()),
             coordination: Mutex::new(coordination),
             license: Mutex::new(crate::license::License::self_generated("basic")),
+            started: Instant::now(),
         }
     }
 
@@ -468,6 +471,10 @@ pub struct ClusterState {
     pub repositories: BTreeMap<String, Repository>,
     /// At most one running snapshot per repository.
     pub running: BTreeMap<String, RunningSnapshot>,
+    /// Composable index templates (`_index_template`), by name, as stored.
+    pub index_templates: BTreeMap<String, Value>,
+    /// Component templates (`_component_template`), by name, as stored.
+    pub component_templates: BTreeMap<String, Value>,
 }
 
 /// `PUT _cluster/settings`, flat keys, as set. Apart from the rest of the
@@ -629,6 +636,28 @@ pub struct Index {
     pub seq_no: u64,
     /// Shards whose every copy was on nodes that left.
     pub lost_shards: std::collections::BTreeSet<u32>,
+    /// What `_stats` and `_nodes/stats` count for this index.
+    pub counters: IndexCounters,
+}
+
+/// Operations done on an index since it was created here, for `_stats`:
+/// the simulator keeps the counts Elasticsearch reports and a client may
+/// watch move (Rally's summary reads merges, refreshes and flushes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexCounters {
+    pub index_total: u64,
+    pub delete_total: u64,
+    pub get_total: u64,
+    pub query_total: u64,
+    pub refresh_total: u64,
+    pub flush_total: u64,
+    pub merge_total: u64,
+    pub merge_docs: u64,
+    pub merge_bytes: u64,
+    pub bulk_operations: u64,
+    pub bulk_bytes: u64,
+    /// Segments per shard a force merge left, until the next write.
+    pub merged_segments: Option<u64>,
 }
 
 /// The health of one index, and its shard counts for `_cluster/health`.
@@ -658,6 +687,7 @@ impl Index {
             mounted: None,
             seq_no: 0,
             lost_shards: std::collections::BTreeSet::new(),
+            counters: IndexCounters::default(),
         }
     }
 
