@@ -49,14 +49,20 @@ const HEAP_BASE: u64 = 180 << 20;
 const MEM_TOTAL: u64 = 16 << 30;
 const DISK_TOTAL: u64 = 100 << 30;
 
-/// Each node's share of the indices: the shards placed on it.
-fn node_figures(sim: &Sim) -> Vec<(Node, Figures)> {
+/// A shard copy on a node: its index, shard number, whether it is the
+/// primary, and its figures.
+type Placed = (String, u32, bool, Figures);
+
+/// Each node's share of the indices: the shards placed on it, and their sum.
+fn node_figures(sim: &Sim) -> Vec<(Node, Figures, Vec<Placed>)> {
     let eligible = sim.eligible_nodes();
     let nodes = sim.nodes();
     let room = u32::try_from(eligible.len()).unwrap_or(u32::MAX);
     let state = sim.state();
-    let mut out: Vec<(Node, Figures)> =
-        nodes.into_iter().map(|n| (n, Figures::default())).collect();
+    let mut out: Vec<(Node, Figures, Vec<Placed>)> = nodes
+        .into_iter()
+        .map(|n| (n, Figures::default(), Vec::new()))
+        .collect();
     for (name, index) in &state.indices {
         for shard in 0..index.number_of_shards {
             if index.lost_shards.contains(&shard) {
@@ -65,9 +71,10 @@ fn node_figures(sim: &Sim) -> Vec<(Node, Figures)> {
             let figures = Figures::shard(index, shard);
             for copy in 0..=index.assigned_replicas(room) {
                 if let Some(node) = placement(&eligible, name, shard, copy)
-                    && let Some((_, f)) = out.iter_mut().find(|(n, _)| n.id == node.id)
+                    && let Some((_, f, placed)) = out.iter_mut().find(|(n, _, _)| n.id == node.id)
                 {
                     f.add(&figures);
+                    placed.push((name.clone(), shard, copy == 0, figures));
                 }
             }
         }
@@ -287,10 +294,16 @@ pub fn nodes_stats(
             }
         }
     };
+    let level = req.param("level").map_or("node", String::as_str);
+    if !matches!(level, "node" | "indices" | "shards") {
+        return Err(ApiError::illegal_argument(format!(
+            "level parameter must be one of [node] or [indices] or [shards] but was [{level}]"
+        )));
+    }
     let uptime = u64::try_from(sim.started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let now = now_millis();
     let mut nodes = Map::new();
-    for (node, f) in node_figures(sim) {
+    for (node, f, placed) in node_figures(sim) {
         if !chosen(sim, req, which, &node) {
             continue;
         }
@@ -306,6 +319,11 @@ pub fn nodes_stats(
         });
         if wanted("indices") {
             entry["indices"] = block(&index_parts, &f);
+            match level {
+                "indices" => entry["indices"]["indices"] = by_index(&index_parts, &placed),
+                "shards" => entry["indices"]["shards"] = by_shard(&index_parts, &placed),
+                _ => {}
+            }
         }
         if wanted("os") {
             entry["os"] = os(now);
@@ -384,6 +402,40 @@ pub fn nodes_stats(
     })))
 }
 
+/// `level=indices`: the node's figures per index.
+fn by_index(parts: &[&str], placed: &[Placed]) -> Value {
+    let mut sums: Vec<(String, Figures)> = Vec::new();
+    for (index, _, _, f) in placed {
+        match sums.iter_mut().find(|(n, _)| n == index) {
+            Some((_, sum)) => sum.add(f),
+            None => sums.push((index.clone(), *f)),
+        }
+    }
+    Value::Object(
+        sums.into_iter()
+            .map(|(n, f)| (n, block(parts, &f)))
+            .collect(),
+    )
+}
+
+/// `level=shards`: per index, a list of `{shard number: figures}`, each
+/// with its routing, as Elasticsearch lists a node's shards.
+fn by_shard(parts: &[&str], placed: &[Placed]) -> Value {
+    let mut out = Map::new();
+    for (index, shard, primary, f) in placed {
+        let mut stats = block(parts, f);
+        stats["routing"] =
+            json!({ "state": "STARTED", "primary": primary, "relocating_node": null });
+        let list = out
+            .entry(index.clone())
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = list {
+            list.push(json!({ shard.to_string(): stats }));
+        }
+    }
+    Value::Object(out)
+}
+
 fn min_max_avg(values: &[u64]) -> Value {
     let min = values.iter().copied().min().unwrap_or(0);
     let max = values.iter().copied().max().unwrap_or(0);
@@ -444,7 +496,7 @@ pub fn cluster_stats(sim: &Sim, req: &Req) -> ApiResult {
         (total.shards - primaries.shards) as f64 / primaries.shards as f64
     };
     let metric = |m: &str| crate::stats::metric_json(m, &total).1;
-    let nodes: Vec<Node> = per_node.iter().map(|(n, _)| n.clone()).collect();
+    let nodes: Vec<Node> = per_node.iter().map(|(n, _, _)| n.clone()).collect();
     let mut versions: Vec<String> = nodes.iter().map(|n| n.version.clone()).collect();
     versions.sort();
     versions.dedup();
@@ -452,12 +504,12 @@ pub fn cluster_stats(sim: &Sim, req: &Req) -> ApiResult {
     let coordinating = nodes.iter().filter(|n| n.roles().is_empty()).count();
     let heap_used: u64 = per_node
         .iter()
-        .map(|(_, f)| jvm(f, 0)["mem"]["heap_used_in_bytes"].as_u64().unwrap_or(0))
+        .map(|(_, f, _)| jvm(f, 0)["mem"]["heap_used_in_bytes"].as_u64().unwrap_or(0))
         .sum();
     let n = nodes.len() as u64;
     let disk_free = per_node
         .iter()
-        .map(|(_, f)| DISK_TOTAL.saturating_sub(f.bytes))
+        .map(|(_, f, _)| DISK_TOTAL.saturating_sub(f.bytes))
         .sum::<u64>();
     let status = match worst {
         0 => "green",

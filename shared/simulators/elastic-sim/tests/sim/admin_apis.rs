@@ -684,6 +684,32 @@ async fn node_and_cluster_stats() -> TestResult {
         .and_then(|n| n.values().next())
         .ok_or("no node")?;
     assert_eq!(node["indices"].as_object().map(|o| o.len()), Some(1));
+    // Rally's shard-stats telemetry: each node's shards, with routing.
+    let (status, body) = call(
+        &cluster,
+        Method::GET,
+        "/_nodes/stats/_all?level=shards",
+        None,
+    )
+    .await?;
+    assert_eq!(status, 200, "{body}");
+    let copies: Vec<&Value> = body["nodes"]
+        .as_object()
+        .ok_or("no nodes")?
+        .values()
+        .filter_map(|n| n["indices"]["shards"]["books"].as_array())
+        .flatten()
+        .filter_map(|entry| entry.get("0"))
+        .collect();
+    assert_eq!(copies.len(), 2, "{body}");
+    assert_eq!(
+        copies
+            .iter()
+            .filter(|c| c["routing"]["primary"] == true)
+            .count(),
+        1
+    );
+    assert!(copies.iter().all(|c| c["docs"]["count"] == 1));
     let (status, body) = call(&cluster, Method::GET, "/_nodes/stats/bogus", None).await?;
     assert_eq!(status, 400, "{body}");
 
