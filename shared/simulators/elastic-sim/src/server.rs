@@ -629,27 +629,29 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         ["_cluster", "settings"] if get => nodes::get_settings(sim),
         ["_cluster", "settings"] if put => nodes::put_settings(sim, req),
         ["_cluster", "settings"] => wrong(&["GET", "PUT"]),
-        ["_cat", "indices"] if get => indices::cat(sim, req, None),
+        ["_cat", "indices"] if get => scoped(req, all_states(), |r| indices::cat(sim, r, None)),
         ["_cat", "indices", pattern] if get => {
             scoped(req, all_states(), |r| indices::cat(sim, r, Some(pattern)))
         }
         ["_recovery"] if get => restore::recovery(sim, req, None),
-        ["_count"] if get || post => indices::count(sim, req, None),
-        ["_search"] if get || post => {
-            let outcome = indices::search(sim, req, "_all");
+        ["_count"] if get || post => scoped(req, IndicesOptions::default(), |r| {
+            indices::count(sim, r, None)
+        }),
+        ["_search"] if get || post => scoped(req, IndicesOptions::default(), |r| {
+            let outcome = indices::search(sim, r, "_all");
             if outcome.is_ok() {
                 stats::count_search(sim, None);
             }
             outcome
-        }
-        ["_refresh"] if get || post => {
+        }),
+        ["_refresh"] if get || post => scoped(req, IndicesOptions::default(), |_| {
             let outcome = indices::refresh(sim, None);
             if outcome.is_ok() {
                 stats::count_refresh(sim, None);
             }
             outcome
-        }
-        ["_settings"] if get => indices::get_settings(sim, None),
+        }),
+        ["_settings"] if get => scoped(req, all_states(), |_| indices::get_settings(sim, None)),
         ["_flush"] if get || post => index_admin::flush(sim, req, None),
         ["_forcemerge"] if post => index_admin::forcemerge(sim, req, None),
         ["_forcemerge"] => wrong(&["POST"]),

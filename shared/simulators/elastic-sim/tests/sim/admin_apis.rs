@@ -389,8 +389,9 @@ async fn index_options() -> TestResult {
     )
     .await?;
     assert_eq!(
-        status, 200,
-        "the root refresh takes no index options: {body}"
+        (status, error_type(&body)),
+        (400, &json!("illegal_argument_exception")),
+        "{body}"
     );
     let (status, body) = call(
         &cluster,
