@@ -301,3 +301,18 @@ pub fn scoped(
     let stripped = without_options(req);
     with_options(options, || f(&stripped))
 }
+
+/// Refuses an expression that names an alias where only indices may be
+/// named (deleting indices), with Elasticsearch's message.
+pub fn refuse_aliases(state: &ClusterState, expression: &str) -> Result<(), ApiError> {
+    let aliases = alias_names(state);
+    match split_names(expression)
+        .into_iter()
+        .find(|n| !state.indices.contains_key(n) && aliases.contains(n))
+    {
+        Some(alias) => Err(ApiError::illegal_argument(format!(
+            "The provided expression [{alias}] matches an alias, specify the corresponding concrete indices instead."
+        ))),
+        None => Ok(()),
+    }
+}

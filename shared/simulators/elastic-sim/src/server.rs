@@ -711,7 +711,10 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
 
         [name, ..] if name.starts_with('_') => Err(ApiError::no_handler(m.as_str(), &req.uri)),
         [index] if put => indices::create(sim, req, index),
-        [index] if delete => indices::delete(sim, req, index),
+        [index] if delete => {
+            resolve::refuse_aliases(&sim.state(), index)?;
+            indices::delete(sim, req, index)
+        }
         [index] if get => scoped(req, IndicesOptions::default(), |_| indices::get(sim, index)),
         [_] => wrong(&["GET", "HEAD", "PUT", "DELETE"]),
         // Writes through an alias go to its write index.

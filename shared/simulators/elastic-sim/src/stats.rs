@@ -6,6 +6,7 @@
 use crate::error::ApiError;
 use crate::server::{ApiResult, Reply, Req};
 use crate::state::{ClusterState, Index, Sim};
+use crate::util::{parse_bool, split_names};
 use serde_json::{Map, Value, json};
 
 /// The metrics `_stats` knows, as named in the URL.
@@ -378,7 +379,25 @@ pub fn stats(sim: &Sim, req: &Req, expression: Option<&str>, metric: Option<&str
     let nodes = sim.node_count();
     let eligible = sim.eligible_nodes();
     let state = sim.state();
-    let names = crate::resolve::resolve(&state, expression.unwrap_or("_all"), &options)?;
+    let mut names = crate::resolve::resolve(&state, expression.unwrap_or("_all"), &options)?;
+    // Closed indices have no stats to give: named, they are refused;
+    // picked by a wildcard, left out (unless `forbid_closed_indices=false`).
+    let forbid_closed = parse_bool(
+        "forbid_closed_indices",
+        req.param("forbid_closed_indices"),
+        true,
+    )?;
+    if forbid_closed {
+        let named = expression.map(split_names).unwrap_or_default();
+        if let Some((name, index)) = names
+            .iter()
+            .filter(|n| named.contains(n))
+            .find_map(|n| state.indices.get(n).filter(|i| i.closed).map(|i| (n, i)))
+        {
+            return Err(ApiError::index_closed(name, &index.uuid));
+        }
+        names.retain(|n| state.indices.get(n).is_some_and(|i| !i.closed));
+    }
     let (mut all_primaries, mut all_total) = (Figures::default(), Figures::default());
     let mut indices = Map::new();
     for name in &names {

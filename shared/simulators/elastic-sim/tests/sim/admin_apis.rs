@@ -303,6 +303,13 @@ async fn aliases_resolve_in_index_expressions() -> TestResult {
         (404, &json!("aliases_not_found_exception"))
     );
 
+    // Indices are deleted by name, never through an alias.
+    let (status, body) = call(&cluster, Method::DELETE, "/one", None).await?;
+    assert_eq!(
+        (status, error_type(&body)),
+        (400, &json!("illegal_argument_exception"))
+    );
+
     // Remove an alias, then an index through remove_index.
     let (status, _) = call(&cluster, Method::DELETE, "/a1/_alias/one", None).await?;
     assert_eq!(status, 200);
@@ -365,11 +372,16 @@ async fn index_options() -> TestResult {
     let (_, body) = call(
         &cluster,
         Method::GET,
-        "/logs-*/_stats?expand_wildcards=all",
+        "/logs-*/_stats?expand_wildcards=all&forbid_closed_indices=false",
         None,
     )
     .await?;
     assert_eq!(body["indices"]["logs-2"]["status"], "close");
+    let (status, body) = call(&cluster, Method::GET, "/logs-2/_stats", None).await?;
+    assert_eq!(
+        (status, error_type(&body)),
+        (400, &json!("index_closed_exception"))
+    );
     let (status, body) = call(
         &cluster,
         Method::GET,
