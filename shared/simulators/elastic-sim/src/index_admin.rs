@@ -132,11 +132,58 @@ pub fn forcemerge(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
             c.flush_total += 1;
         }
     }
-    if !wait {
-        let id = TASK_IDS.fetch_add(1, Ordering::Relaxed);
-        return Ok(Reply::ok(json!({ "task": format!("{}:{id}", master.id) })));
-    }
-    Ok(Reply::ok(json!({
+    let response = json!({
         "_shards": crate::stats::shards_header(&state, &names, nodes),
-    })))
+    });
+    if !wait {
+        // Done already: the task is kept as Elasticsearch keeps a finished
+        // task's result, for `GET _tasks/{id}` (Rally's polling mode).
+        let id = TASK_IDS.fetch_add(1, Ordering::Relaxed);
+        let task_id = format!("{}:{id}", master.id);
+        let now = crate::util::now_millis();
+        state.tasks.insert(
+            task_id.clone(),
+            json!({
+                "completed": true,
+                "task": {
+                    "node": master.id,
+                    "id": id,
+                    "type": "transport",
+                    "action": "indices:admin/forcemerge",
+                    "description": format!(
+                        "Force-merge indices {names:?}, maxSegments[{}], onlyExpungeDeletes[{expunge}], flush[{then_flush}]",
+                        max_segments.unwrap_or(-1)
+                    ),
+                    "start_time_in_millis": now,
+                    "running_time_in_nanos": 0,
+                    "cancellable": false,
+                    "headers": {},
+                },
+                "response": response,
+            }),
+        );
+        return Ok(Reply::ok(json!({ "task": task_id })));
+    }
+    Ok(Reply::ok(response))
+}
+
+/// `GET /_tasks/{task_id}`: a task started here without waiting, which is
+/// always finished (the simulator's operations take no time).
+pub fn get_task(sim: &Sim, task_id: &str) -> ApiResult {
+    let state = sim.state();
+    match state.tasks.get(task_id) {
+        Some(task) => Ok(Reply::ok(task.clone())),
+        None if !task_id.contains(':') => Err(ApiError::illegal_argument(format!(
+            "malformed task id {task_id}"
+        ))),
+        None => Err(ApiError::resource_not_found(&format!(
+            "task [{task_id}] isn't running and hasn't stored its results"
+        ))),
+    }
+}
+
+/// `GET /_tasks`: the tasks running now, which are none (every
+/// operation is finished when it answers).
+pub fn list_tasks() -> ApiResult {
+    Ok(Reply::ok(json!({ "nodes": {} })))
 }

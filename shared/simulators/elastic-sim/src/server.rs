@@ -655,6 +655,8 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         ["_flush"] if get || post => index_admin::flush(sim, req, None),
         ["_forcemerge"] if post => index_admin::forcemerge(sim, req, None),
         ["_forcemerge"] => wrong(&["POST"]),
+        ["_tasks"] if get => index_admin::list_tasks(),
+        ["_tasks", task] if get => index_admin::get_task(sim, task),
         ["_stats"] if get => stats::stats(sim, req, None, None),
         ["_stats", metric] if get => stats::stats(sim, req, None, Some(metric)),
         ["_cluster", "stats"] if get => node_stats::cluster_stats(sim, req),

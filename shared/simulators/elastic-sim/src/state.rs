@@ -475,6 +475,9 @@ pub struct ClusterState {
     pub index_templates: BTreeMap<String, Value>,
     /// Component templates (`_component_template`), by name, as stored.
     pub component_templates: BTreeMap<String, Value>,
+    /// Tasks started without waiting (`wait_for_completion=false`), by
+    /// `node:id`, as `GET _tasks/{id}` shows them once done.
+    pub tasks: BTreeMap<String, Value>,
 }
 
 /// `PUT _cluster/settings`, flat keys, as set. Apart from the rest of the

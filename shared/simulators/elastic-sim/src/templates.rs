@@ -185,7 +185,7 @@ pub fn put_index_template(sim: &Sim, req: &Req, name: &str) -> ApiResult {
         return Err(ApiError::illegal_argument(format!(
             "index template [{name}] has index patterns [{}] matching patterns from existing templates [{}] with patterns ({}) that have the same priority [{mine}], multiple index templates may not match during index creation, please use a different priority",
             list.join(", "),
-            names.join(", "),
+            names.join(","),
             conflicts.join(",")
         )));
     }

@@ -95,10 +95,18 @@ async fn flush_forcemerge_and_stats() -> TestResult {
     )
     .await?;
     assert_eq!(status, 200);
-    assert!(
-        body["task"].as_str().is_some_and(|t| t.contains(':')),
-        "{body}"
+    let task = body["task"].as_str().ok_or("no task")?.to_string();
+    let (status, body) = call(&cluster, Method::GET, &format!("/_tasks/{task}"), None).await?;
+    assert_eq!((status, &body["completed"]), (200, &json!(true)), "{body}");
+    assert_eq!(body["task"]["action"], "indices:admin/forcemerge");
+    assert!(body["response"]["_shards"]["total"].is_number());
+    let (status, body) = call(&cluster, Method::GET, "/_tasks/node:999", None).await?;
+    assert_eq!(
+        (status, error_type(&body)),
+        (404, &json!("resource_not_found_exception"))
     );
+    let (status, body) = call(&cluster, Method::GET, "/_tasks", None).await?;
+    assert_eq!((status, &body["nodes"]), (200, &json!({})));
     let (status, _) = call(&cluster, Method::GET, "/_forcemerge", None).await?;
     assert_eq!(status, 405);
 
