@@ -711,7 +711,10 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             restore::mount(sim, req, repo, snapshot).await
         }
 
-        [name, ..] if name.starts_with('_') => Err(ApiError::no_handler(m.as_str(), &req.uri)),
+        // `_all` is an index expression (`/_all/_stats`), not an API.
+        [name, ..] if name.starts_with('_') && *name != "_all" => {
+            Err(ApiError::no_handler(m.as_str(), &req.uri))
+        }
         [index] if put => indices::create(sim, req, index),
         [index] if delete => {
             resolve::refuse_aliases(&sim.state(), index)?;

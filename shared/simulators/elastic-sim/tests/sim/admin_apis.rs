@@ -155,6 +155,15 @@ async fn flush_forcemerge_and_stats() -> TestResult {
     assert_eq!(shards["0"][0]["routing"]["primary"], true);
     assert_eq!(body["_shards"]["total"], 2);
 
+    // Rally's index-stats operation names every index as `_all`.
+    let (status, body) = call(&cluster, Method::GET, "/_all/_stats/_all", None).await?;
+    assert_eq!(
+        (status, &body["_all"]["primaries"]["docs"]["count"]),
+        (200, &json!(5)),
+        "{body}"
+    );
+    let (status, body) = call(&cluster, Method::GET, "/_all/_count", None).await?;
+    assert_eq!((status, &body["count"]), (200, &json!(5)), "{body}");
     let (status, body) = call(&cluster, Method::GET, "/logs/_stats/docs,store", None).await?;
     assert_eq!(status, 200);
     let primaries = body["indices"]["logs"]["primaries"]
