@@ -39,9 +39,10 @@ fn document(i: usize) -> Value {
     let ts = chrono::DateTime::from_timestamp(1_704_067_200 + minutes * 60, 0)
         .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
         .unwrap_or_default();
+    let cat = ["alpha", "beta", "gamma"][i % 3];
     json!({
         "n": i,
-        "cat": ["alpha", "beta", "gamma"][i % 3],
+        "cat": cat,
         "msg": format!("event {i} is {}", if i % 2 == 0 { "even" } else { "odd" }),
         "price": (i % 100) as f64 * 0.5,
         "ts": ts,
@@ -75,7 +76,8 @@ async fn esrally_races_a_local_deployment_with_no_errors() -> TestResult {
     let s = Server::start_quick();
     let token = s.token(ORG, &["deployment_manager"]);
     let admin = s.token(ORG, &["platform_admin"]);
-    s.put_fs_repository(&admin, "local-backups", "rally-backups").await;
+    s.put_fs_repository(&admin, "local-backups", "rally-backups")
+        .await;
     let created = s
         .call(Call::post(DEPLOYMENTS).bearer(&token).json(&json!({
             "name": "rally",
@@ -94,18 +96,30 @@ async fn esrally_races_a_local_deployment_with_no_errors() -> TestResult {
         .expect_status(201)
         .json();
     let id = created["id"].as_str().ok_or("no id")?.to_string();
-    let password = created["credentials"]["password"].as_str().ok_or("no password")?.to_string();
+    let password = created["credentials"]["password"]
+        .as_str()
+        .ok_or("no password")?
+        .to_string();
     let d = s
         .until(&token, &format!("{DEPLOYMENTS}/{id}"), "running", |d| {
             d["plans"]["pending"].is_null() && d["status"] == json!("running")
         })
         .await?;
-    let endpoint = d["elasticsearch"]["endpoint"].as_str().ok_or("no endpoint")?;
-    let host = endpoint.strip_prefix("https://").ok_or("the endpoint is not https")?;
+    let endpoint = d["elasticsearch"]["endpoint"]
+        .as_str()
+        .ok_or("no endpoint")?;
+    let host = endpoint
+        .strip_prefix("https://")
+        .ok_or("the endpoint is not https")?;
     let home = s.data_dir().join("rally-home");
     std::fs::create_dir_all(&home)?;
     let ca = home.join("ca.pem");
-    std::fs::write(&ca, d["elasticsearch"]["ca_certificate"].as_str().ok_or("no CA")?)?;
+    std::fs::write(
+        &ca,
+        d["elasticsearch"]["ca_certificate"]
+            .as_str()
+            .ok_or("no CA")?,
+    )?;
     let track = home.join("track");
     let bytes = prepare_track(&track)?;
     let report = home.join("report.md");
@@ -117,7 +131,9 @@ async fn esrally_races_a_local_deployment_with_no_errors() -> TestResult {
         std::process::Command::new(&esrally)
             .arg("race")
             .arg(format!("--track-path={}", track.display()))
-            .arg(format!("--track-params=doc_count:{DOCS},corpus_bytes:{bytes}"))
+            .arg(format!(
+                "--track-params=doc_count:{DOCS},corpus_bytes:{bytes}"
+            ))
             .arg(format!("--target-hosts={host}"))
             .arg(format!("--client-options={client_options}"))
             .arg("--pipeline=benchmark-only")
@@ -137,7 +153,14 @@ async fn esrally_races_a_local_deployment_with_no_errors() -> TestResult {
         out.status.success(),
         "esrally failed ({}):\n{stdout}\n{stderr}\n--- rally.log (last lines)\n{}",
         out.status,
-        log.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+        log.lines()
+            .rev()
+            .take(60)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(stdout.contains("SUCCESS"), "{stdout}");
     let summary = std::fs::read_to_string(&report)?;
@@ -146,16 +169,37 @@ async fn esrally_races_a_local_deployment_with_no_errors() -> TestResult {
     let error_rates: Vec<Vec<&str>> = summary
         .lines()
         .filter(|l| l.contains("error rate"))
-        .map(|l| l.split('|').map(str::trim).filter(|c| !c.is_empty()).collect())
+        .map(|l| {
+            l.split('|')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
         .collect();
-    assert!(!error_rates.is_empty(), "no error rates in the report:\n{summary}");
+    assert!(
+        !error_rates.is_empty(),
+        "no error rates in the report:\n{summary}"
+    );
     for cells in &error_rates {
         // | All | error rate | {task} | {value} | % |
-        let value: f64 = cells.get(3).and_then(|v| v.parse().ok()).ok_or("unreadable error rate")?;
+        let value: f64 = cells
+            .get(3)
+            .and_then(|v| v.parse().ok())
+            .ok_or("unreadable error rate")?;
         assert!(value == 0.0, "{cells:?}");
     }
-    for task in ["index-append", "term", "range", "match", "terms-agg", "date-histogram"] {
-        assert!(summary.contains(task), "no {task} in the report:\n{summary}");
+    for task in [
+        "index-append",
+        "term",
+        "range",
+        "match",
+        "terms-agg",
+        "date-histogram",
+    ] {
+        assert!(
+            summary.contains(task),
+            "no {task} in the report:\n{summary}"
+        );
     }
     Ok(())
 }

@@ -124,6 +124,31 @@ def main():
         seen = sum(1 for _ in helpers.scan(es, index=index, query={"query": {"range": {"n": {"lt": 40}}}}, size=7))
         assert seen == 40, seen
         return seen
+    def admin_apis():
+        # What Rally calls around a race, and aliases and templates.
+        es.indices.forcemerge(index=index, max_num_segments=1)
+        es.indices.flush(index=index)
+        stats = es.indices.stats(index=index, metric="_all", level="shards")
+        docs = stats["_all"]["primaries"]["docs"]["count"]
+        assert docs == 50, docs
+        nodes = es.nodes.stats(metric="jvm")["nodes"]
+        assert all("collectors" in n["jvm"]["gc"] for n in nodes.values()), nodes
+        assert es.cluster.stats()["indices"]["docs"]["count"] >= 50
+        alias = f"{index}-alias"
+        es.indices.update_aliases(actions=[{"add": {"index": index, "alias": alias}}])
+        n = es.count(index=alias)["count"]
+        assert n == 50, n
+        template = f"{prefix}conformance-template"
+        es.indices.put_index_template(
+            name=template,
+            index_patterns=[f"{prefix}conformance-templated-*"],
+            template={"settings": {"number_of_shards": 2}},
+        )
+        created = f"{prefix}conformance-templated-1"
+        es.indices.create(index=created)
+        shards = es.indices.get_settings(index=created)[created]["settings"]["index"]["number_of_shards"]
+        assert shards == "2", shards
+        return docs
 
     def get_repository():
         # The repository Floe registered for the deployment's snapshots.
@@ -175,6 +200,7 @@ def main():
     check("search", search)
     check("search semantics", search_semantics)
     check("helpers.scan", scan)
+    check("admin APIs", admin_apis)
     check("snapshot.get_repository", get_repository)
     check("snapshot.create", snapshot_create)
     check("snapshot.get", snapshot_get)

@@ -6,7 +6,7 @@
 
 use crate::error::ApiError;
 use crate::server::{ApiResult, Reply, Req};
-use crate::state::{ClusterState, Doc, Index, Sim};
+use crate::state::{ClusterState, Doc, Sim};
 use crate::util::{check_index_name, new_doc_id};
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
@@ -311,6 +311,8 @@ fn run(state: &mut ClusterState, nodes: u32, op: Op) -> Result<Value, Value> {
         id,
         source,
     } = op;
+    let name =
+        crate::resolve::write_index(state, &name).map_err(|e| failure(&name, id.as_deref(), e))?;
     let fail = |id: Option<&str>, e: ApiError| failure(&name, id, e);
     if !state.indices.contains_key(&name) {
         if action == Action::Delete {
@@ -318,7 +320,9 @@ fn run(state: &mut ClusterState, nodes: u32, op: Op) -> Result<Value, Value> {
             return Err(fail(id.as_deref(), ApiError::index_not_found(&name)));
         }
         check_index_name(&name).map_err(|e| fail(id.as_deref(), e))?;
-        state.indices.insert(name.clone(), Index::new(1, 1));
+        let index =
+            crate::templates::new_index(state, &name).map_err(|e| fail(id.as_deref(), e))?;
+        state.indices.insert(name.clone(), index);
         tracing::debug!(index = %name, "simulated cluster created an index on a bulk write");
     }
     let Some(index) = state.indices.get_mut(&name) else {

@@ -310,3 +310,47 @@ impl IntoResponse for ApiError {
         crate::server::json_response(self.status, &self.body())
     }
 }
+
+/// Refusals of the index, alias and template APIs.
+impl ApiError {
+    pub fn invalid_index_template(name: &str, why: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_index_template_exception",
+            format!("index_template [{name}] invalid, cause [{why}]"),
+        )
+    }
+
+    pub fn resource_not_found(why: &str) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "resource_not_found_exception", why)
+    }
+
+    pub fn index_template_missing(name: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "index_template_missing_exception",
+            format!("index_template [{name}] missing"),
+        )
+    }
+
+    pub fn invalid_alias_name(alias: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_alias_name_exception",
+            format!(
+                "Invalid alias name [{alias}]: an index or data stream exists with the same name as the alias"
+            ),
+        )
+    }
+
+    pub fn aliases_not_found(aliases: &[String]) -> ApiError {
+        let names = aliases.join(",");
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "aliases_not_found_exception",
+            format!("aliases [{names}] missing"),
+        )
+        .with("resource.type", "aliases")
+        .with("resource.id", names)
+    }
+}

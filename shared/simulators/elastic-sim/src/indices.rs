@@ -5,19 +5,16 @@ use crate::cat::{Column, row, table};
 use crate::error::ApiError;
 use crate::server::{ApiResult, Reply, Req};
 use crate::state::{ClusterState, Doc, Index, Sim, flatten_settings};
-use crate::util::{byte_size, check_index_name, new_doc_id, resolve_expression, split_names};
+use crate::util::{byte_size, check_index_name, new_doc_id, split_names};
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
-/// Resolves an index expression against the cluster; explicit names that
-/// do not exist are an error, as with Elasticsearch's default options.
+/// Resolves an index expression (aliases included) against the cluster,
+/// under the index options of the request being answered (see
+/// `resolve::with_options`), Elasticsearch's defaults otherwise.
 pub fn pick(state: &ClusterState, expression: &str) -> Result<Vec<String>, ApiError> {
-    let resolved = resolve_expression(&split_names(expression), &state.index_names());
-    match resolved.missing.first() {
-        Some(missing) => Err(ApiError::index_not_found(missing)),
-        None => Ok(resolved.names),
-    }
+    crate::resolve::resolve(state, expression, &crate::resolve::current())
 }
 
 fn get_index<'a>(state: &'a ClusterState, name: &str) -> Result<&'a Index, ApiError> {
@@ -98,7 +95,7 @@ pub fn create(sim: &Sim, req: &Req, name: &str) -> ApiResult {
     if let Some(existing) = state.indices.get(name) {
         return Err(ApiError::index_exists(name, &existing.uuid));
     }
-    let index = index_from_body(&body)?;
+    let index = index_from_body(&crate::templates::apply(&state, name, &body)?)?;
     state.indices.insert(name.to_string(), index);
     tracing::debug!(index = name, "simulated cluster created an index");
     Ok(Reply::ok(json!({
@@ -189,7 +186,8 @@ pub fn index_doc(
         // Elasticsearch creates a missing index on the first write
         // (`action.auto_create_index`).
         check_index_name(name)?;
-        state.indices.insert(name.to_string(), Index::new(1, 1));
+        let index = crate::templates::new_index(&state, name)?;
+        state.indices.insert(name.to_string(), index);
     }
     let index = state
         .indices

@@ -27,6 +27,7 @@
 //! # Ok(()) }
 //! ```
 
+mod aliases;
 mod blobs;
 mod bulk;
 mod cat;
@@ -35,11 +36,14 @@ mod compat;
 mod config;
 mod coordination;
 mod error;
+mod index_admin;
 mod indices;
 mod license;
+mod node_stats;
 mod nodes;
 mod repo_data;
 mod repositories;
+mod resolve;
 mod restore;
 mod search;
 mod search_support;
@@ -48,6 +52,8 @@ mod security;
 mod server;
 mod snapshots;
 mod state;
+mod stats;
+mod templates;
 mod tls;
 mod util;
 

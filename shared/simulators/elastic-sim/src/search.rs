@@ -406,6 +406,11 @@ pub fn search(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
         )
     };
     let shards: u32 = indices.iter().map(|(_, i)| i.number_of_shards).sum();
+    if indices.is_empty() {
+        // No shard to ask: Elasticsearch answers no hits and leaves the
+        // aggregations out (a wildcard matching nothing, say).
+        request.aggs = None;
+    }
     let first_name = indices.first().map_or_else(
         || expression.unwrap_or("_all").to_string(),
         |(n, _)| (*n).clone(),

@@ -3,9 +3,13 @@
 
 use crate::config::{S3Client, S3Keys, SimConfig, SimFaults};
 use crate::error::{ApiError, SimError};
+use crate::resolve::{IndicesOptions, scoped};
 use crate::state::Sim;
 use crate::util::path_segments;
-use crate::{cluster, coordination, indices, nodes, repositories, restore, snapshots};
+use crate::{
+    aliases, cluster, coordination, index_admin, indices, node_stats, nodes, repositories, resolve,
+    restore, snapshots, stats, templates,
+};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
@@ -578,6 +582,22 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         ["_cat", "nodes"] if get => nodes::cat_nodes(sim, req),
         ["_cat", "shards"] if get => nodes::cat_shards(sim, req, None),
         ["_cat", "shards", index] if get => nodes::cat_shards(sim, req, Some(index)),
+        ["_nodes", "stats"] if get => node_stats::nodes_stats(sim, req, None, None, None),
+        ["_nodes", "stats", metrics] if get && node_stats::are_metrics(metrics) => {
+            node_stats::nodes_stats(sim, req, None, Some(metrics), None)
+        }
+        ["_nodes", "stats", metrics, parts] if get => {
+            node_stats::nodes_stats(sim, req, None, Some(metrics), Some(parts))
+        }
+        ["_nodes", which, "stats"] if get => {
+            node_stats::nodes_stats(sim, req, Some(which), None, None)
+        }
+        ["_nodes", which, "stats", metrics] if get => {
+            node_stats::nodes_stats(sim, req, Some(which), Some(metrics), None)
+        }
+        ["_nodes", which, "stats", metrics, parts] if get => {
+            node_stats::nodes_stats(sim, req, Some(which), Some(metrics), Some(parts))
+        }
         ["_nodes"] if get => nodes::nodes_info(sim, req, None, None),
         ["_nodes", one] if get && !nodes::OTHER_NODE_APIS.contains(one) => {
             // One part is the metrics when it names only metrics, else the nodes.
@@ -601,24 +621,76 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         ["_security", "user", "_password"] if put || post => {
             crate::security::change_password(sim, req, None)
         }
-        ["_bulk"] if put || post => crate::bulk::bulk(sim, req, None),
+        ["_bulk"] if put || post => {
+            let outcome = crate::bulk::bulk(sim, req, None);
+            stats::count_bulk(sim, req.body.len(), &outcome);
+            outcome
+        }
         ["_cluster", "settings"] if get => nodes::get_settings(sim),
         ["_cluster", "settings"] if put => nodes::put_settings(sim, req),
         ["_cluster", "settings"] => wrong(&["GET", "PUT"]),
-        ["_cat", "indices"] if get => indices::cat(sim, req, None),
-        ["_cat", "indices", pattern] if get => indices::cat(sim, req, Some(pattern)),
+        ["_cat", "indices"] if get => scoped(req, all_states(), |r| indices::cat(sim, r, None)),
+        ["_cat", "indices", pattern] if get => {
+            scoped(req, all_states(), |r| indices::cat(sim, r, Some(pattern)))
+        }
         ["_recovery"] if get => restore::recovery(sim, req, None),
-        ["_count"] if get || post => crate::search::count(sim, req, None),
-        ["_search"] if get || post => crate::search::search(sim, req, None),
+        ["_count"] if get || post => scoped(req, IndicesOptions::default(), |r| {
+            let outcome = crate::search::count(sim, r, None);
+            if outcome.is_ok() {
+                stats::count_search(sim, None);
+            }
+            outcome
+        }),
+        ["_search"] if get || post => scoped(req, IndicesOptions::default(), |r| {
+            let outcome = crate::search::search(sim, r, None);
+            if outcome.is_ok() {
+                stats::count_search(sim, None);
+            }
+            outcome
+        }),
         ["_search", "scroll"] if get || post => crate::search::scroll(sim, req, None),
         ["_search", "scroll", id] if get || post => crate::search::scroll(sim, req, Some(id)),
         ["_search", "scroll"] if delete => crate::search::clear_scroll(sim, req, None),
         ["_search", "scroll", ids] if delete => crate::search::clear_scroll(sim, req, Some(ids)),
         ["_pit"] if delete => crate::search::close_pit(sim, req),
         ["_mget"] if get || post => crate::search::mget(sim, req, None),
-        ["_mapping"] if get => indices::get_mapping(sim, None),
-        ["_refresh"] if get || post => indices::refresh(sim, None),
-        ["_settings"] if get => indices::get_settings(sim, None),
+        ["_mapping"] if get => scoped(req, all_states(), |_| indices::get_mapping(sim, None)),
+        ["_refresh"] if get || post => scoped(req, IndicesOptions::default(), |_| {
+            let outcome = indices::refresh(sim, None);
+            if outcome.is_ok() {
+                stats::count_refresh(sim, None);
+            }
+            outcome
+        }),
+        ["_settings"] if get => scoped(req, all_states(), |_| indices::get_settings(sim, None)),
+        ["_flush"] if get || post => index_admin::flush(sim, req, None),
+        ["_forcemerge"] if post => index_admin::forcemerge(sim, req, None),
+        ["_forcemerge"] => wrong(&["POST"]),
+        ["_tasks"] if get => index_admin::list_tasks(),
+        ["_tasks", task] if get => index_admin::get_task(sim, task),
+        ["_stats"] if get => stats::stats(sim, req, None, None),
+        ["_stats", metric] if get => stats::stats(sim, req, None, Some(metric)),
+        ["_cluster", "stats"] if get => node_stats::cluster_stats(sim, req),
+        ["_aliases"] if post => aliases::update(sim, req),
+        ["_aliases"] if get => aliases::get_all(sim, req, None),
+        ["_alias"] if get => aliases::get(sim, req, None, None),
+        ["_alias", name] if get => aliases::get(sim, req, None, Some(name)),
+        ["_index_template"] if get => templates::get_index_templates(sim, None),
+        ["_index_template", "_simulate_index", name] if post => {
+            templates::simulate_index(sim, name)
+        }
+        ["_index_template", name] if put || post => templates::put_index_template(sim, req, name),
+        // HEAD is answered as GET without a body: the status says it all.
+        ["_index_template", name] if get => templates::get_index_templates(sim, Some(name)),
+        ["_index_template", name] if delete => templates::delete_index_template(sim, name),
+        ["_index_template", _] => wrong(&["GET", "HEAD", "PUT", "POST", "DELETE"]),
+        ["_component_template"] if get => templates::get_component_templates(sim, None),
+        ["_component_template", name] if put || post => {
+            templates::put_component_template(sim, req, name)
+        }
+        ["_component_template", name] if get => templates::get_component_templates(sim, Some(name)),
+        ["_component_template", name] if delete => templates::delete_component_template(sim, name),
+        ["_component_template", _] => wrong(&["GET", "HEAD", "PUT", "POST", "DELETE"]),
 
         ["_license"] if get => crate::license::get(sim),
         ["_license"] if put || post => crate::license::put(sim, req),
@@ -650,31 +722,114 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             restore::mount(sim, req, repo, snapshot).await
         }
 
-        [name, ..] if name.starts_with('_') => Err(ApiError::no_handler(m.as_str(), &req.uri)),
-        [index] if put => indices::create(sim, req, index),
-        [index] if delete => indices::delete(sim, req, index),
-        [index] if get => indices::get(sim, index),
-        [_] => wrong(&["GET", "HEAD", "PUT", "DELETE"]),
-        [index, "_doc"] if post => indices::index_doc(sim, req, index, None, false),
-        [index, "_doc", id] if put || post => indices::index_doc(sim, req, index, Some(id), false),
-        [index, "_create", id] if put || post => {
-            indices::index_doc(sim, req, index, Some(id), true)
+        // `_all` is an index expression (`/_all/_stats`), not an API.
+        [name, ..] if name.starts_with('_') && *name != "_all" => {
+            Err(ApiError::no_handler(m.as_str(), &req.uri))
         }
-        [index, "_doc", id] if get => indices::get_doc(sim, index, id),
-        [index, "_doc", id] if delete => indices::delete_doc(sim, index, id),
-        [index, "_count"] if get || post => crate::search::count(sim, req, Some(index)),
+        [index] if put => indices::create(sim, req, index),
+        [index] if delete => {
+            resolve::refuse_aliases(&sim.state(), index)?;
+            indices::delete(sim, req, index)
+        }
+        [index] if get => scoped(req, IndicesOptions::default(), |_| indices::get(sim, index)),
+        [_] => wrong(&["GET", "HEAD", "PUT", "DELETE"]),
+        // Writes through an alias go to its write index.
+        [index, "_doc"] if post => {
+            let target = resolve::write_index(&sim.state(), index)?;
+            let outcome = indices::index_doc(sim, req, &target, None, false);
+            stats::count_write(sim, &outcome);
+            outcome
+        }
+        [index, "_doc", id] if put || post => {
+            let target = resolve::write_index(&sim.state(), index)?;
+            let outcome = indices::index_doc(sim, req, &target, Some(id), false);
+            stats::count_write(sim, &outcome);
+            outcome
+        }
+        [index, "_create", id] if put || post => {
+            let target = resolve::write_index(&sim.state(), index)?;
+            let outcome = indices::index_doc(sim, req, &target, Some(id), true);
+            stats::count_write(sim, &outcome);
+            outcome
+        }
+        [index, "_doc", id] if get => {
+            let target = resolve::single_index(&sim.state(), index)?;
+            let outcome = indices::get_doc(sim, &target, id);
+            stats::count_get(sim, &outcome);
+            outcome
+        }
+        [index, "_doc", id] if delete => {
+            let target = resolve::write_index(&sim.state(), index)?;
+            let outcome = indices::delete_doc(sim, &target, id);
+            stats::count_write(sim, &outcome);
+            outcome
+        }
+        [index, "_count"] if get || post => scoped(req, IndicesOptions::default(), |r| {
+            let outcome = crate::search::count(sim, r, Some(index));
+            if outcome.is_ok() {
+                stats::count_search(sim, Some(index));
+            }
+            outcome
+        }),
+        [index, "_bulk"] if put || post => {
+            let outcome = crate::bulk::bulk(sim, req, Some(index));
+            stats::count_bulk(sim, req.body.len(), &outcome);
+            outcome
+        }
+        [index, "_search"] if get || post => scoped(req, IndicesOptions::default(), |r| {
+            let outcome = crate::search::search(sim, r, Some(index));
+            if outcome.is_ok() {
+                stats::count_search(sim, Some(index));
+            }
+            outcome
+        }),
+        [index, "_refresh"] if get || post => scoped(req, IndicesOptions::default(), |_| {
+            let outcome = indices::refresh(sim, Some(index));
+            if outcome.is_ok() {
+                stats::count_refresh(sim, Some(index));
+            }
+            outcome
+        }),
+        [index, "_settings"] if get => scoped(req, all_states(), |_| {
+            indices::get_settings(sim, Some(index))
+        }),
+        [index, "_close"] if post => scoped(req, IndicesOptions::default(), |_| {
+            indices::close(sim, index)
+        }),
+        [index, "_open"] if post => scoped(req, IndicesOptions::closed_only(), |_| {
+            indices::open(sim, index)
+        }),
+        [index, "_flush"] if get || post => index_admin::flush(sim, req, Some(index)),
+        [index, "_forcemerge"] if post => index_admin::forcemerge(sim, req, Some(index)),
+        [_, "_forcemerge"] => wrong(&["POST"]),
+        [index, "_stats"] if get => stats::stats(sim, req, Some(index), None),
+        [index, "_stats", metric] if get => stats::stats(sim, req, Some(index), Some(metric)),
+        [index, "_alias"] if get => aliases::get(sim, req, Some(index), None),
+        [index, "_aliases"] if get => aliases::get_all(sim, req, Some(index)),
+        [index, "_alias" | "_aliases", name] if put || post => aliases::put(sim, req, index, name),
+        [index, "_alias" | "_aliases", name] if delete => aliases::delete(sim, index, name),
+        [index, "_alias", name] if get => aliases::get(sim, req, Some(index), Some(name)),
         [index, "_mget"] if get || post => crate::search::mget(sim, req, Some(index)),
-        [index, "_pit"] if post => crate::search::open_pit(sim, req, index),
-        [index, "_delete_by_query"] if post => crate::search::delete_by_query(sim, req, index),
-        [index, "_mapping"] if get => indices::get_mapping(sim, Some(index)),
+        [index, "_pit"] if post => scoped(req, IndicesOptions::default(), |r| {
+            crate::search::open_pit(sim, r, index)
+        }),
+        [index, "_delete_by_query"] if post => scoped(req, IndicesOptions::default(), |r| {
+            crate::search::delete_by_query(sim, r, index)
+        }),
+        [index, "_mapping"] if get => scoped(req, all_states(), |_| {
+            indices::get_mapping(sim, Some(index))
+        }),
         [index, "_mapping"] if put || post => indices::put_mapping(sim, req, index),
-        [index, "_bulk"] if put || post => crate::bulk::bulk(sim, req, Some(index)),
-        [index, "_search"] if get || post => crate::search::search(sim, req, Some(index)),
-        [index, "_refresh"] if get || post => indices::refresh(sim, Some(index)),
-        [index, "_settings"] if get => indices::get_settings(sim, Some(index)),
-        [index, "_close"] if post => indices::close(sim, index),
-        [index, "_open"] if post => indices::open(sim, index),
         [index, "_recovery"] if get => restore::recovery(sim, req, Some(index)),
         _ => Err(ApiError::no_handler(m.as_str(), &req.uri)),
+    }
+}
+
+/// Index options whose wildcards match open and closed indices, as the
+/// APIs that describe indices (`_cat/indices`, `_settings`) default to.
+fn all_states() -> IndicesOptions {
+    IndicesOptions {
+        closed: true,
+        ..IndicesOptions::default()
     }
 }

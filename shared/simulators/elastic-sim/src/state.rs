@@ -43,6 +43,8 @@ pub struct Sim {
     pub(crate) license: Mutex<crate::license::License>,
     /// Open scrolls and points in time.
     contexts: Mutex<crate::search::Contexts>,
+    /// When the cluster started: its nodes' uptime.
+    pub started: Instant,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +131,7 @@ impl Sim {
             coordination: Mutex::new(coordination),
             license: Mutex::new(crate::license::License::self_generated("basic")),
             contexts: Mutex::new(crate::search::Contexts::default()),
+            started: Instant::now(),
         }
     }
 
@@ -476,6 +479,13 @@ pub struct ClusterState {
     pub repositories: BTreeMap<String, Repository>,
     /// At most one running snapshot per repository.
     pub running: BTreeMap<String, RunningSnapshot>,
+    /// Composable index templates (`_index_template`), by name, as stored.
+    pub index_templates: BTreeMap<String, Value>,
+    /// Component templates (`_component_template`), by name, as stored.
+    pub component_templates: BTreeMap<String, Value>,
+    /// Tasks started without waiting (`wait_for_completion=false`), by
+    /// `node:id`, as `GET _tasks/{id}` shows them once done.
+    pub tasks: BTreeMap<String, Value>,
 }
 
 /// `PUT _cluster/settings`, flat keys, as set. Apart from the rest of the
@@ -641,6 +651,28 @@ pub struct Index {
     pub seq_no: u64,
     /// Shards whose every copy was on nodes that left.
     pub lost_shards: std::collections::BTreeSet<u32>,
+    /// What `_stats` and `_nodes/stats` count for this index.
+    pub counters: IndexCounters,
+}
+
+/// Operations done on an index since it was created here, for `_stats`:
+/// the simulator keeps the counts Elasticsearch reports and a client may
+/// watch move (Rally's summary reads merges, refreshes and flushes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexCounters {
+    pub index_total: u64,
+    pub delete_total: u64,
+    pub get_total: u64,
+    pub query_total: u64,
+    pub refresh_total: u64,
+    pub flush_total: u64,
+    pub merge_total: u64,
+    pub merge_docs: u64,
+    pub merge_bytes: u64,
+    pub bulk_operations: u64,
+    pub bulk_bytes: u64,
+    /// Segments per shard a force merge left, until the next write.
+    pub merged_segments: Option<u64>,
 }
 
 /// The health of one index, and its shard counts for `_cluster/health`.
@@ -671,6 +703,7 @@ impl Index {
             mounted: None,
             seq_no: 0,
             lost_shards: std::collections::BTreeSet::new(),
+            counters: IndexCounters::default(),
         }
     }
 
@@ -955,6 +988,15 @@ impl Index {
             .ok_or_else(|| SearchError::engine("the search index was not built"))?;
         search.refresh()?;
         Ok(search)
+    }
+
+    /// `_forcemerge`: the search library's segments merged down to `max`.
+    pub fn force_merge(&mut self, max: usize) -> Result<(), SearchError> {
+        self.searchable()?;
+        match &mut self.search.0 {
+            Some(search) => search.force_merge(max),
+            None => Ok(()),
+        }
     }
 
     /// The search library's index as of the last [`Index::searchable`].

@@ -1,6 +1,7 @@
 //! The simulated cluster driven over HTTP by Floe's own Elasticsearch
 //! client, as Floe's plans will drive it.
 
+mod admin_apis;
 mod bulk;
 mod cache;
 mod common;
