@@ -11,7 +11,7 @@
 //!   repository's snapshots of a deleted deployment, keep the repository
 //!   in use.
 
-use floe_tests::{Call, DEPLOYMENTS, REPOSITORIES, Server, TestResult};
+use floe_tests::{Call, DEPLOYMENTS, Look, REPOSITORIES, Server, TestResult, WAIT, poll_until};
 use serde_json::{Value, json};
 
 const ORG: &str = "acme";
@@ -169,14 +169,15 @@ async fn a_snapshot_deleted_through_the_proxy_is_shown_missing_and_never_resolve
 
 /// Waits for the deployment at `path` to be gone (its delete plan ended).
 async fn until_gone(s: &Server, token: &str, path: &str) -> TestResult {
-    for _ in 0..3000 {
+    poll_until("deleted", WAIT, async || {
         let d = s.call(Call::get(path).bearer(token)).await;
         if d.status == 404 {
-            return Ok(());
+            Look::Done(())
+        } else {
+            Look::NotYet(d.describe())
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    Err(format!("{path} not deleted after 60 s").into())
+    })
+    .await
 }
 
 async fn shut_down(s: &Server, token: &str, path: &str) -> TestResult {
