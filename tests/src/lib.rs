@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub mod fault_proxy;
 pub mod lambda_emulator;
@@ -27,6 +27,44 @@ pub const AUDIENCE: &str = "floe-api";
 /// that a hung server fails the test instead of the CI job.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a black-box test waits for the platform to reach a state
+/// before it fails: long enough for plans on a loaded two-core machine.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// How often [`poll_until`] looks again.
+const POLL_EVERY: Duration = Duration::from_millis(20);
+
+/// What one look of [`poll_until`] saw.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Look<T> {
+    /// The condition holds: what the wait returns.
+    Done(T),
+    /// Not yet: what was seen instead, said if the wait runs out.
+    NotYet(String),
+}
+
+/// Looks with `look` every 20 ms until it sees `Done`; gives up after
+/// `within` with `not {what} after … s: {what the last look saw}`. The one
+/// polling loop of the black-box tests: each waits through it (or through
+/// [`Server::until`], which polls a resource with it).
+pub async fn poll_until<T>(
+    what: &str,
+    within: Duration,
+    mut look: impl AsyncFnMut() -> Look<T>,
+) -> Result<T, Box<dyn std::error::Error>> {
+    let deadline = Instant::now() + within;
+    loop {
+        let seen = match look().await {
+            Look::Done(done) => return Ok(done),
+            Look::NotYet(seen) => seen,
+        };
+        if Instant::now() > deadline {
+            return Err(format!("not {what} after {} s: {seen}", within.as_secs()).into());
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
 
 /// A response as the client saw it.
 #[derive(Debug, Clone)]
@@ -249,15 +287,25 @@ impl Server {
     /// milliseconds and whose plans look again every 20 ms: for tests that
     /// drive deployments through whole plans.
     pub fn start_quick() -> Server {
-        Server::start_with(&[
+        Server::start_quick_with(&[])
+    }
+
+    /// As [`Server::start_quick`], with `extra` environment over it: say
+    /// `FLOE_SWEEP_INTERVAL_MS` for a health check every few hundred
+    /// milliseconds, for tests that wait for what it writes.
+    pub fn start_quick_with(extra: &[(&str, &str)]) -> Server {
+        let mut env = vec![
             ("FLOE_SIM_BOOT_DELAY_MS", "50"),
             ("FLOE_SIM_TERMINATE_DELAY_MS", "20"),
             ("FLOE_PLAN_POLL_MS", "20"),
-        ])
+        ];
+        // Later values of a name win (`Command::env`).
+        env.extend_from_slice(extra);
+        Server::start_with(&env)
     }
 
     /// Polls the resource at `path` until `done` says so of its body;
-    /// gives up after 60 s, naming `what` it waited for.
+    /// gives up after [`WAIT`], naming `what` it waited for.
     pub async fn until(
         &self,
         token: &str,
@@ -265,18 +313,41 @@ impl Server {
         what: &str,
         done: impl Fn(&Value) -> bool,
     ) -> Result<Value, Box<dyn std::error::Error>> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
+        poll_until(what, WAIT, async || {
             let d = self.call(Call::get(path).bearer(token)).await;
             let d = d.expect_status(200).json();
             if done(&d) {
-                return Ok(d);
+                Look::Done(d)
+            } else {
+                Look::NotYet(d.to_string())
             }
-            if std::time::Instant::now() > deadline {
-                return Err(format!("not {what} after 60 s: {d}").into());
+        })
+        .await
+    }
+
+    /// Reads the resource at `path`, lets `change` edit the body read and
+    /// PUTs the whole body back, as a client that sends a GET body back
+    /// does; expects 200 and returns its body. A write between the read
+    /// and the PUT (a plan ending, a health check starting a heal) is a
+    /// 412, as for any client: it reads again, five times at the most.
+    pub async fn put_changed(
+        &self,
+        token: &str,
+        path: &str,
+        mut change: impl FnMut(&mut Value) -> TestResult,
+    ) -> Result<Value, Box<dyn std::error::Error>> {
+        for _ in 0..5 {
+            let read = self.call(Call::get(path).bearer(token)).await;
+            let mut body = read.expect_status(200).json();
+            change(&mut body)?;
+            let put = self.call(Call::put(path).bearer(token).json(&body)).await;
+            if put.status == 412 {
+                continue;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            assert_eq!(put.status, 200, "{}", put.describe());
+            return Ok(put.json());
         }
+        Err(format!("{path} changed under every read").into())
     }
 
     /// Creates a deployment from `body` with `token`, expecting 201; its id.

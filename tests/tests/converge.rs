@@ -71,23 +71,14 @@ async fn create(
 /// Waits until the pending plan waits in `step`, then ends it by force.
 async fn force_end_in(s: &Server, token: &str, path: &str, step: &str) -> TestResult {
     let plans = format!("{path}/plans");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let p = s.call(Call::get(plans.as_str()).bearer(token)).await;
-        let p = p.expect_status(200).json();
-        let waiting = p["pending"]["steps"].as_array().is_some_and(|steps| {
+    s.until(token, &plans, &format!("waiting in {step}"), |p| {
+        p["pending"]["steps"].as_array().is_some_and(|steps| {
             steps
                 .iter()
                 .any(|st| st["step_id"] == json!(step) && st["status"] == json!("waiting"))
-        });
-        if waiting {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("not waiting in {step} after 30 s: {p}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        })
+    })
+    .await?;
     let ended = s
         .call(Call::delete(format!("{path}/plans/pending?force_delete=true")).bearer(token))
         .await;
@@ -135,21 +126,11 @@ async fn apply(
     path: &str,
     change: impl Fn(&mut Value),
 ) -> Result<Value, Box<dyn std::error::Error>> {
-    for _ in 0..5 {
-        let mut body = s
-            .call(Call::get(path).bearer(token))
-            .await
-            .expect_status(200)
-            .json();
-        change(&mut body);
-        let put = s.call(Call::put(path).bearer(token).json(&body)).await;
-        if put.status == 412 {
-            continue;
-        }
-        assert_eq!(put.status, 200, "{}", put.describe());
-        return Ok(put.json());
-    }
-    Err("changed under every read".into())
+    s.put_changed(token, path, |body| {
+        change(body);
+        Ok(())
+    })
+    .await
 }
 
 /// Stays as it is for `sweeps` health checks: `check` holds of every read.

@@ -41,9 +41,9 @@ fn healthy(d: &Value) -> bool {
     settled(d) && d["status"] == json!("running") && d["healthy"] == json!(true)
 }
 
-/// Reads the deployment, sets tag `touched` to `value` in the body read,
-/// and sends the whole body back. A write between the read and the PUT
-/// (a plan ending) is a 412, as for any client: read again then.
+/// Reads the deployment, sets tag `touched` to `state` in the body read,
+/// and sends the whole body back (read again on a 412, see
+/// [`Server::put_changed`]).
 async fn put_back(
     s: &Server,
     token: &str,
@@ -51,28 +51,23 @@ async fn put_back(
     state: &str,
     require: impl Fn(&Value) -> bool,
 ) -> TestResult {
-    for _ in 0..5 {
-        let read = s.call(Call::get(path).bearer(token)).await;
-        let mut body = read.expect_status(200).json();
-        assert!(require(&body), "{state}: not in the state to test: {body}");
-        let tags = body["metadata"]["tags"]
-            .as_array_mut()
-            .ok_or("tags in the view")?;
-        tags.retain(|t| t["key"] != json!("touched"));
-        tags.push(json!({"key": "touched", "value": state}));
-        let put = s.call(Call::put(path).bearer(token).json(&body)).await;
-        if put.status == 412 {
-            continue;
-        }
-        assert_eq!(put.status, 200, "{state}: {}", put.describe());
-        let answer = put.json();
-        let touched = answer["metadata"]["tags"]
-            .as_array()
-            .is_some_and(|t| t.contains(&json!({"key": "touched", "value": state})));
-        assert!(touched, "{state}: the tag changed: {answer}");
-        return Ok(());
-    }
-    Err(format!("{state}: changed under every read").into())
+    let answer = s
+        .put_changed(token, path, |body| {
+            assert!(require(body), "{state}: not in the state to test: {body}");
+            let tags = body["metadata"]["tags"]
+                .as_array_mut()
+                .ok_or("tags in the view")?;
+            tags.retain(|t| t["key"] != json!("touched"));
+            tags.push(json!({"key": "touched", "value": state}));
+            Ok(())
+        })
+        .await
+        .map_err(|e| format!("{state}: {e}"))?;
+    let touched = answer["metadata"]["tags"]
+        .as_array()
+        .is_some_and(|t| t.contains(&json!({"key": "touched", "value": state})));
+    assert!(touched, "{state}: the tag changed: {answer}");
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,6 @@ pub mod catalog;
 pub mod deployments;
 pub mod error;
 pub mod former;
-mod mount_source;
 pub mod plans;
 pub mod policies;
 pub mod proxy;

@@ -141,10 +141,6 @@ impl App {
             .await?
             .map(|d| d.value);
         let snapshotter = self.snapshotter();
-        let mut page = PageRequest {
-            size: Some(floe_store::stores::MAX_PAGE_SIZE),
-            cursor: None,
-        };
         let mut found = None;
         // A named snapshot is read by its name (one pointer read), not
         // looked for page after page.
@@ -161,12 +157,9 @@ impl App {
         }
         // The newest success: newest first, a page at a time.
         if name == LATEST_SUCCESS {
-            'pages: loop {
-                let listed = self
-                    .store
-                    .list_snapshots(org, deployment_id, None, &page)
-                    .await?;
-                for item in listed.items {
+            let mut pages = self.store.snapshot_pages(org, deployment_id, None);
+            'pages: while let Some(items) = pages.next_page().await? {
+                for item in items {
                     let s = &item.value;
                     if repository.is_some_and(|r| r != s.repository) {
                         continue;
@@ -189,10 +182,6 @@ impl App {
                     }
                     found = Some(item);
                     break 'pages;
-                }
-                match listed.next_cursor {
-                    Some(c) => page.cursor = Some(c),
-                    None => break,
                 }
             }
         }

@@ -151,31 +151,18 @@ impl App {
         if !is_resource_id(id) {
             return Err(AppError::not_found(Resource::Deployment, id));
         }
-        let shown = self
-            .store
+        // The record says all the view shows, health warnings included (a
+        // mount clone's missing source snapshot too: the health check
+        // writes it there).
+        self.store
             .show_deployment(&who.org, id, &self.views.0, show)
             .await?
-            .ok_or_else(|| AppError::not_found(Resource::Deployment, id))?;
-        // Only a mount clone can deserve the source snapshot's warning
-        // (see `mount_source`); any other view is shown as kept.
-        if !shown.json().contains(r#""mode":"mount""#) {
-            return Ok(shown);
-        }
-        let d = self.load_deployment(&who.org, id).await?;
-        let Some(warning) = self.mount_source_warning(&d.value).await else {
-            return Ok(shown);
-        };
-        let mut view = DeploymentView::of(d.value, d.version);
-        view.health_warnings.push(warning);
-        Shown::new(&view, d.version)
+            .ok_or_else(|| AppError::not_found(Resource::Deployment, id))
     }
 
     pub async fn get_deployment(&self, who: &Reader, id: &str) -> Result<DeploymentView, AppError> {
         let d = self.load_deployment(&who.org, id).await?;
-        let warning = self.mount_source_warning(&d.value).await;
-        let mut view = DeploymentView::of(d.value, d.version);
-        view.health_warnings.extend(warning);
-        Ok(view)
+        Ok(DeploymentView::of(d.value, d.version))
     }
 }
 

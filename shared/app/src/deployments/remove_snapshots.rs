@@ -60,16 +60,9 @@ impl App {
     /// what a delete with `remove_snapshots` leaves.
     pub(crate) async fn pinned_snapshots(&self, d: &Deployment) -> Result<Vec<String>, AppError> {
         let mut pinned = Vec::new();
-        let mut page = PageRequest {
-            size: Some(floe_store::stores::MAX_PAGE_SIZE),
-            cursor: None,
-        };
-        loop {
-            let listed = self
-                .store
-                .list_snapshots(&d.org, &d.id, None, &page)
-                .await?;
-            for s in listed.items.iter().filter(|s| s.refs > 0) {
+        let mut pages = self.store.snapshot_pages(&d.org, &d.id, None);
+        while let Some(items) = pages.next_page().await? {
+            for s in items.iter().filter(|s| s.refs > 0) {
                 let by = self
                     .store
                     .snapshot_pins(&d.org, &d.id, &s.value.name)
@@ -88,10 +81,7 @@ impl App {
                     s.value.repository
                 ));
             }
-            match listed.next_cursor {
-                Some(c) => page.cursor = Some(c),
-                None => return Ok(pinned),
-            }
         }
+        Ok(pinned)
     }
 }

@@ -618,20 +618,17 @@ pub async fn snapshots_newest_first_by_name_and_paged(store: Store) -> TestResul
         Err(StoreError::AlreadyExists)
     );
 
+    // Walked a page of two at a time, following the cursor.
     let mut names = Vec::new();
-    let mut page = PageRequest {
-        size: Some(2),
-        cursor: None,
-    };
-    loop {
-        let p = store.list_snapshots(&org, &dep, None, &page).await?;
-        assert!(p.items.len() <= 2);
-        names.extend(p.items.iter().map(|v| v.value.name.clone()));
-        match p.next_cursor {
-            Some(c) => page.cursor = Some(c),
-            None => break,
-        }
+    let mut pages = store.snapshot_pages(&org, &dep, None).page_size(2);
+    let mut read = 0;
+    while let Some(items) = pages.next_page().await? {
+        assert!(items.len() <= 2);
+        read += 1;
+        names.extend(items.iter().map(|v| v.value.name.clone()));
     }
+    assert!(read >= 3, "{read} pages of two for five records");
+    assert!(pages.next_page().await?.is_none(), "the walk stays ended");
     assert_eq!(
         names,
         [
@@ -641,6 +638,19 @@ pub async fn snapshots_newest_first_by_name_and_paged(store: Store) -> TestResul
             "snap-1700000200",
             "snap-1700000100"
         ]
+    );
+    // Read whole, one policy's only, over pages of one.
+    let all: Vec<_> = store
+        .snapshot_pages(&org, &dep, Some("pol-a"))
+        .page_size(1)
+        .all()
+        .await?
+        .into_iter()
+        .map(|v| v.value.name)
+        .collect();
+    assert_eq!(
+        all,
+        ["snap-1700000500", "snap-1700000400", "snap-1700000300"]
     );
 
     let by_policy = store

@@ -15,5 +15,5 @@ pub use backend::{Backend, BackendError, Filter, Kind};
 pub use memo::{Memo, Weigh};
 pub use stores::{
     ActivePlan, ClaimChange, DeploymentOutcome, Idempotency, IdempotencyRecord, Page, PageRequest,
-    SnapshotPin, Store, StoreError, Versioned,
+    SnapshotPages, SnapshotPin, Store, StoreError, Versioned,
 };

@@ -808,16 +808,11 @@ impl Snapshotter {
     pub async fn remove_all(&self, deployment: &Deployment) -> Result<Removal, SnapshotError> {
         let client = self.clusters.client(deployment, &[]).await?;
         let mut removal = Removal::default();
-        let mut page = PageRequest {
-            size: Some(floe_store::stores::MAX_PAGE_SIZE),
-            cursor: None,
-        };
-        loop {
-            let listed = self
-                .store
-                .list_snapshots(&deployment.org, &deployment.id, None, &page)
-                .await?;
-            for stored in listed.items {
+        let mut pages = self
+            .store
+            .snapshot_pages(&deployment.org, &deployment.id, None);
+        while let Some(items) = pages.next_page().await? {
+            for stored in items {
                 let name = stored.value.name.clone();
                 match self.delete_unpinned(&client, &deployment.org, stored).await {
                     Ok(()) => removal.removed.push(name),
@@ -830,11 +825,8 @@ impl Snapshotter {
                     Err(e) => return Err(e),
                 }
             }
-            match listed.next_cursor {
-                Some(c) => page.cursor = Some(c),
-                None => return Ok(removal),
-            }
         }
+        Ok(removal)
     }
 
     /// Deletes the recorded snapshot `stored` on the cluster, then its
@@ -1179,28 +1171,19 @@ impl Snapshotter {
             return Ok(RetentionDone::default());
         }
         let client = self.clusters.client(deployment, &[]).await?;
-        let mut all = Vec::new();
-        let mut page = PageRequest {
-            size: Some(floe_store::stores::MAX_PAGE_SIZE),
-            cursor: None,
-        };
-        loop {
-            let listed = self
-                .store
-                .list_snapshots(&deployment.org, &deployment.id, Some(&policy.id), &page)
-                .await?;
-            for stored in listed.items {
-                // Older runs left running are settled first, so they count.
-                let stored = match self.follow(&client, stored.clone(), Instant::now()).await {
-                    Ok(v) => v,
-                    Err(_) => stored,
-                };
-                all.push(stored);
-            }
-            match listed.next_cursor {
-                Some(c) => page.cursor = Some(c),
-                None => break,
-            }
+        let listed = self
+            .store
+            .snapshot_pages(&deployment.org, &deployment.id, Some(&policy.id))
+            .all()
+            .await?;
+        let mut all = Vec::with_capacity(listed.len());
+        for stored in listed {
+            // Older runs left running are settled first, so they count.
+            let stored = match self.follow(&client, stored.clone(), Instant::now()).await {
+                Ok(v) => v,
+                Err(_) => stored,
+            };
+            all.push(stored);
         }
         let records: Vec<SnapshotRecord> = all.iter().map(|v| v.value.clone()).collect();
         let doomed = expired(&records, &rules, Utc::now());

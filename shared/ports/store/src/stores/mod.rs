@@ -35,6 +35,7 @@ pub use idempotency::{IDEMPOTENCY_TTL_SECS, Idempotency, IdempotencyRecord};
 pub use pins::SnapshotPin;
 pub use plans::{ActivePlan, DeploymentOutcome};
 pub use repositories::ClaimChange;
+pub use snapshots::SnapshotPages;
 
 pub const DEFAULT_PAGE_SIZE: u32 = 20;
 pub const MAX_PAGE_SIZE: u32 = 100;

@@ -2,7 +2,7 @@
 //! always written and removed together.
 
 use super::batch::{Batch, Meaning};
-use super::{Page, PageRequest, Store, StoreError, Versioned, encode, record};
+use super::{MAX_PAGE_SIZE, Page, PageRequest, Store, StoreError, Versioned, encode, record};
 use crate::backend::{Attrs, Filter, Kind, RecordKey, Write};
 use floe_domain::snapshot::SnapshotRecord;
 use serde::{Deserialize, Serialize};
@@ -139,6 +139,27 @@ impl Store {
         .await
     }
 
+    /// A deployment's snapshot records, newest first, a page at a time (see
+    /// [`SnapshotPages`]). With `policy_id`, only that policy's, as
+    /// [`Store::list_snapshots`].
+    pub fn snapshot_pages<'a>(
+        &'a self,
+        org: &'a str,
+        deployment_id: &'a str,
+        policy_id: Option<&'a str>,
+    ) -> SnapshotPages<'a> {
+        SnapshotPages {
+            store: self,
+            org,
+            deployment_id,
+            policy_id,
+            next: Some(PageRequest {
+                size: Some(MAX_PAGE_SIZE),
+                cursor: None,
+            }),
+        }
+    }
+
     /// Removes the snapshot record and its pointer together; `InUse` while
     /// a clone pins it (its record's `refs`).
     pub async fn delete_snapshot(
@@ -172,5 +193,62 @@ impl Store {
             Meaning::Own,
         );
         b.run(self.backend.as_ref()).await
+    }
+}
+
+/// The walk over a deployment's snapshot records: one page from the store,
+/// then the next by its cursor, until the store says there is none. The
+/// callers that go over every record (retention, removing a deployment's
+/// snapshots, naming the pinned ones, finding the newest success) walk
+/// with it, a page in memory at a time, and may stop early.
+pub struct SnapshotPages<'a> {
+    store: &'a Store,
+    org: &'a str,
+    deployment_id: &'a str,
+    policy_id: Option<&'a str>,
+    /// The page to read next; `None` once the last one was read.
+    next: Option<PageRequest>,
+}
+
+impl SnapshotPages<'_> {
+    /// Pages of `size` records (clamped to 1 to [`MAX_PAGE_SIZE`]) rather
+    /// than the largest the store gives.
+    #[must_use]
+    pub fn page_size(mut self, size: u32) -> Self {
+        if let Some(next) = &mut self.next {
+            next.size = Some(size.clamp(1, MAX_PAGE_SIZE));
+        }
+        self
+    }
+
+    /// The next page's records, newest first; `None` once the last page was
+    /// read. A failed read leaves the walk where it was, so it may be
+    /// called again.
+    pub async fn next_page(
+        &mut self,
+    ) -> Result<Option<Vec<Versioned<SnapshotRecord>>>, StoreError> {
+        let Some(page) = &self.next else {
+            return Ok(None);
+        };
+        let size = page.size;
+        let listed = self
+            .store
+            .list_snapshots(self.org, self.deployment_id, self.policy_id, page)
+            .await?;
+        self.next = listed.next_cursor.map(|cursor| PageRequest {
+            size,
+            cursor: Some(cursor),
+        });
+        Ok(Some(listed.items))
+    }
+
+    /// Every record not walked yet, newest first, read into memory: for a
+    /// caller that must see them all before it decides (retention).
+    pub async fn all(mut self) -> Result<Vec<Versioned<SnapshotRecord>>, StoreError> {
+        let mut all = Vec::new();
+        while let Some(items) = self.next_page().await? {
+            all.extend(items);
+        }
+        Ok(all)
     }
 }

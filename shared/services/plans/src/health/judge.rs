@@ -4,10 +4,12 @@
 
 use crate::steps::heal::launch_zone;
 use crate::steps::{is_gone, spread};
+use chrono::{DateTime, Utc};
 use floe_compute::{Instance, InstanceState, TAG_NODE_GROUP};
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::health::NodeStatus;
 use floe_domain::plan::Replacement;
+use floe_domain::restore::CloneSource;
 use floe_elastic::{HealthStatus, NodeRow, RepositoryRegistration};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,6 +53,29 @@ pub struct Facts {
     pub recorded: BTreeSet<String>,
     /// What Floe owns on the cluster, and what the cluster reports of it.
     pub owned: OwnedFacts,
+    /// A mount clone's source snapshot, as its record says now; `None`
+    /// for any other deployment, or when the record could not be read.
+    pub mount_source: Option<MountSourceFacts>,
+}
+
+/// The snapshot a mount clone's indices are mounted from (its record's
+/// `clone_source`), and what the source's snapshot record says of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MountSourceFacts {
+    pub source: CloneSource,
+    pub record: SourceRecord,
+}
+
+/// What the store holds of a mount clone's source snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceRecord {
+    /// Recorded, and not found gone from its repository.
+    Present,
+    /// Found missing from its repository (deleted outside Floe) at that
+    /// time.
+    Missing(DateTime<Utc>),
+    /// No longer recorded.
+    Unrecorded,
 }
 
 /// Floe's repository registrations and license, beside what the cluster
@@ -167,6 +192,9 @@ pub fn judge(spec: &DeploymentSpec, facts: &Facts) -> Observation {
     if let ClusterFacts::Reached { .. } = &facts.cluster {
         warnings.extend(owned_warnings(&facts.owned));
     }
+    // Read from the store, not the cluster: judged however the cluster
+    // answered.
+    warnings.extend(facts.mount_source.as_ref().and_then(mount_source_warning));
     Observation {
         healthy: problems.is_empty(),
         problems,
@@ -236,6 +264,27 @@ pub fn owned_warnings(owned: &OwnedFacts) -> Vec<String> {
         ));
     }
     warnings
+}
+
+/// The warning a mount clone deserves when its source snapshot is gone:
+/// its mounted indices cannot be read again once their cache is gone. A
+/// warning, not a finding: no heal can bring the snapshot back.
+pub fn mount_source_warning(facts: &MountSourceFacts) -> Option<String> {
+    let src = &facts.source;
+    match facts.record {
+        SourceRecord::Present => None,
+        SourceRecord::Missing(since) => Some(format!(
+            "source snapshot {} of deployment {} is missing from repository {} (deleted outside Floe; found so at {}): the mounted indices cannot be read again once their cache is gone; restore another snapshot or delete this clone",
+            src.snapshot,
+            src.source_deployment_id,
+            src.repository,
+            since.to_rfc3339()
+        )),
+        SourceRecord::Unrecorded => Some(format!(
+            "source snapshot {} of deployment {} is no longer recorded: the mounted indices may not be readable",
+            src.snapshot, src.source_deployment_id
+        )),
+    }
 }
 
 /// One node group's share of an [`Observation`].
@@ -428,6 +477,7 @@ pub(crate) fn state_name(state: InstanceState) -> &'static str {
 mod tests {
     use super::*;
     use floe_compute::TAG_LAUNCH;
+    use floe_domain::restore::RestoreMode;
 
     /// Three hot nodes over three zones.
     fn spec() -> DeploymentSpec {
@@ -498,7 +548,31 @@ mod tests {
             cluster,
             recorded: BTreeSet::new(),
             owned: OwnedFacts::default(),
+            mount_source: None,
         }
+    }
+
+    /// A mount clone of snapshot `snap-1` of deployment `d0`, whose record
+    /// says `record`.
+    fn mounted(record: SourceRecord) -> Option<MountSourceFacts> {
+        Some(MountSourceFacts {
+            source: CloneSource {
+                source_deployment_id: "d0".into(),
+                repository: "main".into(),
+                registered_as: "main".into(),
+                snapshot: "snap-1".into(),
+                snapshot_sort_millis: 0,
+                mode: RestoreMode::Mount,
+                pinned: true,
+                snapshot_version: None,
+            },
+            record,
+        })
+    }
+
+    /// When the source snapshot was found missing in [`mounted`] rows.
+    fn found_missing() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default()
     }
 
     /// Instance `i-{n}` of the hot group, launched for `zone` by another plan.
@@ -813,6 +887,43 @@ mod tests {
                     "repository local: location is unset on the cluster, Floe registered backups/d1",
                     "the license is trial on the cluster; Floe's nodes run the self-generated basic license",
                 ],
+            },
+            Row {
+                case: "a mount clone's source snapshot found missing: a warning, healthy, no heal",
+                facts: Facts {
+                    mount_source: mounted(SourceRecord::Missing(found_missing())),
+                    ..facts(all(), &[], green(&["i-0", "i-1", "i-2"]))
+                },
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[
+                    "source snapshot snap-1 of deployment d0 is missing from repository main (deleted outside Floe; found so at 2023-11-14T22:13:20+00:00): the mounted indices cannot be read again once their cache is gone; restore another snapshot or delete this clone",
+                ],
+            },
+            Row {
+                case: "a mount clone's source snapshot no longer recorded, its cluster unreachable: warned all the same",
+                facts: Facts {
+                    mount_source: mounted(SourceRecord::Unrecorded),
+                    ..facts(all(), &[], ClusterFacts::Unreachable("refused".into()))
+                },
+                healthy: false,
+                problems: &["the cluster cannot be reached: refused"],
+                replacements: vec![],
+                warnings: &[
+                    "source snapshot snap-1 of deployment d0 is no longer recorded: the mounted indices may not be readable",
+                ],
+            },
+            Row {
+                case: "a mount clone's source snapshot recorded and present: no warning",
+                facts: Facts {
+                    mount_source: mounted(SourceRecord::Present),
+                    ..facts(all(), &[], green(&["i-0", "i-1", "i-2"]))
+                },
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[],
             },
             Row {
                 case: "Floe's repositories and license as Floe set them: no warning",

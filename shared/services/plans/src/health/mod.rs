@@ -11,7 +11,9 @@
 //!   status checks, what its cluster says) through the steps' ports;
 //! - [`judge`] turns those facts into an [`Observation`]: a pure function,
 //!   whether the nodes are as the spec wants (`healthy`, what a heal can
-//!   fix), what is wrong, and which nodes a heal replaces;
+//!   fix), what is wrong, which nodes a heal replaces, and the warnings
+//!   beside it (what a tenant changed of what Floe owns, a mount clone's
+//!   source snapshot gone);
 //! - [`check`] goes over a page of the fleet each sweep, records what it
 //!   found, and starts heals through the narrow
 //!   [`crate::sweep::StartPlan`]. The engine runs it as a
@@ -22,5 +24,5 @@ pub mod judge;
 pub mod probe;
 
 pub use check::{HEALTH_CHECK_USER, HealthCheck, HealthConfig, HealthSummary, assess};
-pub use judge::{ClusterFacts, Facts, Observation, judge};
+pub use judge::{ClusterFacts, Facts, MountSourceFacts, Observation, SourceRecord, judge};
 pub use probe::Probe;

@@ -1,6 +1,8 @@
 //! Reading the facts of one deployment's health, through the steps' ports.
 
-use super::judge::{ClusterFacts, Facts, Observation, OwnedFacts, judge};
+use super::judge::{
+    ClusterFacts, Facts, MountSourceFacts, Observation, OwnedFacts, SourceRecord, judge,
+};
 use crate::deployment_steps::DeploymentSteps;
 use async_trait::async_trait;
 use floe_compute::{ComputeError, Instance, InstanceState};
@@ -69,6 +71,36 @@ impl DeploymentSteps {
             cluster,
             recorded,
             owned,
+            mount_source: self.mount_source_facts(d).await,
+        })
+    }
+
+    /// A mount clone's source snapshot, as its record says now (the
+    /// listing and the resolution of `__latest_success__` mark it missing
+    /// when its repository no longer holds it). `None` for any other
+    /// deployment, and when the record cannot be read: that judges
+    /// nothing this time.
+    async fn mount_source_facts(&self, d: &Deployment) -> Option<MountSourceFacts> {
+        let src = d.clone_source.as_ref().filter(|s| s.reads_source())?;
+        let record = match self
+            .snapshots
+            .store()
+            .get_snapshot(&d.org, &src.source_deployment_id, &src.snapshot)
+            .await
+        {
+            Ok(Some(r)) => match r.value.missing {
+                Some(since) => SourceRecord::Missing(since),
+                None => SourceRecord::Present,
+            },
+            Ok(None) => SourceRecord::Unrecorded,
+            Err(e) => {
+                tracing::warn!(deployment = %d.id, error = %e, "health check: cannot read the mount clone's source snapshot");
+                return None;
+            }
+        };
+        Some(MountSourceFacts {
+            source: src.clone(),
+            record,
         })
     }
 
