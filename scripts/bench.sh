@@ -80,12 +80,13 @@ if [ -z "$only" ]; then
   export FLOE_TEST_AWS_ENDPOINT="http://127.0.0.1:$moto_port"
 fi
 
-# Runs one bench runner, keeping its output and its BENCH rows.
+# Runs one bench runner, keeping its output and its BENCH rows. The runner
+# is built in the dev profile unless BENCH_PROFILE says otherwise.
 run_bench() {
   local name=$1
   shift
   echo "== $name"
-  if ! "$@" cargo bench --quiet --profile dev --workspace --bench "$name" > "$out/$name.log" 2>&1; then
+  if ! "$@" cargo bench --quiet --profile "${BENCH_PROFILE:-dev}" --workspace --bench "$name" > "$out/$name.log" 2>&1; then
     echo "$name failed; its output is in $out/$name.log" >&2
     printf '%s\tFAILED (see %s)\t-\t-\t-\n' "$name" "$out/$name.log" >> "$rows"
     return 0
@@ -284,6 +285,11 @@ if [ -z "$only" ]; then
   run_bench cold_start env FLOE_COLD_START_DIR="$bin_dir" FLOE_COLD_START_RUNS="${FLOE_COLD_START_RUNS:-10}"
   run_bench dynamo_calls env
   run_bench list_scale env
+  # Search in local mode next to tantivy used directly
+  # (tests/benches/search.rs): the runner measures the library itself and
+  # starts floe-local from its own profile's folder, so it is built with
+  # PROFILE. FLOE_BENCH_SEARCH_DOCS (default 1,000,000) sets the size.
+  BENCH_PROFILE=$profile run_bench search env
 fi
 
 echo

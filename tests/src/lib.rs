@@ -505,6 +505,11 @@ impl Server {
         self.data_dir.path()
     }
 
+    /// The process id of the running `floe-local` (to read its memory).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The `floe-local` binary this server runs.
     pub fn binary(&self) -> &Path {
         &self.bin

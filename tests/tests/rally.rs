@@ -43,7 +43,7 @@ fn document(i: usize) -> Value {
     json!({
         "n": i,
         "cat": cat,
-        "msg": format!("event {i} is {}", if i % 2 == 0 { "even" } else { "odd" }),
+        "msg": format!("event {i} is {}", if i.is_multiple_of(2) { "even" } else { "odd" }),
         "price": (i % 100) as f64 * 0.5,
         "ts": ts,
     })
