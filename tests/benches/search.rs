@@ -268,8 +268,8 @@ fn row(figure: &str, value: f64, baseline: f64) {
     } else {
         "-".to_string()
     };
-    println!("{figure}: local mode {value:.1}, the library directly {baseline:.1} ({ratio})");
-    println!("BENCH\t{figure}\t{value:.1}\t{baseline:.1}\t{ratio}\t-");
+    println!("{figure}: local mode {value:.3}, the library directly {baseline:.3} ({ratio})");
+    println!("BENCH\t{figure}\t{value:.3}\t{baseline:.3}\t{ratio}\t-");
 }
 
 async fn run() -> Result<(), Error> {
