@@ -712,7 +712,9 @@ impl Index {
         index.settings.clone_from(&blob.settings);
         // A snapshot holds the mappings its cluster made; any that this
         // cluster cannot read again are made anew from the documents.
-        index.mappings = Mappings::parse(&blob.mappings).unwrap_or_default();
+        let readable = Mappings::parse(&blob.mappings);
+        let remap = readable.is_err();
+        index.mappings = readable.unwrap_or_default();
         index.aliases = blob.aliases.clone();
         if docs {
             for doc in &blob.docs {
@@ -726,9 +728,11 @@ impl Index {
             }
         }
         index.seq_no = u64::try_from(index.docs.len()).unwrap_or(u64::MAX);
-        for doc in index.docs.values() {
-            // The documents were indexed once; what they add is mapped.
-            let _ = index.mappings.map_dynamically(&doc.source);
+        if remap {
+            for doc in index.docs.values() {
+                // The documents were indexed once; what they add is mapped.
+                let _ = index.mappings.map_dynamically(&doc.source);
+            }
         }
         index
     }
@@ -936,14 +940,9 @@ impl Index {
     /// value its field cannot take, or a new field under a strict
     /// mapping), then keeps it for reads and for searches.
     pub fn put_doc(&mut self, id: &str, doc: Doc) -> Result<(), SearchError> {
-        let mut mappings = self.mappings.clone();
-        mappings.map_dynamically(&doc.source)?;
-        let values = mappings.values(id, &doc.source)?;
-        if mappings != self.mappings {
-            self.mappings = mappings;
-        }
+        let (values, remapped) = self.mappings.map_and_read(id, &doc.source)?;
         if let Some(search) = &mut self.search.0 {
-            if search.covers(&self.mappings) {
+            if !remapped || search.covers(&self.mappings) {
                 search.put(id, &values)?;
             } else {
                 // A new field: the schema is built again at the next search.

@@ -697,6 +697,35 @@ impl Mappings {
         Ok(changed)
     }
 
+    /// What writing `source` does to the mappings and the index: maps
+    /// what is new in it and reads its values; a document refused (a value
+    /// its field cannot take, a new field under a strict mapping) leaves
+    /// the mappings as they were, as Elasticsearch applies no mapping
+    /// update for a document it does not index. Also says whether the
+    /// mappings changed (only then can the index's schema lack a field).
+    pub fn map_and_read(
+        &mut self,
+        id: &str,
+        source: &Value,
+    ) -> Result<(Vec<(String, Indexed)>, bool), SearchError> {
+        let Value::Object(doc) = source else {
+            return Ok((self.values(id, source)?, false));
+        };
+        let mut next = self.root.clone();
+        let inherited = next.dynamic.unwrap_or(Dynamic::True);
+        if !self.map_object(&mut next, doc, "", inherited)? {
+            return Ok((self.values(id, source)?, false));
+        }
+        let previous = std::mem::replace(&mut self.root, next);
+        match self.values(id, source) {
+            Ok(values) => Ok((values, true)),
+            Err(e) => {
+                self.root = previous;
+                Err(e)
+            }
+        }
+    }
+
     fn map_object(
         &self,
         object: &mut Object,
@@ -1061,6 +1090,16 @@ mod tests {
             m.values("1", &json!({"n": 1_u64 << 40})).is_err(),
             "beyond integer"
         );
+        // A refused document maps nothing of what it brought.
+        let e = m
+            .map_and_read("1", &json!({"n": "seven", "fresh": "x"}))
+            .err()
+            .ok_or("expected an error")?;
+        assert_eq!(e.error_type, "document_parsing_exception");
+        assert!(m.field("fresh").is_none());
+        let (values, remapped) = m.map_and_read("1", &json!({"n": 2, "fresh": "x"}))?;
+        assert!(remapped && m.field("fresh").is_some());
+        assert!(values.contains(&("n".into(), Indexed::Long(2))));
         m.merge(&json!({"dynamic": "strict"}))?;
         let e = m
             .map_dynamically(&json!({"other": 1}))
