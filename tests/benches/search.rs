@@ -13,7 +13,7 @@
 //! alike). Each figure is printed as a `BENCH` row: the figure, local
 //! mode's value, the library's, their ratio.
 
-use floe_tests::{Call, DEPLOYMENTS, Server};
+use floe_tests::Server;
 use serde_json::{Value, json};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -156,40 +156,10 @@ async fn local(docs: usize) -> Result<Figures, Error> {
     let admin = s.token(ORG, &["platform_admin"]);
     s.put_fs_repository(&admin, "bench-backups", "bench-backups")
         .await;
-    let created = s
-        .call(Call::post(DEPLOYMENTS).bearer(&token).json(&json!({
-            "name": "search-bench",
-            "version": "8.15.3",
-            "node_groups": [{
-                "id": "hot",
-                "roles": ["master", "data_hot", "data_content", "ingest"],
-                "instance_type": "m6g.large",
-                "count": 1,
-                "zone_count": 1,
-                "storage": {"size_gb": 50}
-            }],
-            "snapshot": {"repository": "bench-backups"}
-        })))
-        .await
-        .expect_status(201)
-        .json();
-    let id = created["id"].as_str().ok_or("no id")?.to_string();
-    let password = created["credentials"]["password"]
-        .as_str()
-        .ok_or("no password")?
-        .to_string();
     let d = s
-        .until(&token, &format!("{DEPLOYMENTS}/{id}"), "running", |d| {
-            d["plans"]["pending"].is_null() && d["status"] == json!("running")
-        })
+        .reachable_deployment(&token, "search-bench", "bench-backups")
         .await?;
-    let endpoint = d["elasticsearch"]["endpoint"]
-        .as_str()
-        .ok_or("no endpoint")?
-        .to_string();
-    let ca = d["elasticsearch"]["ca_certificate"]
-        .as_str()
-        .ok_or("no CA")?;
+    let (endpoint, password, ca) = (d.endpoint, d.password, d.ca_certificate);
     let client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes())?)
         .timeout(Duration::from_secs(600))

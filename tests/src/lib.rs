@@ -193,6 +193,15 @@ impl Call {
     }
 }
 
+/// A running deployment as its user reaches it: its endpoint, the CA that
+/// verifies it, and the `elastic` password from the create's answer.
+pub struct Reachable {
+    pub id: String,
+    pub endpoint: String,
+    pub ca_certificate: String,
+    pub password: String,
+}
+
 /// The running binary. Dropping it kills the process.
 pub struct Server {
     child: Child,
@@ -348,6 +357,50 @@ impl Server {
             return Ok(put.json());
         }
         Err(format!("{path} changed under every read").into())
+    }
+
+    /// Creates a one-node 8.15.3 deployment named `name`, snapshotting to
+    /// `repository`, and waits until it runs: how its user reaches it.
+    pub async fn reachable_deployment(
+        &self,
+        token: &str,
+        name: &str,
+        repository: &str,
+    ) -> Result<Reachable, Box<dyn std::error::Error>> {
+        let created = self
+            .call(Call::post(DEPLOYMENTS).bearer(token).json(&json!({
+                "name": name,
+                "version": "8.15.3",
+                "node_groups": [{
+                    "id": "hot",
+                    "roles": ["master", "data_hot", "data_content", "ingest"],
+                    "instance_type": "m6g.large",
+                    "count": 1,
+                    "zone_count": 1,
+                    "storage": {"size_gb": 50}
+                }],
+                "snapshot": {"repository": repository}
+            })))
+            .await
+            .expect_status(201)
+            .json();
+        let id = created["id"].as_str().ok_or("no id")?.to_string();
+        let password = created["credentials"]["password"]
+            .as_str()
+            .ok_or("no password in the create's answer")?
+            .to_string();
+        let d = self
+            .until(token, &format!("{DEPLOYMENTS}/{id}"), "running", |d| {
+                d["plans"]["pending"].is_null() && d["status"] == json!("running")
+            })
+            .await?;
+        let es = &d["elasticsearch"];
+        Ok(Reachable {
+            id,
+            password,
+            endpoint: es["endpoint"].as_str().ok_or("no endpoint")?.to_string(),
+            ca_certificate: es["ca_certificate"].as_str().ok_or("no CA")?.to_string(),
+        })
     }
 
     /// Creates a deployment from `body` with `token`, expecting 201; its id.

@@ -14,7 +14,7 @@
 //! Java with `--pipeline=benchmark-only`. Without it this test fails
 //! rather than skips.
 
-use floe_tests::{Call, DEPLOYMENTS, Server, TestResult};
+use floe_tests::{Server, TestResult};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -78,48 +78,17 @@ async fn esrally_races_a_local_deployment_with_no_errors() -> TestResult {
     let admin = s.token(ORG, &["platform_admin"]);
     s.put_fs_repository(&admin, "local-backups", "rally-backups")
         .await;
-    let created = s
-        .call(Call::post(DEPLOYMENTS).bearer(&token).json(&json!({
-            "name": "rally",
-            "version": "8.15.3",
-            "node_groups": [{
-                "id": "hot",
-                "roles": ["master", "data_hot", "data_content", "ingest"],
-                "instance_type": "m6g.large",
-                "count": 1,
-                "zone_count": 1,
-                "storage": {"size_gb": 50}
-            }],
-            "snapshot": {"repository": "local-backups"}
-        })))
-        .await
-        .expect_status(201)
-        .json();
-    let id = created["id"].as_str().ok_or("no id")?.to_string();
-    let password = created["credentials"]["password"]
-        .as_str()
-        .ok_or("no password")?
-        .to_string();
     let d = s
-        .until(&token, &format!("{DEPLOYMENTS}/{id}"), "running", |d| {
-            d["plans"]["pending"].is_null() && d["status"] == json!("running")
-        })
+        .reachable_deployment(&token, "rally", "local-backups")
         .await?;
-    let endpoint = d["elasticsearch"]["endpoint"]
-        .as_str()
-        .ok_or("no endpoint")?;
+    let (endpoint, password) = (&d.endpoint, &d.password);
     let host = endpoint
         .strip_prefix("https://")
         .ok_or("the endpoint is not https")?;
     let home = s.data_dir().join("rally-home");
     std::fs::create_dir_all(&home)?;
     let ca = home.join("ca.pem");
-    std::fs::write(
-        &ca,
-        d["elasticsearch"]["ca_certificate"]
-            .as_str()
-            .ok_or("no CA")?,
-    )?;
+    std::fs::write(&ca, &d.ca_certificate)?;
     let track = home.join("track");
     let bytes = prepare_track(&track)?;
     let report = home.join("report.md");
