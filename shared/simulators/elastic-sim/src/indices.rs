@@ -139,6 +139,20 @@ pub fn delete(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
 /// `GET /{indices}/_settings` (or every index's): each index's settings,
 /// as `GET /{index}` shows them.
 pub fn get_settings(sim: &Sim, expression: Option<&str>) -> ApiResult {
+    each_index(
+        sim,
+        expression,
+        |name, index| json!({ "settings": index.settings_json(name) }),
+    )
+}
+
+/// An answer keyed by index name, one part per index the expression (or,
+/// without one, the cluster) names.
+fn each_index(
+    sim: &Sim,
+    expression: Option<&str>,
+    part: impl Fn(&str, &Index) -> Value,
+) -> ApiResult {
     let state = sim.state();
     let names = match expression {
         Some(e) => pick(&state, e)?,
@@ -147,10 +161,7 @@ pub fn get_settings(sim: &Sim, expression: Option<&str>) -> ApiResult {
     let mut out = Map::new();
     for name in names {
         let index = get_index(&state, &name)?;
-        out.insert(
-            name.clone(),
-            json!({ "settings": index.settings_json(&name) }),
-        );
+        out.insert(name.clone(), part(&name, index));
     }
     Ok(Reply::ok(Value::Object(out)))
 }
@@ -281,20 +292,11 @@ pub fn delete_doc(sim: &Sim, name: &str, id: &str) -> ApiResult {
 
 /// `GET /{indices}/_mapping` (or every index's).
 pub fn get_mapping(sim: &Sim, expression: Option<&str>) -> ApiResult {
-    let state = sim.state();
-    let names = match expression {
-        Some(e) => pick(&state, e)?,
-        None => state.index_names(),
-    };
-    let mut out = Map::new();
-    for name in names {
-        let index = get_index(&state, &name)?;
-        out.insert(
-            name.clone(),
-            json!({ "mappings": index.mappings.to_json() }),
-        );
-    }
-    Ok(Reply::ok(Value::Object(out)))
+    each_index(
+        sim,
+        expression,
+        |_, index| json!({ "mappings": index.mappings.to_json() }),
+    )
 }
 
 /// `PUT /{indices}/_mapping`: adds fields to every named index, or (a
