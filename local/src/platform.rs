@@ -48,7 +48,7 @@ impl LocalPlatform {
             }
             Some(dir)
         };
-        let simulated = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        let sim_config = SimulatedConfig {
             addresses: AddressPool::Loopback,
             kill_dir: fault_dir("kill"),
             impair_dir: fault_dir("impair"),
@@ -62,10 +62,46 @@ impl LocalPlatform {
                 name: SimSettings::FAULTS,
                 message: m,
             })?
-        }));
+        };
+        // The simulated instances and parameters are kept in the data
+        // folder, so that a restart finds the deployments' nodes, keys and
+        // passwords where it left them. A file that cannot be read stops
+        // the start: starting empty would overwrite it at the first change.
+        let sim_dir = config.data_dir.join("sim");
+        let unreadable = |e: floe_compute_sim::PersistError| ConfigError {
+            name: "FLOE_DATA_DIR",
+            message: format!(
+                "{e} (floe-local keeps its simulated instances and parameters there; moving the file aside starts without them)"
+            ),
+        };
+        std::fs::create_dir_all(&sim_dir).map_err(|e| ConfigError {
+            name: "FLOE_DATA_DIR",
+            message: format!("cannot make the folder {}: {e}", sim_dir.display()),
+        })?;
+        let simulated = Arc::new(
+            SimulatedCompute::persisted(sim_config, sim_dir.join("compute.json"))
+                .map_err(unreadable)?,
+        );
         let user_data = simulated.clone();
         let compute: Arc<dyn Compute> = simulated;
-        let parameters = Arc::new(floe_compute_sim::SimulatedParameters::new(Vec::new()));
+        // Their secure values are sealed with the local credential key, as
+        // KMS seals SecureString parameters: no key or password in the clear.
+        let sealer = LocalSealer(
+            floe_secrets::LocalCipher::load_or_create(&config.secrets.key_file).map_err(|e| {
+                ConfigError {
+                    name: "FLOE_SECRET_KEY_FILE",
+                    message: e.to_string(),
+                }
+            })?,
+        );
+        let parameters = Arc::new(
+            floe_compute_sim::SimulatedParameters::persisted(
+                Vec::new(),
+                sim_dir.join("parameters.json"),
+                Arc::new(sealer),
+            )
+            .map_err(unreadable)?,
+        );
         // The simulated clusters keep fs repositories under the data folder,
         // as `path.repo`, shared by every deployment so clones see their
         // source's snapshots. Their nodes boot from what the plans store
@@ -76,6 +112,9 @@ impl LocalPlatform {
                 compute.clone(),
                 SimulatedClustersConfig {
                     fs_root: Some(config.data_dir.join("repositories")),
+                    // Each deployment's nodes' disks: its indices and
+                    // documents outlive a restart of floe-local.
+                    data_root: Some(config.data_dir.join("clusters")),
                     ..SimulatedClustersConfig::default()
                 },
             )
@@ -173,5 +212,48 @@ impl LocalPlatform {
             clusters,
             schedules: reconcile,
         })
+    }
+}
+
+/// Seals the simulated parameters' secure values with local mode's
+/// credential key. The local cipher does no I/O, so its futures are ready
+/// at once and the parameters' synchronous writes can use it.
+struct LocalSealer(floe_secrets::LocalCipher);
+
+impl LocalSealer {
+    fn owner(name: &str) -> floe_secrets::Owner<'_> {
+        floe_secrets::Owner {
+            org: "local-mode",
+            repository: "simulated-parameters",
+            field: name,
+        }
+    }
+}
+
+impl floe_compute_sim::Sealer for LocalSealer {
+    fn seal(&self, name: &str, plaintext: &str) -> Result<String, String> {
+        use floe_secrets::Cipher;
+        use futures_util::FutureExt;
+        match self
+            .0
+            .seal(plaintext, &LocalSealer::owner(name))
+            .now_or_never()
+        {
+            Some(sealed) => sealed.map_err(|e| e.to_string()),
+            None => Err("the local cipher did not seal at once".into()),
+        }
+    }
+
+    fn open(&self, name: &str, sealed: &str) -> Result<String, String> {
+        use floe_secrets::Cipher;
+        use futures_util::FutureExt;
+        match self
+            .0
+            .open(sealed, &LocalSealer::owner(name))
+            .now_or_never()
+        {
+            Some(opened) => opened.map_err(|e| e.to_string()),
+            None => Err("the local cipher did not open at once".into()),
+        }
     }
 }

@@ -442,63 +442,8 @@ impl Server {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let mut cmd = Command::new(&bin);
-        cmd.arg("serve");
-        configure_env(&mut cmd, data_dir.path(), &extra_env);
-        cmd.env("FLOE_LISTEN", "127.0.0.1:0")
-            // The most verbose level: the leak test wants every line there is.
-            .env("FLOE_LOG", "debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-
         let logs = Arc::new(Mutex::new(Vec::new()));
-        if let Some(stderr) = child.stderr.take() {
-            let logs = logs.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stderr);
-                let mut line = Vec::new();
-                while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-                    let text = String::from_utf8_lossy(&line).trim_end().to_string();
-                    lock(&logs).push(text);
-                    line.clear();
-                }
-            });
-        }
-        let (tx, rx) = mpsc::channel();
-        if let Some(stdout) = child.stdout.take() {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stdout);
-                let mut first = String::new();
-                let _ = reader.read_line(&mut first);
-                let _ = tx.send(first);
-                // Keep draining so that the server never blocks on a full pipe.
-                let mut rest = Vec::new();
-                let _ = reader.read_to_end(&mut rest);
-            });
-        }
-        let first: String = rx.recv_timeout(START_TIMEOUT).unwrap_or_default();
-        let addr = first
-            .trim()
-            .strip_prefix("floe-local listening on http://")
-            .map(str::to_string);
-        let Some(addr) = addr else {
-            let _ = child.kill();
-            let _ = child.wait();
-            std::thread::sleep(Duration::from_millis(200));
-            panic!(
-                "floe-local did not announce its address (first stdout line {first:?}); stderr:\n{}",
-                lock(&logs).join("\n")
-            );
-        };
-        if !addr.starts_with("127.0.0.1:") {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("floe-local listens on {addr}, not on loopback");
-        }
+        let (child, addr) = spawn(&bin, data_dir.path(), &extra_env, &logs);
         let client = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -517,6 +462,41 @@ impl Server {
             seen: Arc::new(Mutex::new(Vec::new())),
             client,
         }
+    }
+
+    /// Stops the process as an operator does (SIGINT, Ctrl-C), or kills it
+    /// outright when `kill` says so (SIGKILL: a crash or a power cut), and
+    /// starts the binary again on the same data folder and environment. It
+    /// listens on a new port; its log lines follow the old ones.
+    pub fn restart(&mut self, kill: bool) {
+        if kill {
+            let _ = self.child.kill();
+        } else {
+            let stopped = Command::new("kill")
+                .args(["-INT", &self.child.id().to_string()])
+                .status();
+            assert!(
+                stopped.is_ok_and(|s| s.success()),
+                "cannot send SIGINT to floe-local"
+            );
+        }
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                _ => panic!(
+                    "floe-local did not stop within {START_TIMEOUT:?}; stderr:\n{}",
+                    lock(&self.logs).join("\n")
+                ),
+            }
+        }
+        let (child, addr) = spawn(&self.bin, self.data_dir.path(), &self.extra_env, &self.logs);
+        self.child = child;
+        self.base = format!("http://{addr}");
+        self.addr = addr;
     }
 
     /// The binary on a fresh DynamoDB table at `FLOE_TEST_AWS_ENDPOINT`
@@ -778,6 +758,73 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts `floe-local serve` on a free loopback port with `data_dir` and
+/// `extra` environment, its stderr lines appended to `logs`; the child and
+/// the address it announced.
+fn spawn(
+    bin: &Path,
+    data_dir: &Path,
+    extra: &[(String, String)],
+    logs: &Arc<Mutex<Vec<String>>>,
+) -> (Child, String) {
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve");
+    configure_env(&mut cmd, data_dir, extra);
+    cmd.env("FLOE_LISTEN", "127.0.0.1:0")
+        // The most verbose level: the leak test wants every line there is.
+        .env("FLOE_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+    if let Some(stderr) = child.stderr.take() {
+        let logs = logs.clone();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stderr);
+            let mut line = Vec::new();
+            while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                let text = String::from_utf8_lossy(&line).trim_end().to_string();
+                lock(&logs).push(text);
+                line.clear();
+            }
+        });
+    }
+    let (tx, rx) = mpsc::channel();
+    if let Some(stdout) = child.stdout.take() {
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut first = String::new();
+            let _ = reader.read_line(&mut first);
+            let _ = tx.send(first);
+            // Keep draining so that the server never blocks on a full pipe.
+            let mut rest = Vec::new();
+            let _ = reader.read_to_end(&mut rest);
+        });
+    }
+    let first: String = rx.recv_timeout(START_TIMEOUT).unwrap_or_default();
+    let addr = first
+        .trim()
+        .strip_prefix("floe-local listening on http://")
+        .map(str::to_string);
+    let Some(addr) = addr else {
+        let _ = child.kill();
+        let _ = child.wait();
+        std::thread::sleep(Duration::from_millis(200));
+        panic!(
+            "floe-local did not announce its address (first stdout line {first:?}); stderr:\n{}",
+            lock(logs).join("\n")
+        );
+    };
+    if !addr.starts_with("127.0.0.1:") {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("floe-local listens on {addr}, not on loopback");
+    }
+    (child, addr)
 }
 
 /// The child sees only the configuration a test gives it: variables that

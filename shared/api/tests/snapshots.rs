@@ -64,6 +64,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
         compute.clone(),
         SimulatedClustersConfig {
             fs_root: Some(dir.path().to_path_buf()),
+            data_root: None,
             s3: None,
             faults: SimFaults {
                 snapshot_delay: delay,

@@ -55,6 +55,7 @@ fn world_with(faults: SimFaults, s3: Option<S3Access>) -> Fallible<World> {
             fs_root: Some(dir.path().to_path_buf()),
             s3,
             faults,
+            ..SimulatedClustersConfig::default()
         },
     ));
     let snapshotter = Snapshotter::new(store.clone(), clusters.clone()).with_settings(settings());

@@ -48,16 +48,28 @@ use tokio::sync::Mutex;
 /// lower-case letters, digits, `-` and `_` (the token checks), so each is
 /// one plain folder; anything else is refused rather than joined.
 pub fn org_fs_root(root: &std::path::Path, org: &str) -> Result<PathBuf, ClusterError> {
-    let plain = !org.is_empty()
-        && org
+    plain_folder(root, org, "organization", "a repository folder")
+}
+
+/// `root/name` for a name of lower-case letters, digits, `-` and `_`
+/// (organization and deployment ids are); anything else is refused
+/// rather than joined.
+fn plain_folder(
+    root: &std::path::Path,
+    name: &str,
+    what: &str,
+    folder: &str,
+) -> Result<PathBuf, ClusterError> {
+    let plain = !name.is_empty()
+        && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
     if !plain {
         return Err(ClusterError::Simulator(format!(
-            "organization {org:?} cannot name a repository folder"
+            "{what} {name:?} cannot name {folder}"
         )));
     }
-    Ok(root.join(org))
+    Ok(root.join(name))
 }
 
 /// The port a node serves HTTP on unless told otherwise: Elasticsearch's.
@@ -72,6 +84,12 @@ pub struct SimulatedClustersConfig {
     /// snapshots) and out of every other organization's reach (a tenant's
     /// `elastic` user can register any location under `path.repo`).
     pub fs_root: Option<PathBuf>,
+    /// Where each deployment's cluster keeps its data (its nodes' disks):
+    /// the folder named after the deployment under it, so a process
+    /// started again finds every deployment's indices and documents as
+    /// they were. Removed when the deployment's nodes are gone (shutdown,
+    /// delete). `None` keeps clusters in memory.
+    pub data_root: Option<PathBuf>,
     /// An S3 client every simulated cluster starts with; what a
     /// deployment's own nodes are configured with (user data, parameters)
     /// overrides it.
@@ -432,6 +450,14 @@ impl SimulatedClusters {
         if let Some(root) = &self.config.fs_root {
             config = config.with_fs_root(org_fs_root(root, &deployment.org)?);
         }
+        if let Some(root) = &self.config.data_root {
+            config = config.with_data_path(plain_folder(
+                root,
+                &deployment.id,
+                "deployment",
+                "a data folder",
+            )?);
+        }
         if let Some(s3) = self.s3_client_for(&boot.settings, boot.keys.as_ref()) {
             config = config.with_s3(s3);
         }
@@ -638,6 +664,14 @@ impl Clusters for SimulatedClusters {
             && let Err(e) = simulated.cluster.shutdown().await
         {
             tracing::warn!(deployment = deployment_id, error = %e, "simulated cluster did not stop cleanly");
+        }
+        // Its nodes' disks went with them.
+        if let Some(root) = &self.config.data_root
+            && let Ok(dir) = plain_folder(root, deployment_id, "deployment", "a data folder")
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(deployment = deployment_id, error = %e, dir = %dir.display(), "cannot remove a simulated cluster's data folder");
         }
     }
 }

@@ -12,12 +12,30 @@
 //! impaired, a person stopping one) by [`SimulatedCompute::kill`],
 //! [`SimulatedCompute::impair`] and [`SimulatedCompute::stop`], or by files
 //! in the folders of [`SimulatedConfig`].
+//!
+//! [`SimulatedCompute::new`] and [`SimulatedParameters::new`] keep their
+//! state in memory only. [`SimulatedCompute::persisted`] and
+//! [`SimulatedParameters::persisted`] also keep it in a JSON file (local
+//! mode: `sim/compute.json` and `sim/parameters.json` in its data folder),
+//! so that a restart finds what was there: launch templates, instances
+//! (ids, addresses, tags, user data, launch, stop and terminate times,
+//! impairments), the client tokens of past launches (a launch retried
+//! after a restart starts nothing new), the id counters, and every
+//! parameter, secure ones in the clear as the nodes read them (the file is
+//! readable by its owner only, as local mode's data folder is). Times are kept as
+//! wall-clock times and become `Instant`s again on loading, so an instance
+//! that was booting goes on booting and one that ran runs. Each change is
+//! written whole and atomically before the call returns; a change that
+//! cannot be written is not made and the call fails. Injected faults and
+//! call counts are not kept.
 
 pub mod identity;
 pub mod parameters;
+mod persist;
 
 pub use identity::SimulatedIdentity;
-pub use parameters::SimulatedParameters;
+pub use parameters::{Sealer, SimulatedParameters};
+pub use persist::{PersistCause, PersistError};
 
 use async_trait::async_trait;
 use floe_compute::{
@@ -25,7 +43,9 @@ use floe_compute::{
     StatusChecks, TAG_DEPLOYMENT,
 };
 use floe_domain::catalog;
+use persist::StateFile;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -230,12 +250,21 @@ pub struct SimulatedCompute {
     kill_dir: Option<std::path::PathBuf>,
     impair_dir: Option<std::path::PathBuf>,
     stop_dir: Option<std::path::PathBuf>,
+    /// Where the world is kept across restarts, if anywhere.
+    file: Option<StateFile>,
     state: Mutex<State>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     calls: HashMap<&'static str, u32>,
+    world: World,
+}
+
+/// What EC2 would remember: everything but the call counts, which belong
+/// to this process.
+#[derive(Debug, Default, Clone)]
+struct World {
     templates: BTreeMap<String, Template>,
     /// In launch order, which is the order `instances` lists them in.
     instances: Vec<SimInstance>,
@@ -245,19 +274,19 @@ struct State {
     next_instance: u64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Template {
     id: String,
     spec: LaunchTemplateSpec,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Launched {
     request: LaunchRequest,
     ids: Vec<String>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct SimInstance {
     id: String,
     instance_type: String,
@@ -338,8 +367,55 @@ impl SimulatedCompute {
             kill_dir: config.kill_dir,
             impair_dir: config.impair_dir,
             stop_dir: config.stop_dir,
+            file: None,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// As [`SimulatedCompute::new`], keeping the simulated world in the
+    /// file at `path` (see the crate's documentation): what the file holds
+    /// is loaded now, and every change is written to it before the call
+    /// that makes it returns. No file yet is a first start; a file that
+    /// cannot be read or parsed is an error, never an empty world.
+    pub fn persisted(
+        config: SimulatedConfig,
+        path: PathBuf,
+    ) -> Result<SimulatedCompute, PersistError> {
+        let mut sim = SimulatedCompute::new(config);
+        let file = StateFile::open(path)?;
+        // Older than this, an instance's state and checks no longer change.
+        let longest = (sim.boot_delay * 2).max(sim.terminate_delay) + Duration::from_secs(1);
+        let world = file.load_world(longest)?;
+        // The loaded instances' loopback addresses are theirs: the pool
+        // must not hand them out again (the simulated nodes serve on them).
+        for ip in world.instances.iter().filter_map(|i| i.loopback) {
+            reserve_loopback(ip);
+        }
+        sim.state = Mutex::new(State {
+            calls: HashMap::new(),
+            world,
+        });
+        sim.file = Some(file);
+        Ok(sim)
+    }
+
+    /// Applies `change` to `world`; for a persisted simulation, to a copy
+    /// that is written to the file first and kept only once written, so
+    /// that memory never holds a change a restart would lose. Called with
+    /// the state lock held, so two writes cannot interleave.
+    fn commit<R>(
+        &self,
+        world: &mut World,
+        change: impl FnOnce(&mut World) -> R,
+    ) -> Result<R, PersistError> {
+        let Some(file) = &self.file else {
+            return Ok(change(world));
+        };
+        let mut next = world.clone();
+        let out = change(&mut next);
+        file.save_world(&next)?;
+        *world = next;
+        Ok(out)
     }
 
     /// The user data an instance was launched with (what EC2's
@@ -349,6 +425,7 @@ impl SimulatedCompute {
     /// production; local mode's simulated nodes read their settings here.
     pub fn user_data(&self, instance_id: &str) -> Option<String> {
         self.lock()
+            .world
             .instances
             .iter()
             .find(|i| i.id == instance_id)
@@ -363,57 +440,82 @@ impl SimulatedCompute {
 
     /// Terminates instance `id` as EC2 might without being asked (a host
     /// failure): the deployment loses the node. `false` for an unknown or
-    /// already terminated id.
+    /// already terminated id, or a change a persisted simulation cannot
+    /// save (it is then not made).
     pub fn kill(&self, id: &str) -> bool {
         let mut state = self.lock();
-        match state
+        let Some(n) = state
+            .world
             .instances
-            .iter_mut()
-            .find(|i| i.id == id && i.terminated_at.is_none())
-        {
-            Some(instance) => {
-                instance.terminated_at = Some(Instant::now());
+            .iter()
+            .position(|i| i.id == id && i.terminated_at.is_none())
+        else {
+            return false;
+        };
+        let now = Instant::now();
+        match self.commit(&mut state.world, |world| {
+            if let Some(instance) = world.instances.get_mut(n) {
+                instance.terminated_at = Some(now);
+            }
+        }) {
+            Ok(()) => {
                 tracing::warn!(instance = id, "simulated compute: instance lost");
                 true
             }
-            None => false,
+            Err(e) => {
+                tracing::warn!(instance = id, error = %e, "simulated compute: instance not lost, its state cannot be saved");
+                false
+            }
         }
     }
 
     /// Fails one of the status checks of running instance `id` (as EC2
     /// reports a host or an OS that stopped working); it keeps running.
-    /// `false` for an unknown id or an instance that does not run.
+    /// `false` for an unknown id or an instance that does not run, or a
+    /// change a persisted simulation cannot save (it is then not made).
     pub fn impair(&self, id: &str, which: Impairment) -> bool {
-        self.change_running(id, |instance, _| {
-            instance.impaired = Some(which);
+        let impaired = self.change_running(id, |instance, _| instance.impaired = Some(which));
+        if impaired {
             tracing::warn!(instance = id, check = ?which, "simulated compute: instance impaired");
-        })
+        }
+        impaired
     }
 
     /// Stops instance `id`, as a person may in the EC2 console: it goes
     /// `stopping`, then `stopped`, and keeps its address and volume.
-    /// `false` for an unknown id or an instance that does not run.
+    /// `false` for an unknown id or an instance that does not run, or a
+    /// change a persisted simulation cannot save (it is then not made).
     pub fn stop(&self, id: &str) -> bool {
-        self.change_running(id, |instance, now| {
-            instance.stopped_at = Some(now);
+        let stopped = self.change_running(id, |instance, now| instance.stopped_at = Some(now));
+        if stopped {
             tracing::warn!(instance = id, "simulated compute: instance stopped");
-        })
+        }
+        stopped
     }
 
     /// Applies `change` to instance `id` if it is running now; `false` for
     /// an unknown id or an instance that does not run.
+    /// A change that cannot be saved is not made (and logged): `false`.
     fn change_running(&self, id: &str, change: impl FnOnce(&mut SimInstance, Instant)) -> bool {
         let now = Instant::now();
         let mut state = self.lock();
-        match state.instances.iter_mut().find(|i| {
+        let Some(n) = state.world.instances.iter().position(|i| {
             i.id == id
                 && i.state(now, self.boot_delay, self.terminate_delay) == InstanceState::Running
-        }) {
-            Some(instance) => {
+        }) else {
+            return false;
+        };
+        let saved = self.commit(&mut state.world, |world| {
+            if let Some(instance) = world.instances.get_mut(n) {
                 change(instance, now);
-                true
             }
-            None => false,
+        });
+        match saved {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(instance = id, error = %e, "simulated compute: instance unchanged, its state cannot be saved");
+                false
+            }
         }
     }
 
@@ -444,7 +546,7 @@ impl SimulatedCompute {
 
     /// Names of the launch templates that exist now, sorted.
     pub fn templates(&self) -> Vec<String> {
-        self.lock().templates.keys().cloned().collect()
+        self.lock().world.templates.keys().cloned().collect()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -515,18 +617,23 @@ impl Compute for SimulatedCompute {
                 ),
             });
         }
-        if let Some(existing) = state.templates.get(&spec.name) {
+        if let Some(existing) = state.world.templates.get(&spec.name) {
             return Ok(existing.id.clone());
         }
-        state.next_template += 1;
-        let id = format!("lt-sim{:012x}", state.next_template);
-        state.templates.insert(
-            spec.name.clone(),
-            Template {
-                id: id.clone(),
-                spec: spec.clone(),
-            },
-        );
+        let id = self
+            .commit(&mut state.world, |world| {
+                world.next_template += 1;
+                let id = format!("lt-sim{:012x}", world.next_template);
+                world.templates.insert(
+                    spec.name.clone(),
+                    Template {
+                        id: id.clone(),
+                        spec: spec.clone(),
+                    },
+                );
+                id
+            })
+            .map_err(not_saved)?;
         tracing::info!(template = %spec.name, id = %id, "simulated compute: created launch template");
         Ok(id)
     }
@@ -534,7 +641,9 @@ impl Compute for SimulatedCompute {
     async fn delete_launch_template(&self, name: &str) -> Result<(), ComputeError> {
         let mut state = self.lock();
         self.enter(&mut state, OP_DELETE_TEMPLATE)?;
-        if state.templates.remove(name).is_some() {
+        if state.world.templates.contains_key(name) {
+            self.commit(&mut state.world, |world| world.templates.remove(name))
+                .map_err(not_saved)?;
             tracing::info!(template = %name, "simulated compute: deleted launch template");
         }
         Ok(())
@@ -545,6 +654,7 @@ impl Compute for SimulatedCompute {
         self.enter(&mut state, OP_TEMPLATES)?;
         // The map is sorted by name, as the port promises.
         Ok(state
+            .world
             .templates
             .iter()
             .filter(|(_, t)| {
@@ -557,7 +667,7 @@ impl Compute for SimulatedCompute {
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<String>, ComputeError> {
         let mut state = self.lock();
         self.enter(&mut state, OP_LAUNCH)?;
-        if let Some(first) = state.tokens.get(&request.client_token) {
+        if let Some(first) = state.world.tokens.get(&request.client_token) {
             // EC2 answers a replay with the first result, and refuses the
             // token for a different request rather than guessing.
             if first.request != *request {
@@ -577,7 +687,7 @@ impl Compute for SimulatedCompute {
                 message: "count must be at least 1".into(),
             });
         }
-        let Some(template) = state.templates.get(&request.template_name) else {
+        let Some(template) = state.world.templates.get(&request.template_name) else {
             return Err(ComputeError::Permanent {
                 failure_type: "launch_template_not_found".into(),
                 message: format!("launch template {} does not exist", request.template_name),
@@ -601,7 +711,7 @@ impl Compute for SimulatedCompute {
         tags.extend(request.tags.clone());
 
         let now = Instant::now();
-        let hosts = free_hosts(&state, zone, now, self.terminate_delay);
+        let hosts = free_hosts(&state.world, zone, now, self.terminate_delay);
         if hosts.len() < request.count as usize {
             return Err(ComputeError::InsufficientCapacity {
                 zone: request.zone,
@@ -611,36 +721,44 @@ impl Compute for SimulatedCompute {
                 ),
             });
         }
-        let mut ids = Vec::with_capacity(hosts.len());
-        for host in hosts.into_iter().take(request.count as usize) {
-            state.next_instance += 1;
-            let id = format!("i-sim{:012x}", state.next_instance);
-            let loopback = match self.addresses {
-                AddressPool::Private => None,
-                AddressPool::Loopback => Some(draw_loopback()),
-            };
-            state.instances.push(SimInstance {
-                id: id.clone(),
-                instance_type: instance_type.clone(),
-                zone,
-                host,
-                tags: tags.clone(),
-                user_data: user_data.clone(),
-                loopback,
-                launched_at: now,
-                terminated_at: None,
-                stopped_at: None,
-                impaired: None,
-            });
-            ids.push(id);
-        }
-        state.tokens.insert(
-            request.client_token.clone(),
-            Launched {
-                request: request.clone(),
-                ids: ids.clone(),
-            },
-        );
+        let ids = self
+            .commit(&mut state.world, |world| {
+                let mut ids = Vec::with_capacity(request.count as usize);
+                for host in hosts.into_iter().take(request.count as usize) {
+                    world.next_instance += 1;
+                    let id = format!("i-sim{:012x}", world.next_instance);
+                    // An address drawn for a launch that is then not saved
+                    // stays used: never handing one out twice is the
+                    // pool's only promise.
+                    let loopback = match self.addresses {
+                        AddressPool::Private => None,
+                        AddressPool::Loopback => Some(draw_loopback()),
+                    };
+                    world.instances.push(SimInstance {
+                        id: id.clone(),
+                        instance_type: instance_type.clone(),
+                        zone,
+                        host,
+                        tags: tags.clone(),
+                        user_data: user_data.clone(),
+                        loopback,
+                        launched_at: now,
+                        terminated_at: None,
+                        stopped_at: None,
+                        impaired: None,
+                    });
+                    ids.push(id);
+                }
+                world.tokens.insert(
+                    request.client_token.clone(),
+                    Launched {
+                        request: request.clone(),
+                        ids: ids.clone(),
+                    },
+                );
+                ids
+            })
+            .map_err(not_saved)?;
         tracing::info!(
             template = %request.template_name,
             zone = %self.zone_name(zone),
@@ -656,6 +774,7 @@ impl Compute for SimulatedCompute {
         self.enter(&mut state, OP_INSTANCES)?;
         let now = Instant::now();
         Ok(state
+            .world
             .instances
             .iter()
             .filter(|i| {
@@ -686,21 +805,28 @@ impl Compute for SimulatedCompute {
         self.enter(&mut state, OP_TERMINATE)?;
         let now = Instant::now();
         let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
-        let mut terminated = Vec::new();
-        for instance in state
+        // A second terminate must not restart the shutdown clock.
+        let terminated: Vec<String> = state
+            .world
             .instances
-            .iter_mut()
-            .filter(|i| wanted.contains(i.id.as_str()))
-        {
-            // A second terminate must not restart the shutdown clock.
-            if instance.terminated_at.is_none() {
+            .iter()
+            .filter(|i| wanted.contains(i.id.as_str()) && i.terminated_at.is_none())
+            .map(|i| i.id.clone())
+            .collect();
+        if terminated.is_empty() {
+            return Ok(());
+        }
+        self.commit(&mut state.world, |world| {
+            for instance in world
+                .instances
+                .iter_mut()
+                .filter(|i| wanted.contains(i.id.as_str()) && i.terminated_at.is_none())
+            {
                 instance.terminated_at = Some(now);
-                terminated.push(instance.id.clone());
             }
-        }
-        if !terminated.is_empty() {
-            tracing::info!(instances = ?terminated, "simulated compute: terminating instances");
-        }
+        })
+        .map_err(not_saved)?;
+        tracing::info!(instances = ?terminated, "simulated compute: terminating instances");
         Ok(())
     }
 
@@ -711,6 +837,7 @@ impl Compute for SimulatedCompute {
         let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
         // As EC2 without `IncludeAllInstances`: running instances only.
         Ok(state
+            .world
             .instances
             .iter()
             .filter(|i| wanted.contains(i.id.as_str()))
@@ -719,6 +846,16 @@ impl Compute for SimulatedCompute {
             })
             .map(|i| i.checks(now, self.boot_delay))
             .collect())
+    }
+}
+
+/// A change the simulation could not save: it was not made, so the call
+/// failed without effect and may be retried (the disk may have room again).
+fn not_saved(e: PersistError) -> ComputeError {
+    tracing::warn!(error = %e, "simulated compute: state not saved, change not made");
+    ComputeError::Transient {
+        code: "simulated_state_not_saved".into(),
+        message: e.to_string(),
     }
 }
 
@@ -746,6 +883,14 @@ fn for_each_request(dir: Option<&std::path::Path>, mut act: impl FnMut(&str, &st
 static LOOPBACK_USED: std::sync::LazyLock<Mutex<BTreeSet<std::net::Ipv4Addr>>> =
     std::sync::LazyLock::new(|| Mutex::new(BTreeSet::new()));
 
+/// Marks `ip` as handed out (to an instance loaded from a state file).
+fn reserve_loopback(ip: std::net::Ipv4Addr) {
+    LOOPBACK_USED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(ip);
+}
+
 /// A fresh random `127.a.b.c`, `a` in 1..=127, `b`, `c` in 1..=254 (never
 /// `127.0.0.1` nor a network or broadcast-looking address). `127.128` and
 /// above hold the deployments' endpoints
@@ -771,8 +916,8 @@ fn draw_loopback() -> std::net::Ipv4Addr {
 
 /// Host numbers of `zone`'s subnet not held by an instance: an address is
 /// free again once its instance is terminated, as in a VPC.
-fn free_hosts(state: &State, zone: usize, now: Instant, terminate: Duration) -> Vec<u8> {
-    let taken: BTreeSet<u8> = state
+fn free_hosts(world: &World, zone: usize, now: Instant, terminate: Duration) -> Vec<u8> {
+    let taken: BTreeSet<u8> = world
         .instances
         .iter()
         .filter(|i| i.zone == zone)

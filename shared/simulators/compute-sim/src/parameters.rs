@@ -1,14 +1,27 @@
-//! An in-memory node parameters store for local mode and tests, checking
-//! names and values as Parameter Store does.
+//! A node parameters store for local mode and tests, checking names and
+//! values as Parameter Store does: in memory, or also in a file that a
+//! restart reads back ([`SimulatedParameters::persisted`]).
 
 use crate::Fault;
+use crate::persist::{PersistError, StateFile};
 use async_trait::async_trait;
 use floe_compute::ComputeError;
 use floe_compute::parameters::{
     NodeParameters, SecretOrPlain, check_name, check_path, check_value,
 };
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// Seals the secure values a parameters file keeps, as KMS seals
+/// Parameter Store's `SecureString`s: the file never holds a key or a
+/// password in the clear (local mode seals with its credential key).
+/// `name` is the parameter's, bound to the sealed value so that one cannot
+/// be passed off as another.
+pub trait Sealer: Send + Sync {
+    fn seal(&self, name: &str, plaintext: &str) -> Result<String, String>;
+    fn open(&self, name: &str, sealed: &str) -> Result<String, String>;
+}
 
 /// The operations of [`NodeParameters`], as [`Fault::FailCall`] and
 /// [`SimulatedParameters::calls`] name them.
@@ -18,14 +31,26 @@ const OP_GET: &str = "get";
 const OP_DELETE: &str = "delete";
 const OP_DELETE_UNDER: &str = "delete_under";
 
-/// An in-memory parameter store for local mode and tests. It checks names and
+/// A parameter store for local mode and tests. It checks names and
 /// values as Parameter Store does, and fails the calls chosen by
 /// [`Fault::FailCall`] (with an operation of [`OPERATIONS`]) without effect;
 /// [`Fault::NoCapacityInZone`] means nothing here.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct SimulatedParameters {
     faults: Vec<Fault>,
+    /// Where the parameters are kept across restarts, if anywhere, and
+    /// what seals their secure values there.
+    file: Option<(StateFile, Arc<dyn Sealer>)>,
     state: Mutex<State>,
+}
+
+impl std::fmt::Debug for SimulatedParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimulatedParameters")
+            .field("faults", &self.faults)
+            .field("file", &self.file.as_ref().map(|(file, _)| file))
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -38,8 +63,58 @@ impl SimulatedParameters {
     pub fn new(faults: Vec<Fault>) -> SimulatedParameters {
         SimulatedParameters {
             faults,
+            file: None,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// As [`SimulatedParameters::new`], keeping every parameter (secure
+    /// ones sealed by `sealer`, in a file only its owner can read) in the
+    /// file at `path`: what it holds is loaded now, and every change is
+    /// written to it before the call that makes it returns. No file yet is
+    /// a first start; a file that cannot be read, parsed or opened is an
+    /// error, never an empty store.
+    pub fn persisted(
+        faults: Vec<Fault>,
+        path: PathBuf,
+        sealer: Arc<dyn Sealer>,
+    ) -> Result<SimulatedParameters, PersistError> {
+        let file = StateFile::open(path)?;
+        let parameters = file.load_parameters(sealer.as_ref())?;
+        Ok(SimulatedParameters {
+            faults,
+            file: Some((file, sealer)),
+            state: Mutex::new(State {
+                calls: HashMap::new(),
+                parameters,
+            }),
+        })
+    }
+
+    /// Applies `change` to the parameters; for a persisted store, to a copy
+    /// that is written first and kept only once written, so that a change
+    /// that cannot be saved is not made and the call fails. Called with the
+    /// state lock held, so two writes cannot interleave.
+    fn commit<R>(
+        &self,
+        parameters: &mut BTreeMap<String, SecretOrPlain>,
+        change: impl FnOnce(&mut BTreeMap<String, SecretOrPlain>) -> R,
+    ) -> Result<R, ComputeError> {
+        let Some((file, sealer)) = &self.file else {
+            return Ok(change(parameters));
+        };
+        let mut next = parameters.clone();
+        let out = change(&mut next);
+        if let Err(e) = file.save_parameters(&next, sealer.as_ref()) {
+            tracing::warn!(error = %e, "simulated parameters: not saved, change not made");
+            // Nothing changed, and a retry may find room on the disk.
+            return Err(ComputeError::Transient {
+                code: "simulated_state_not_saved".into(),
+                message: e.to_string(),
+            });
+        }
+        *parameters = next;
+        Ok(out)
     }
 
     /// Every parameter stored now, by name.
@@ -89,7 +164,12 @@ impl NodeParameters for SimulatedParameters {
         self.enter(&mut state, OP_PUT)?;
         check_name(name)?;
         check_value(name, value)?;
-        state.parameters.insert(name.to_owned(), value.clone());
+        // Plans put the same values again when a step runs twice: no write.
+        if state.parameters.get(name) != Some(value) {
+            self.commit(&mut state.parameters, |p| {
+                p.insert(name.to_owned(), value.clone())
+            })?;
+        }
         Ok(())
     }
 
@@ -104,7 +184,9 @@ impl NodeParameters for SimulatedParameters {
         let mut state = self.lock();
         self.enter(&mut state, OP_DELETE)?;
         check_name(name)?;
-        state.parameters.remove(name);
+        if state.parameters.contains_key(name) {
+            self.commit(&mut state.parameters, |p| p.remove(name))?;
+        }
         Ok(())
     }
 
@@ -113,9 +195,17 @@ impl NodeParameters for SimulatedParameters {
         self.enter(&mut state, OP_DELETE_UNDER)?;
         check_path(path)?;
         let below = format!("{}/", path.trim_end_matches('/'));
-        let before = state.parameters.len();
-        state.parameters.retain(|name, _| !name.starts_with(&below));
-        Ok(before - state.parameters.len())
+        let gone = state
+            .parameters
+            .keys()
+            .filter(|name| name.starts_with(&below))
+            .count();
+        if gone > 0 {
+            self.commit(&mut state.parameters, |p| {
+                p.retain(|name, _| !name.starts_with(&below))
+            })?;
+        }
+        Ok(gone)
     }
 }
 

@@ -26,6 +26,12 @@ pub struct SimConfig {
     /// their `location` under it (a relative location is resolved against
     /// it). `None` refuses `fs` repositories, as an empty `path.repo` does.
     pub fs_root: Option<PathBuf>,
+    /// What Elasticsearch calls `path.data`: where the cluster keeps its
+    /// indices, documents, registered repositories, templates, persistent
+    /// settings and license, so that a cluster started again on the same
+    /// folder holds what it held ([`crate::persist`]). `None` keeps
+    /// everything in memory only.
+    pub data_path: Option<PathBuf>,
     /// The nodes' S3 client (`s3.client.*` in `elasticsearch.yml`, keys in
     /// the keystore). `None`: no client is configured, and an `s3`
     /// repository cannot reach its bucket.
@@ -78,6 +84,7 @@ impl SimConfig {
             addr: None,
             version: DEFAULT_VERSION.to_string(),
             fs_root: None,
+            data_path: None,
             s3: None,
             security: None,
             faults: SimFaults::default(),
@@ -101,6 +108,13 @@ impl SimConfig {
 
     pub fn with_fs_root(mut self, root: impl Into<PathBuf>) -> SimConfig {
         self.fs_root = Some(root.into());
+        self
+    }
+
+    /// Keeps the cluster's data in `dir` (created when missing), and
+    /// starts from what a cluster left there before.
+    pub fn with_data_path(mut self, dir: impl Into<PathBuf>) -> SimConfig {
+        self.data_path = Some(dir.into());
         self
     }
 

@@ -24,6 +24,13 @@ pub enum SimError {
     Serve(std::io::Error),
     #[error("the simulated cluster's server task ended abnormally: {0}")]
     Task(String),
+    /// Its data path holds something it cannot read back: it refuses to
+    /// start rather than start empty over a user's data.
+    #[error("the simulated cluster cannot use its data path {path}: {message}")]
+    DataPath {
+        path: std::path::PathBuf,
+        message: String,
+    },
 }
 
 /// An error response as Elasticsearch writes it:

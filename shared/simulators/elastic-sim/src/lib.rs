@@ -41,6 +41,7 @@ mod indices;
 mod license;
 mod node_stats;
 mod nodes;
+mod persist;
 mod repo_data;
 mod repositories;
 mod resolve;

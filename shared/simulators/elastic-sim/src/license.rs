@@ -11,8 +11,8 @@ use crate::util::{iso_millis, new_uuid, now_millis};
 use serde_json::{Value, json};
 use std::sync::PoisonError;
 
-/// What `GET _license` reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What `GET _license` reports (and the data path keeps).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct License {
     pub uid: String,
     pub license_type: String,

@@ -166,6 +166,56 @@ pub fn rebuild_s3_stores(sim: &Sim) {
     }
 }
 
+/// Where a repository of `repo_type` with `settings` keeps its blobs.
+fn store_for(
+    sim: &Sim,
+    repo: &str,
+    repo_type: &str,
+    settings: &Map<String, Value>,
+) -> Result<BlobStore, ApiError> {
+    match repo_type {
+        "fs" => Ok(BlobStore::Fs {
+            dir: fs_dir(sim, repo, settings)?,
+        }),
+        "s3" => s3_store(sim, repo, settings),
+        other => Err(ApiError::repository(
+            repo,
+            &format!("repository type [{other}] does not exist"),
+        )),
+    }
+}
+
+impl Repository {
+    fn new(repo_type: String, settings: Map<String, Value>, store: BlobStore) -> Repository {
+        Repository {
+            readonly: setting_bool(&settings, "readonly").unwrap_or(false),
+            repo_type,
+            settings,
+            store,
+            write_lock: Arc::new(tokio::sync::Mutex::new(())),
+            cache: Arc::default(),
+        }
+    }
+}
+
+/// A repository the cluster registered before it restarted, as its
+/// metadata kept it. One whose settings no longer hold here (a location
+/// outside `path.repo` now) stays registered and fails every use, as
+/// Elasticsearch keeps a repository it cannot create.
+pub fn registered(
+    sim: &Sim,
+    repo: &str,
+    repo_type: String,
+    settings: Map<String, Value>,
+) -> Repository {
+    let store =
+        store_for(sim, repo, &repo_type, &settings).unwrap_or_else(|e| BlobStore::Unreachable {
+            describe: format!("{repo_type} repository [{repo}]"),
+            reason: e.reason,
+        });
+    Repository::new(repo_type, settings, store)
+}
+
 /// A repository in use by a running snapshot cannot be changed or removed.
 fn ensure_unused(sim: &Sim, repo: &str) -> Result<(), ApiError> {
     if sim.state().running.contains_key(repo) {
@@ -194,28 +244,10 @@ pub async fn put(sim: &Arc<Sim>, req: &Req, repo: &str) -> ApiResult {
             )));
         }
     };
-    let store = match repo_type.as_str() {
-        "fs" => BlobStore::Fs {
-            dir: fs_dir(sim, repo, &settings)?,
-        },
-        "s3" => s3_store(sim, repo, &settings)?,
-        other => {
-            return Err(ApiError::repository(
-                repo,
-                &format!("repository type [{other}] does not exist"),
-            ));
-        }
-    };
+    let store = store_for(sim, repo, &repo_type, &settings)?;
     ensure_unused(sim, repo)?;
-    let readonly = setting_bool(&settings, "readonly").unwrap_or(false);
-    let repository = Repository {
-        repo_type,
-        settings,
-        readonly,
-        store,
-        write_lock: Arc::new(tokio::sync::Mutex::new(())),
-        cache: Arc::default(),
-    };
+    let repository = Repository::new(repo_type, settings, store);
+    let readonly = repository.readonly;
     // Registered first and verified after, as Elasticsearch does: a
     // repository that fails verification stays registered.
     sim.state()

@@ -477,6 +477,10 @@ pub fn recovery(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
         };
         let (kind, source) = match &recovery.source {
             RecoverySource::EmptyStore => ("EMPTY_STORE", json!({})),
+            RecoverySource::ExistingStore => (
+                "EXISTING_STORE",
+                json!({"bootstrap_new_history_uuid": false}),
+            ),
             RecoverySource::Snapshot {
                 repository,
                 snapshot,

@@ -39,7 +39,14 @@ impl SimulatedCluster {
             Some(security) => Some(crate::tls::acceptor(security)?),
             None => None,
         };
-        let sim = Arc::new(Sim::new(config));
+        let mut sim = Sim::new(config);
+        // A node reads its data path before it joins and serves.
+        if let Some(data) = sim.data.take() {
+            let loaded = data.load(&mut sim);
+            sim.data = Some(data);
+            loaded?;
+        }
+        let sim = Arc::new(sim);
         let app = Router::new().fallback(dispatch).with_state(sim.clone());
         let first = serve(&app, tls.as_ref(), addr).await?;
         let addr = first.addr;
@@ -257,6 +264,9 @@ impl RunningCluster {
     /// leave; shards still on nodes that leave are lost (see `_cat/shards`).
     pub fn set_nodes(&self, names: &[String]) {
         self.sim.set_nodes(names);
+        if let Err(e) = save(&self.sim) {
+            tracing::error!(cluster = %self.sim.cluster_name, error = %e.reason, "simulated cluster could not write its data path");
+        }
     }
 
     /// Like [`RunningCluster::set_nodes`], with each node's roles and
@@ -264,6 +274,10 @@ impl RunningCluster {
     /// master when a majority of its voting configuration leaves.
     pub fn set_members(&self, members: &[crate::SimNode]) {
         self.sim.set_members(members);
+        // Nodes that left may have taken shards with them.
+        if let Err(e) = save(&self.sim) {
+            tracing::error!(cluster = %self.sim.cluster_name, error = %e.reason, "simulated cluster could not write its data path");
+        }
     }
 
     /// Whether the cluster has an elected master.
@@ -493,7 +507,14 @@ async fn dispatch(
                 query,
                 body,
             };
-            route(&sim, &req).await
+            let outcome = route(&sim, &req).await;
+            // What a request changed is on disk before it is answered (a
+            // read changes nothing there is to keep).
+            if head || method == Method::GET {
+                outcome
+            } else {
+                save(&sim).and(outcome)
+            }
         }
         Err(e) => Err(e),
     };
@@ -540,6 +561,22 @@ async fn dispatch(
         *response.body_mut() = Body::empty();
     }
     response
+}
+
+/// Brings the cluster's data path up to date, if it has one; a failure is
+/// what Elasticsearch answers when it cannot write its translog.
+fn save(sim: &Sim) -> Result<(), ApiError> {
+    let Some(data) = &sim.data else {
+        return Ok(());
+    };
+    data.save(sim).map_err(|e| {
+        tracing::error!(cluster = %sim.cluster_name, error = %e, "simulated cluster could not write its data path");
+        ApiError::of(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "translog_exception",
+            format!("failed to write to the data path: {e}"),
+        )
+    })
 }
 
 async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {

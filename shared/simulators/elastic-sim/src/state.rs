@@ -45,6 +45,8 @@ pub struct Sim {
     contexts: Mutex<crate::search::Contexts>,
     /// When the cluster started: its nodes' uptime.
     pub started: Instant,
+    /// Where it keeps its data across restarts; `None`: in memory only.
+    pub data: Option<crate::persist::DataPath>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +134,7 @@ impl Sim {
             license: Mutex::new(crate::license::License::self_generated("basic")),
             contexts: Mutex::new(crate::search::Contexts::default()),
             started: Instant::now(),
+            data: config.data_path.map(crate::persist::DataPath::new),
         }
     }
 
@@ -579,6 +582,8 @@ pub struct Mounted {
 pub enum RecoverySource {
     /// A new, empty index.
     EmptyStore,
+    /// The index as its nodes' disks held it when the cluster started.
+    ExistingStore,
     /// Restored or mounted from a snapshot.
     Snapshot {
         repository: String,
@@ -644,6 +649,9 @@ pub struct Index {
     /// The documents in the search library, for queries, sorts and
     /// aggregations; built from `docs` when first searched.
     pub search: SearchCache,
+    /// Where its writes go on their way to the data path, if the cluster
+    /// has one.
+    pub journal: crate::persist::Journal,
     pub closed: bool,
     pub creation_millis: i64,
     pub recovery: Recovery,
@@ -697,6 +705,7 @@ impl Index {
             aliases: Map::new(),
             docs: BTreeMap::new(),
             search: SearchCache::default(),
+            journal: crate::persist::Journal::default(),
             closed: false,
             creation_millis: now_millis(),
             recovery: Recovery::instant(RecoverySource::EmptyStore, 0),
@@ -949,6 +958,7 @@ impl Index {
                 self.search.0 = None;
             }
         }
+        self.journal.put(id, &doc);
         self.docs.insert(id.to_string(), doc);
         Ok(())
     }
@@ -956,10 +966,11 @@ impl Index {
     /// Removes a document; `None` if there was none.
     pub fn remove_doc(&mut self, id: &str) -> Result<Option<Doc>, SearchError> {
         let removed = self.docs.remove(id);
-        if removed.is_some()
-            && let Some(search) = &mut self.search.0
-        {
-            search.delete(id)?;
+        if removed.is_some() {
+            self.journal.delete(id);
+            if let Some(search) = &mut self.search.0 {
+                search.delete(id)?;
+            }
         }
         Ok(removed)
     }

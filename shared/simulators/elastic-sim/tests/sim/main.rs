@@ -5,6 +5,7 @@ mod admin_apis;
 mod bulk;
 mod cache;
 mod common;
+mod data_path;
 mod faults;
 mod fs;
 mod indices;
