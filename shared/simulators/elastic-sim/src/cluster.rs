@@ -4,7 +4,7 @@ use crate::cat::Column;
 use crate::error::ApiError;
 use crate::server::{ApiResult, Reply, Req};
 use crate::state::{ShardHealth, Sim};
-use crate::util::{parse_bool, parse_time, resolve_expression, split_names};
+use crate::util::{parse_bool, parse_time, split_names};
 use axum::http::StatusCode;
 use serde_json::json;
 use std::sync::Arc;
@@ -87,11 +87,12 @@ fn snapshot_health(sim: &Sim, expressions: &[String]) -> Result<(u8, serde_json:
     let picked = if expressions.is_empty() {
         state.index_names()
     } else {
-        let resolved = resolve_expression(expressions, &state.index_names());
-        if let Some(missing) = resolved.missing.first() {
-            return Err(ApiError::index_not_found(missing));
-        }
-        resolved.names
+        // Names, wildcards and aliases, open and closed indices alike.
+        let options = crate::resolve::IndicesOptions {
+            closed: true,
+            ..crate::resolve::IndicesOptions::default()
+        };
+        crate::resolve::resolve(&state, &expressions.join(","), &options)?
     };
     let mut total = ShardHealth::default();
     for name in &picked {

@@ -234,29 +234,8 @@ fn breakers() -> Value {
     Value::Object(out)
 }
 
-/// The `indices` metric's parts, as `_stats` names them.
-const INDEX_METRICS: &[&str] = &[
-    "docs",
-    "shard_stats",
-    "store",
-    "indexing",
-    "get",
-    "search",
-    "merge",
-    "refresh",
-    "flush",
-    "warmer",
-    "query_cache",
-    "fielddata",
-    "completion",
-    "segments",
-    "translog",
-    "request_cache",
-    "recovery",
-    "bulk",
-    "dense_vector",
-    "sparse_vector",
-];
+/// The `indices` metric's parts, as `_stats` names them (all but `_all`).
+const INDEX_METRICS: &[&str] = crate::stats::METRICS.split_at(1).1;
 
 /// `GET /_nodes[/{nodes}]/stats[/{metrics}[/{index_metrics}]]`.
 pub fn nodes_stats(

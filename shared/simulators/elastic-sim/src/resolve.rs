@@ -11,7 +11,9 @@ use crate::error::ApiError;
 use crate::server::Req;
 use crate::state::{ClusterState, Index};
 use crate::util::{glob_match, split_names};
+use serde_json::{Value, json};
 use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The index options a request may carry, Elasticsearch's defaults
 /// being those of a search: unknown names are an error, wildcards match
@@ -238,6 +240,59 @@ pub fn resolve(
         return Err(ApiError::index_not_found(shown));
     }
     Ok(picked)
+}
+
+/// The filter each index an expression picks is searched with, as
+/// Elasticsearch applies alias filters: an index reached only through
+/// aliases that have filters matches any of them; one named (or matched by
+/// a wildcard on its own name), or reached through an alias without a
+/// filter, is searched whole and is not in the map.
+pub fn alias_filters(state: &ClusterState, expression: &str) -> BTreeMap<String, Value> {
+    let parts = split_names(expression);
+    if parts.is_empty() || parts.iter().any(|p| p == "_all") {
+        return BTreeMap::new();
+    }
+    let matches = |part: &str, name: &str| {
+        if part.contains('*') {
+            glob_match(part, name)
+        } else {
+            part == name
+        }
+    };
+    let aliases = alias_names(state);
+    let mut whole: BTreeSet<&String> = BTreeSet::new();
+    let mut filters: BTreeMap<&String, Vec<Value>> = BTreeMap::new();
+    for (position, part) in parts.iter().enumerate() {
+        if position > 0 && part.starts_with('-') {
+            continue;
+        }
+        whole.extend(state.indices.keys().filter(|n| matches(part, n)));
+        for alias in aliases.iter().filter(|a| matches(part, a)) {
+            for (name, index) in &state.indices {
+                match index.aliases.get(alias).map(|a| a.get("filter")) {
+                    None => {}
+                    Some(Some(filter)) if !filter.is_null() => {
+                        filters.entry(name).or_default().push(filter.clone());
+                    }
+                    Some(_) => {
+                        whole.insert(name);
+                    }
+                }
+            }
+        }
+    }
+    filters
+        .into_iter()
+        .filter(|(name, _)| !whole.contains(name))
+        .map(|(name, mut found)| {
+            let filter = if found.len() == 1 {
+                found.remove(0)
+            } else {
+                json!({"bool": {"should": found, "minimum_should_match": 1}})
+            };
+            (name.clone(), filter)
+        })
+        .collect()
 }
 
 /// The one index a write to `name` goes to: the index itself, or the

@@ -73,6 +73,8 @@ struct Scroll {
 /// A point in time: the indices as they were when it was opened.
 struct Pit {
     indices: Vec<(String, Index)>,
+    /// The alias filters of the expression it was opened with.
+    filters: BTreeMap<String, Value>,
     expires: Instant,
 }
 
@@ -227,13 +229,19 @@ fn searched_names(state: &mut ClusterState, expression: &str) -> Result<Vec<Stri
     Ok(out)
 }
 
-fn targets<'a>(indices: impl Iterator<Item = (&'a String, &'a Index)>) -> Vec<Target<'a>> {
+/// What the search library searches: each index, with the filter of the
+/// alias it was reached through, if any.
+fn targets<'a>(
+    indices: impl Iterator<Item = (&'a String, &'a Index)>,
+    filters: &'a BTreeMap<String, Value>,
+) -> Vec<Target<'a>> {
     indices
         .filter_map(|(name, index)| {
             index.search_index().map(|search| Target {
                 name,
                 index: search,
                 mappings: &index.mappings,
+                filter: filters.get(name),
             })
         })
         .collect()
@@ -369,6 +377,7 @@ pub fn search(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
     // A point in time searches the indices as they were when it opened.
     let mut pit_guard;
     let mut state_guard;
+    let filters;
     let (indices, pit_id): (Vec<(&String, &Index)>, Option<String>) = if let Some(pit) = pit {
         let id = pit
             .get("id")
@@ -388,6 +397,7 @@ pub fn search(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
             index.searchable().map_err(|e| api_error(e, name))?;
         }
         let open = pit_guard.pits.get(id).ok_or_else(|| context_missing(id))?;
+        filters = open.filters.clone();
         (
             open.indices.iter().map(|(n, i)| (n, i)).collect(),
             Some(id.to_string()),
@@ -395,6 +405,7 @@ pub fn search(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
     } else {
         state_guard = sim.state();
         let names = searched_names(&mut state_guard, expression.unwrap_or("_all"))?;
+        filters = crate::resolve::alias_filters(&state_guard, expression.unwrap_or("_all"));
         let state: &ClusterState = &state_guard;
         (
             state
@@ -420,7 +431,7 @@ pub fn search(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
         request.from = 0;
         request.size = usize::MAX;
     }
-    let outcome = engine::search(&targets(indices.iter().copied()), &request, now)
+    let outcome = engine::search(&targets(indices.iter().copied(), &filters), &request, now)
         .map_err(|e| api_error(e, &first_name))?;
     let mut hits = render_hits(&outcome, &indices, &filter, &body, req);
     let total = total_json(req, outcome.total, tracked);
@@ -592,6 +603,7 @@ pub fn open_pit(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
         .filter_map(|n| state.indices.get(n).map(|i| (n.clone(), i.clone())))
         .collect();
     let shards: u32 = indices.iter().map(|(_, i)| i.number_of_shards).sum();
+    let filters = crate::resolve::alias_filters(&state, expression);
     drop(state);
     let id = context_id();
     let mut contexts = sim.contexts();
@@ -600,6 +612,7 @@ pub fn open_pit(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
         id.clone(),
         Pit {
             indices,
+            filters,
             expires: Instant::now() + alive,
         },
     );
@@ -638,6 +651,7 @@ pub fn count(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
     let mut state = sim.state();
     let expression = expression.unwrap_or("_all");
     let names = searched_names(&mut state, expression)?;
+    let filters = crate::resolve::alias_filters(&state, expression);
     let state: &ClusterState = &state;
     let indices: Vec<(&String, &Index)> = state
         .indices
@@ -646,8 +660,12 @@ pub fn count(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
         .collect();
     let shards: u32 = indices.iter().map(|(_, i)| i.number_of_shards).sum();
     let first = names.first().map_or(expression, String::as_str);
-    let count = engine::count(&targets(indices.into_iter()), query.as_ref(), now_millis())
-        .map_err(|e| api_error(e, first))?;
+    let count = engine::count(
+        &targets(indices.into_iter(), &filters),
+        query.as_ref(),
+        now_millis(),
+    )
+    .map_err(|e| api_error(e, first))?;
     Ok(Reply::ok(
         json!({ "count": count, "_shards": shards_header(shards) }),
     ))
@@ -800,6 +818,7 @@ pub fn delete_by_query(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
     };
     let mut state = sim.state();
     let names = searched_names(&mut state, expression)?;
+    let filters = crate::resolve::alias_filters(&state, expression);
     let mut plan: Vec<(String, Vec<String>)> = Vec::new();
     let now = now_millis();
     for name in &names {
@@ -813,6 +832,7 @@ pub fn delete_by_query(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
             name,
             index: search,
             mappings: &index.mappings,
+            filter: filters.get(name),
         };
         let ids =
             engine::matching_ids(&target, query.as_ref(), now).map_err(|e| api_error(e, name))?;

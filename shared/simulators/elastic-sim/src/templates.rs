@@ -221,19 +221,27 @@ fn picked<'a>(
 /// `GET /_index_template[/{name}]`.
 pub fn get_index_templates(sim: &Sim, name: Option<&str>) -> ApiResult {
     let state = sim.state();
-    let names = picked(state.index_templates.keys(), name).map_err(|missing| {
-        ApiError::resource_not_found(&format!("index template matching [{missing}] not found"))
-    })?;
-    let templates: Vec<Value> = names
+    listed(&state.index_templates, name, "index_template", |missing| {
+        format!("index template matching [{missing}] not found")
+    })
+}
+
+/// The templates of one kind `name` picks (all without one), each as
+/// `{"name", "{kind}"}` under `{kind}s`; `not_found` words the error for a
+/// name that matches none.
+fn listed(
+    templates: &std::collections::BTreeMap<String, Value>,
+    name: Option<&str>,
+    kind: &str,
+    not_found: impl Fn(&str) -> String,
+) -> ApiResult {
+    let names = picked(templates.keys(), name)
+        .map_err(|missing| ApiError::resource_not_found(&not_found(&missing)))?;
+    let listed: Vec<Value> = names
         .iter()
-        .filter_map(|n| {
-            state
-                .index_templates
-                .get(n)
-                .map(|t| json!({ "name": n, "index_template": t }))
-        })
+        .filter_map(|n| templates.get(n).map(|t| json!({ "name": n, kind: t })))
         .collect();
-    Ok(Reply::ok(json!({ "index_templates": templates })))
+    Ok(Reply::ok(json!({ format!("{kind}s"): listed })))
 }
 
 /// `DELETE /_index_template/{name}` (names and wildcards, comma-separated).
@@ -274,21 +282,12 @@ pub fn put_component_template(sim: &Sim, req: &Req, name: &str) -> ApiResult {
 /// `GET /_component_template[/{name}]`.
 pub fn get_component_templates(sim: &Sim, name: Option<&str>) -> ApiResult {
     let state = sim.state();
-    let names = picked(state.component_templates.keys(), name).map_err(|missing| {
-        ApiError::resource_not_found(&format!(
-            "component template matching [{missing}] not found"
-        ))
-    })?;
-    let templates: Vec<Value> = names
-        .iter()
-        .filter_map(|n| {
-            state
-                .component_templates
-                .get(n)
-                .map(|t| json!({ "name": n, "component_template": t }))
-        })
-        .collect();
-    Ok(Reply::ok(json!({ "component_templates": templates })))
+    listed(
+        &state.component_templates,
+        name,
+        "component_template",
+        |missing| format!("component template matching [{missing}] not found"),
+    )
 }
 
 /// `DELETE /_component_template/{name}`: refused while an index template

@@ -18,6 +18,9 @@ pub struct Target<'a> {
     pub name: &'a str,
     pub index: &'a SearchIndex,
     pub mappings: &'a Mappings,
+    /// A query every hit of this target must also match, scoring nothing:
+    /// the filter of the alias the index was searched through.
+    pub filter: Option<&'a Value>,
 }
 
 /// A search, read from a `_search` request.
@@ -427,16 +430,23 @@ fn compile(
     query: Option<&Value>,
     now_millis: i64,
 ) -> Result<Box<dyn Query>, SearchError> {
-    match query {
-        None => Ok(Box::new(AllQuery)),
-        Some(q) => query::compile(
-            q,
-            &Context {
-                index: target.index,
-                mappings: target.mappings,
-                now_millis,
-            },
-        ),
+    let context = Context {
+        index: target.index,
+        mappings: target.mappings,
+        now_millis,
+    };
+    match (query, target.filter) {
+        (None, None) => Ok(Box::new(AllQuery)),
+        (Some(q), None) => query::compile(q, &context),
+        (q, Some(filter)) => {
+            let must = q
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({"match_all": {}}));
+            query::compile(
+                &serde_json::json!({"bool": {"must": [must], "filter": [filter]}}),
+                &context,
+            )
+        }
     }
 }
 

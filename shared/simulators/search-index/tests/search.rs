@@ -59,6 +59,7 @@ impl Fixture {
             name: "i",
             index: &self.index,
             mappings: &self.mappings,
+            filter: None,
         };
         search::search(&[target], &request, 0)
     }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! floe-elastic-sim [--addr 127.0.0.1:9200] [--cluster-name NAME] [--nodes N]
-//!                  [--fs-root DIR] [--s3-endpoint URL] [--s3-region REGION]
+//!                  [--fs-root DIR] [--data-path DIR] [--s3-endpoint URL] [--s3-region REGION]
 //!                  [--s3-path-style] [--snapshot-delay-ms MS]
 //!                  [--restore-delay-ms MS] [--fail-snapshots partial|failed]
 //! ```
@@ -12,7 +12,7 @@
 //! them.
 
 use floe_domain::secret::SecretString;
-use floe_elastic_sim::{S3Access, SimConfig, SimFaults, SimulatedCluster, SnapshotFault};
+use floe_elastic_sim::{S3Access, S3Client, SimConfig, SimFaults, SimulatedCluster, SnapshotFault};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -62,6 +62,7 @@ fn config() -> Result<SimConfig, CliError> {
                 })?;
             }
             "--fs-root" => config.fs_root = Some(value(&mut args, &flag)?.into()),
+            "--data-path" => config.data_path = Some(value(&mut args, &flag)?.into()),
             "--s3-endpoint" => s3_endpoint = Some(value(&mut args, &flag)?),
             "--s3-region" => s3_region = Some(value(&mut args, &flag)?),
             "--s3-path-style" => s3_path_style = true,
@@ -85,7 +86,7 @@ fn config() -> Result<SimConfig, CliError> {
             "-h" | "--help" => {
                 return Err(CliError::Usage(
                     "usage: floe-elastic-sim [--addr 127.0.0.1:9200] [--cluster-name NAME] [--nodes N] \
-                     [--fs-root DIR] [--s3-endpoint URL] [--s3-region REGION] [--s3-path-style] \
+                     [--fs-root DIR] [--data-path DIR] [--s3-endpoint URL] [--s3-region REGION] [--s3-path-style] \
                      [--snapshot-delay-ms MS] [--restore-delay-ms MS] [--fail-snapshots partial|failed]"
                         .to_string(),
                 ));
@@ -101,13 +102,13 @@ fn config() -> Result<SimConfig, CliError> {
         std::env::var("AWS_ACCESS_KEY_ID"),
         std::env::var("AWS_SECRET_ACCESS_KEY"),
     ) {
-        config.s3 = Some(S3Access {
+        config.s3 = Some(S3Client::from(S3Access {
             endpoint_url: s3_endpoint,
             region: s3_region.unwrap_or_else(|| "us-east-1".to_string()),
             access_key,
             secret_key: SecretString::new(secret_key),
             force_path_style: s3_path_style,
-        });
+        }));
     }
     config.faults = faults;
     Ok(config)

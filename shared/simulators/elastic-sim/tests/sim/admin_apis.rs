@@ -2,7 +2,7 @@
 //! merge, index stats, aliases, templates, index options, node and
 //! cluster stats, with Elasticsearch's shapes and refusals.
 
-use crate::common::{TestResult, call, start};
+use crate::common::{Fallible, TestResult, call, start};
 use floe_elastic_sim::SimFaults;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -18,6 +18,25 @@ async fn put(cluster: &floe_elastic_sim::RunningCluster, path: &str, body: Value
 
 fn error_type(body: &Value) -> &Value {
     &body["error"]["type"]
+}
+
+/// Sends a request Elasticsearch refuses, and checks the status and the
+/// error's type.
+async fn refused(
+    cluster: &floe_elastic_sim::RunningCluster,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+    status: u16,
+    error: &str,
+) -> Fallible<Value> {
+    let (got, answer) = call(cluster, method.clone(), path, body).await?;
+    assert_eq!(
+        (got, error_type(&answer)),
+        (status, &json!(error)),
+        "{method} {path}: {answer}"
+    );
+    Ok(answer)
 }
 
 #[tokio::test]
@@ -42,11 +61,15 @@ async fn flush_forcemerge_and_stats() -> TestResult {
     );
     let (status, body) = call(&cluster, Method::GET, "/logs/_flush", None).await?;
     assert_eq!((status, &body["_shards"]["total"]), (200, &json!(2)));
-    let (status, body) = call(&cluster, Method::POST, "/nope/_flush", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (404, &json!("index_not_found_exception"))
-    );
+    refused(
+        &cluster,
+        Method::POST,
+        "/nope/_flush",
+        None,
+        404,
+        "index_not_found_exception",
+    )
+    .await?;
 
     let (status, body) = call(
         &cluster,
@@ -60,33 +83,33 @@ async fn flush_forcemerge_and_stats() -> TestResult {
         body["_shards"],
         json!({"total": 2, "successful": 2, "failed": 0})
     );
-    let (status, body) = call(&cluster, Method::POST, "/_forcemerge?bogus=1", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("illegal_argument_exception"))
-    );
-    let (status, body) = call(
+    refused(
+        &cluster,
+        Method::POST,
+        "/_forcemerge?bogus=1",
+        None,
+        400,
+        "illegal_argument_exception",
+    )
+    .await?;
+    refused(
         &cluster,
         Method::POST,
         "/_forcemerge?max_num_segments=x",
         None,
+        400,
+        "illegal_argument_exception",
     )
     .await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("illegal_argument_exception"))
-    );
-    let (status, body) = call(
+    refused(
         &cluster,
         Method::POST,
         "/_forcemerge?max_num_segments=1&only_expunge_deletes=true",
         None,
+        400,
+        "action_request_validation_exception",
     )
     .await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("action_request_validation_exception"))
-    );
     let (status, body) = call(
         &cluster,
         Method::POST,
@@ -100,11 +123,15 @@ async fn flush_forcemerge_and_stats() -> TestResult {
     assert_eq!((status, &body["completed"]), (200, &json!(true)), "{body}");
     assert_eq!(body["task"]["action"], "indices:admin/forcemerge");
     assert!(body["response"]["_shards"]["total"].is_number());
-    let (status, body) = call(&cluster, Method::GET, "/_tasks/node:999", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (404, &json!("resource_not_found_exception"))
-    );
+    refused(
+        &cluster,
+        Method::GET,
+        "/_tasks/node:999",
+        None,
+        404,
+        "resource_not_found_exception",
+    )
+    .await?;
     let (status, body) = call(&cluster, Method::GET, "/_tasks", None).await?;
     assert_eq!((status, &body["nodes"]), (200, &json!({})));
     let (status, _) = call(&cluster, Method::GET, "/_forcemerge", None).await?;
@@ -175,18 +202,26 @@ async fn flush_forcemerge_and_stats() -> TestResult {
     let (status, body) = call(&cluster, Method::GET, "/_stats?level=cluster", None).await?;
     assert_eq!(status, 200);
     assert!(body.get("indices").is_none());
-    let (status, body) = call(&cluster, Method::GET, "/_stats/bogus", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("illegal_argument_exception"))
-    );
+    refused(
+        &cluster,
+        Method::GET,
+        "/_stats/bogus",
+        None,
+        400,
+        "illegal_argument_exception",
+    )
+    .await?;
     let (status, body) = call(&cluster, Method::GET, "/_stats?level=bogus", None).await?;
     assert_eq!(status, 400, "{body}");
-    let (status, body) = call(&cluster, Method::GET, "/nope/_stats", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (404, &json!("index_not_found_exception"))
-    );
+    refused(
+        &cluster,
+        Method::GET,
+        "/nope/_stats",
+        None,
+        404,
+        "index_not_found_exception",
+    )
+    .await?;
     Ok(())
 }
 
@@ -227,11 +262,15 @@ async fn aliases_resolve_in_index_expressions() -> TestResult {
     // of two without a write index, it is refused.
     let (status, body) = call(&cluster, Method::PUT, "/one/_doc/3", Some(json!({"k": 3}))).await?;
     assert_eq!((status, &body["_index"]), (201, &json!("a1")), "{body}");
-    let (status, body) = call(&cluster, Method::PUT, "/both/_doc/4", Some(json!({"k": 4}))).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("illegal_argument_exception"))
-    );
+    let body = refused(
+        &cluster,
+        Method::PUT,
+        "/both/_doc/4",
+        Some(json!({"k": 4})),
+        400,
+        "illegal_argument_exception",
+    )
+    .await?;
     assert!(
         body["error"]["reason"]
             .as_str()
@@ -280,52 +319,64 @@ async fn aliases_resolve_in_index_expressions() -> TestResult {
     assert!(body["a2"]["aliases"].is_object());
 
     // Refusals.
-    let (status, body) = call(
+    refused(
         &cluster,
         Method::POST,
         "/_aliases",
         Some(json!({"actions": [{"add": {"index": "missing", "alias": "x"}}]})),
+        404,
+        "index_not_found_exception",
     )
     .await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (404, &json!("index_not_found_exception"))
-    );
-    let (status, body) = call(&cluster, Method::PUT, "/a1/_alias/a2", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("invalid_alias_name_exception"))
-    );
-    let (status, body) = call(&cluster, Method::PUT, "/one", Some(json!({}))).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("invalid_index_name_exception"))
-    );
-    let (status, body) = call(&cluster, Method::DELETE, "/a1/_alias/nope", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (404, &json!("aliases_not_found_exception"))
-    );
-    let (status, body) = call(
+    refused(
+        &cluster,
+        Method::PUT,
+        "/a1/_alias/a2",
+        None,
+        400,
+        "invalid_alias_name_exception",
+    )
+    .await?;
+    refused(
+        &cluster,
+        Method::PUT,
+        "/one",
+        Some(json!({})),
+        400,
+        "invalid_index_name_exception",
+    )
+    .await?;
+    refused(
+        &cluster,
+        Method::DELETE,
+        "/a1/_alias/nope",
+        None,
+        404,
+        "aliases_not_found_exception",
+    )
+    .await?;
+    refused(
         &cluster,
         Method::POST,
         "/_aliases",
         Some(
             json!({"actions": [{"remove": {"index": "a1", "alias": "nope", "must_exist": true}}]}),
         ),
+        404,
+        "aliases_not_found_exception",
     )
     .await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (404, &json!("aliases_not_found_exception"))
-    );
 
     // Indices are deleted by name, never through an alias.
-    let (status, body) = call(&cluster, Method::DELETE, "/one", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("illegal_argument_exception"))
-    );
+    refused(
+        &cluster,
+        Method::DELETE,
+        "/one",
+        None,
+        400,
+        "illegal_argument_exception",
+    )
+    .await?;
 
     // Remove an alias, then an index through remove_index.
     let (status, _) = call(&cluster, Method::DELETE, "/a1/_alias/one", None).await?;
@@ -355,11 +406,15 @@ async fn index_options() -> TestResult {
     let (status, _) = call(&cluster, Method::POST, "/logs-2/_close", None).await?;
     assert_eq!(status, 200);
 
-    let (status, body) = call(&cluster, Method::GET, "/logs-1,nope/_search", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (404, &json!("index_not_found_exception"))
-    );
+    refused(
+        &cluster,
+        Method::GET,
+        "/logs-1,nope/_search",
+        None,
+        404,
+        "index_not_found_exception",
+    )
+    .await?;
     let (status, body) = call(
         &cluster,
         Method::GET,
@@ -369,17 +424,15 @@ async fn index_options() -> TestResult {
     .await?;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["hits"]["total"]["value"], 1);
-    let (status, body) = call(
+    refused(
         &cluster,
         Method::GET,
         "/nomatch-*/_count?allow_no_indices=false",
         None,
+        404,
+        "index_not_found_exception",
     )
     .await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (404, &json!("index_not_found_exception"))
-    );
     let (status, body) = call(&cluster, Method::GET, "/nomatch-*/_count", None).await?;
     assert_eq!((status, &body["count"]), (200, &json!(0)));
     // Wildcards skip closed indices unless asked.
@@ -394,45 +447,42 @@ async fn index_options() -> TestResult {
     )
     .await?;
     assert_eq!(body["indices"]["logs-2"]["status"], "close");
-    let (status, body) = call(&cluster, Method::GET, "/logs-2/_stats", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("index_closed_exception"))
-    );
-    let (status, body) = call(
+    refused(
+        &cluster,
+        Method::GET,
+        "/logs-2/_stats",
+        None,
+        400,
+        "index_closed_exception",
+    )
+    .await?;
+    refused(
         &cluster,
         Method::GET,
         "/logs-*/_search?expand_wildcards=bogus",
         None,
+        400,
+        "illegal_argument_exception",
     )
     .await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("illegal_argument_exception"))
-    );
-    let (status, body) = call(
+    refused(
         &cluster,
         Method::POST,
         "/_refresh?ignore_unavailable=maybe",
         None,
+        400,
+        "illegal_argument_exception",
     )
     .await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("illegal_argument_exception")),
-        "{body}"
-    );
-    let (status, body) = call(
+    refused(
         &cluster,
         Method::POST,
         "/nope/_refresh?ignore_unavailable=maybe",
         None,
+        400,
+        "illegal_argument_exception",
     )
     .await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("illegal_argument_exception"))
-    );
     let (status, body) = call(
         &cluster,
         Method::GET,
@@ -462,18 +512,15 @@ async fn index_options() -> TestResult {
 async fn templates_apply_on_create() -> TestResult {
     let root = tempfile::tempdir()?;
     let cluster = start("admin-templates", root.path(), SimFaults::default()).await?;
-    let (status, body) = call(
+    refused(
         &cluster,
         Method::PUT,
         "/_index_template/t1",
         Some(json!({"index_patterns": ["logs-*"], "composed_of": ["missing"]})),
+        400,
+        "invalid_index_template_exception",
     )
     .await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("invalid_index_template_exception")),
-        "{body}"
-    );
     put(
         &cluster,
         "/_component_template/shards",
@@ -531,11 +578,15 @@ async fn templates_apply_on_create() -> TestResult {
     );
     let (_, body) = call(&cluster, Method::GET, "/_index_template", None).await?;
     assert_eq!(body["index_templates"].as_array().map(Vec::len), Some(2));
-    let (status, body) = call(&cluster, Method::GET, "/_index_template/nope", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (404, &json!("resource_not_found_exception"))
-    );
+    refused(
+        &cluster,
+        Method::GET,
+        "/_index_template/nope",
+        None,
+        404,
+        "resource_not_found_exception",
+    )
+    .await?;
     let (status, _) = call(&cluster, Method::HEAD, "/_index_template/t1", None).await?;
     assert_eq!(status, 200);
     let (status, _) = call(&cluster, Method::HEAD, "/_index_template/nope", None).await?;
@@ -593,17 +644,15 @@ async fn templates_apply_on_create() -> TestResult {
     );
 
     // A component in use cannot go; templates and components delete.
-    let (status, body) = call(
+    refused(
         &cluster,
         Method::DELETE,
         "/_component_template/shards",
         None,
+        400,
+        "illegal_argument_exception",
     )
     .await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (400, &json!("illegal_argument_exception"))
-    );
     let (status, _) = call(&cluster, Method::DELETE, "/_index_template/t1", None).await?;
     assert_eq!(status, 200);
     let (status, _) = call(
@@ -614,11 +663,15 @@ async fn templates_apply_on_create() -> TestResult {
     )
     .await?;
     assert_eq!(status, 200);
-    let (status, body) = call(&cluster, Method::DELETE, "/_index_template/t1", None).await?;
-    assert_eq!(
-        (status, error_type(&body)),
-        (404, &json!("index_template_missing_exception"))
-    );
+    refused(
+        &cluster,
+        Method::DELETE,
+        "/_index_template/t1",
+        None,
+        404,
+        "index_template_missing_exception",
+    )
+    .await?;
     let (status, body) = call(
         &cluster,
         Method::PUT,
@@ -764,5 +817,92 @@ async fn node_and_cluster_stats() -> TestResult {
     assert!(body["nodes"]["jvm"]["mem"]["heap_max_in_bytes"].is_number());
     assert!(body["nodes"]["fs"]["total_in_bytes"].is_number());
     assert!(body["nodes"]["os"]["mem"]["total_in_bytes"].is_number());
+    Ok(())
+}
+
+/// A search, count or delete-by-query through an alias with a filter sees
+/// only what the filter matches, as Elasticsearch's does; the index named
+/// itself, or reached through an alias without one, is searched whole.
+#[tokio::test]
+async fn alias_filters_apply_to_searches_through_the_alias() -> TestResult {
+    let root = tempfile::tempdir()?;
+    let cluster = start("admin-alias-filters", root.path(), SimFaults::default()).await?;
+    put(
+        &cluster,
+        "/events",
+        json!({"mappings": {"properties": {"level": {"type": "keyword"}, "n": {"type": "long"}}}}),
+    )
+    .await?;
+    for i in 0..10 {
+        let level = if i % 5 == 0 { "error" } else { "info" };
+        put(
+            &cluster,
+            &format!("/events/_doc/{i}?refresh=true"),
+            json!({"level": level, "n": i}),
+        )
+        .await?;
+    }
+    put(
+        &cluster,
+        "/events/_alias/errors",
+        json!({"filter": {"term": {"level": "error"}}}),
+    )
+    .await?;
+    put(
+        &cluster,
+        "/events/_alias/big",
+        json!({"filter": {"range": {"n": {"gte": 8}}}}),
+    )
+    .await?;
+    put(&cluster, "/events/_alias/all-events", json!({})).await?;
+    let count = |path: &'static str| {
+        let cluster = &cluster;
+        async move {
+            let (status, body) = call(cluster, Method::GET, path, None).await?;
+            assert_eq!(status, 200, "{path}: {body}");
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(body["count"].clone())
+        }
+    };
+    assert_eq!(count("/errors/_count").await?, json!(2));
+    assert_eq!(count("/big/_count").await?, json!(2));
+    // Through two filtered aliases: either filter.
+    assert_eq!(count("/errors,big/_count").await?, json!(4));
+    // Named, or through an alias without a filter, or everything: whole.
+    assert_eq!(count("/errors,events/_count").await?, json!(10));
+    assert_eq!(count("/errors,all-events/_count").await?, json!(10));
+    assert_eq!(count("/_count").await?, json!(10));
+    let (status, body) = call(
+        &cluster,
+        Method::POST,
+        "/errors/_search",
+        Some(json!({"query": {"range": {"n": {"gte": 1}}}, "aggs": {"top": {"max": {"field": "n"}}}})),
+    )
+    .await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["hits"]["total"]["value"], json!(1));
+    assert_eq!(body["hits"]["hits"][0]["_id"], json!("5"));
+    assert_eq!(body["aggregations"]["top"]["value"], json!(5.0));
+    let (status, body) = call(
+        &cluster,
+        Method::POST,
+        "/errors/_delete_by_query?refresh=true",
+        Some(json!({"query": {"match_all": {}}})),
+    )
+    .await?;
+    assert_eq!((status, &body["deleted"]), (200, &json!(2)), "{body}");
+    assert_eq!(count("/events/_count").await?, json!(8));
+    // Cluster health resolves aliases too.
+    let (status, body) = call(&cluster, Method::GET, "/_cluster/health/errors", None).await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["active_primary_shards"], json!(1), "{body}");
+    refused(
+        &cluster,
+        Method::GET,
+        "/_cluster/health/nope",
+        None,
+        404,
+        "index_not_found_exception",
+    )
+    .await?;
     Ok(())
 }
