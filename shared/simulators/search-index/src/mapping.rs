@@ -711,6 +711,11 @@ impl Mappings {
         let Value::Object(doc) = source else {
             return Ok((self.values(id, source)?, false));
         };
+        // Most documents of an index bring nothing new: read them without
+        // copying the mappings.
+        if !could_map(&self.root, doc, true) {
+            return Ok((self.values(id, source)?, false));
+        }
         let mut next = self.root.clone();
         let inherited = next.dynamic.unwrap_or(Dynamic::True);
         if !self.map_object(&mut next, doc, "", inherited)? {
@@ -847,6 +852,26 @@ fn bool_param(value: &Value, key: &str) -> Result<bool, SearchError> {
             "Failed to parse mapping: [{key}] must be a boolean, not {other}"
         ))),
     }
+}
+
+/// Whether mapping `doc` under `object` could add a field or refuse the
+/// document for a name: a key no property has, a dotted or empty key, a
+/// metadata name at the root, or such a key inside an object value. Reads
+/// only; what it clears needs no [`Mappings::map_object`].
+fn could_map(object: &Object, doc: &Map<String, Value>, root: bool) -> bool {
+    doc.iter().any(|(key, value)| {
+        if key.is_empty() || key.contains('.') || (root && key.starts_with('_')) {
+            return true;
+        }
+        match object.properties.get(key) {
+            None => true,
+            Some(Property::Field(_)) => false,
+            Some(Property::Object(child)) => match first_value(value) {
+                Some(Value::Object(inner)) => could_map(child, inner, false),
+                _ => false,
+            },
+        }
+    })
 }
 
 /// A non-null value, or an array's first non-null element.
@@ -1106,6 +1131,32 @@ mod tests {
             .err()
             .ok_or("expected an error")?;
         assert_eq!(e.error_type, "strict_dynamic_mapping_exception");
+        Ok(())
+    }
+
+    /// A document whose every field is mapped is read as it is; one with
+    /// a new field anywhere, or a name the root refuses, goes through
+    /// mapping, which adds or refuses as before.
+    #[test]
+    fn only_a_document_with_something_new_is_mapped() -> TestResult {
+        let mut m = Mappings::default();
+        m.map_dynamically(&json!({"n": 1, "user": {"name": "ann"}, "tags": [{"k": "a"}]}))?;
+        let before = m.to_json();
+        let (_, remapped) = m.map_and_read(
+            "1",
+            &json!({"n": 2, "user": {"name": "bo"}, "tags": [{"k": "b"}]}),
+        )?;
+        assert!(!remapped);
+        assert_eq!(m.to_json(), before);
+        let (_, remapped) = m.map_and_read("2", &json!({"user": {"age": 3}}))?;
+        assert!(remapped && m.field("user.age").is_some());
+        let (_, remapped) = m.map_and_read("3", &json!({"user.city": "x"}))?;
+        assert!(remapped && m.field("user.city").is_some());
+        let e = m
+            .map_and_read("4", &json!({"n": 1, "_id": "x"}))
+            .err()
+            .ok_or("a metadata field inside a document was taken")?;
+        assert_eq!(e.error_type, "document_parsing_exception");
         Ok(())
     }
 
