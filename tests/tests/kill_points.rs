@@ -863,6 +863,7 @@ async fn check(rig: &Rig<'_>) -> TestResult<Vec<String>> {
     use floe_compute::parameters as names_of;
     let expected: BTreeSet<&str> = [
         names_of::TLS_CA_CERT,
+        names_of::TLS_CA_KEY,
         names_of::TLS_NODE_CERT,
         names_of::TLS_NODE_KEY,
         names_of::ELASTIC_PASSWORD,

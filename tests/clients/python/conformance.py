@@ -190,6 +190,43 @@ def main():
         assert es.ping()
         return True
 
+    def sniffing():
+        # Sniffing reaches each node at the address _nodes/http publishes:
+        # every node's certificate must name its own address.
+        if "FLOE_ENDPOINT" not in os.environ:
+            return "through the proxy: nothing to sniff"
+        direct = {
+            "ca_certs": os.environ["FLOE_CA_FILE"],
+            "basic_auth": ("elastic", os.environ["FLOE_PASSWORD"]),
+            "request_timeout": 30,
+            "max_retries": 0,
+        }
+        published = sorted(
+            n["http"]["publish_address"]
+            for n in es.nodes.info(metric="http")["nodes"].values()
+        )
+        assert published, "no node publishes an HTTP address"
+        for address in published:
+            Elasticsearch(f"https://{address}", **direct).info()
+        # The client's sniffing requests carry only the node's own
+        # credentials (the URL's), not basic_auth: the client's documented
+        # way to sniff a secured cluster.
+        scheme, rest = os.environ["FLOE_ENDPOINT"].split("://", 1)
+        seed = f"{scheme}://elastic:{os.environ['FLOE_PASSWORD']}@{rest}"
+        sniffed = Elasticsearch(
+            seed,
+            ca_certs=os.environ["FLOE_CA_FILE"],
+            sniff_on_start=True,
+            request_timeout=30,
+            max_retries=0,
+        )
+        hosts = sorted(f"{n.config.host}:{n.config.port}" for n in sniffed.transport.node_pool.all())
+        for _ in range(2 * len(hosts)):
+            sniffed.info()
+        # The pool keeps the endpoint it was seeded with, beside every node.
+        assert set(published) <= set(hosts), (hosts, published)
+        return published
+
     check("info", info)
     check("ping", ping)
     check("cluster.health", health)
@@ -206,6 +243,7 @@ def main():
     check("snapshot.get", snapshot_get)
     check("snapshot.restore", snapshot_restore)
     check("security.authenticate", authenticate)
+    check("sniffing", sniffing)
 
     client_version = ".".join(str(p) for p in elasticsearch.__versionstr__.split(".")[:3])
     for o in outcomes:

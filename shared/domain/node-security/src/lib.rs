@@ -44,6 +44,9 @@ impl From<rcgen::Error> for SecurityError {
 pub struct ClusterSecurity {
     /// The deployment's CA certificate (PEM): public.
     pub ca_cert_pem: String,
+    /// Its key (PKCS#8 PEM): kept for the deployment's nodes, which sign
+    /// their own HTTP certificates with it ([`node_http_certificate`]).
+    pub ca_key_pem: SecretString,
     /// The nodes' certificate (PEM), signed by the CA, for [`server_name`].
     pub node_cert_pem: String,
     /// Its private key (PKCS#8 PEM).
@@ -86,16 +89,8 @@ pub fn generate_with(
     endpoint: Option<&str>,
 ) -> Result<ClusterSecurity, SecurityError> {
     let ca_key = KeyPair::generate()?;
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.distinguished_name
-        .push(DnType::CommonName, format!("Floe CA {deployment_id}"));
-    ca.distinguished_name.push(DnType::OrganizationName, "Floe");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    let ca_key_pem = SecretString::new(ca_key.serialize_pem());
+    let ca = ca_params(deployment_id)?;
     let ca_cert = ca.self_signed(&ca_key)?;
     let issuer = Issuer::new(ca, ca_key);
 
@@ -119,10 +114,58 @@ pub fn generate_with(
 
     Ok(ClusterSecurity {
         ca_cert_pem: ca_cert.pem(),
+        ca_key_pem,
         node_cert_pem: node_cert.pem(),
         node_key_pem: SecretString::new(node_key.serialize_pem()),
         elastic_password,
     })
+}
+
+/// The deployment's CA as it was made: the same subject and constraints,
+/// so that a certificate signed again with its key chains to it.
+fn ca_params(deployment_id: &str) -> Result<CertificateParams, SecurityError> {
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.distinguished_name
+        .push(DnType::CommonName, format!("Floe CA {deployment_id}"));
+    ca.distinguished_name.push(DnType::OrganizationName, "Floe");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    Ok(ca)
+}
+
+/// A node's own HTTP certificate, signed with the deployment's CA key:
+/// it names [`server_name`], the stable endpoint's host when there is one,
+/// and the node's addresses, so that a client reaching the node at an
+/// address `_nodes/http` published verifies it. What a node's boot script
+/// makes with openssl; local mode's simulated nodes make theirs here.
+pub fn node_http_certificate(
+    deployment_id: &str,
+    ca_key_pem: &SecretString,
+    endpoint: Option<&str>,
+    addresses: &[std::net::IpAddr],
+) -> Result<(String, SecretString), SecurityError> {
+    let ca_key = KeyPair::from_pem(ca_key_pem.expose())?;
+    let issuer = Issuer::new(ca_params(deployment_id)?, ca_key);
+    let mut names = vec![server_name(deployment_id)];
+    names.extend(endpoint.map(str::to_string));
+    names.extend(addresses.iter().map(ToString::to_string));
+    names.dedup();
+    let key = KeyPair::generate()?;
+    let mut node = CertificateParams::new(names)?;
+    node.distinguished_name
+        .push(DnType::CommonName, server_name(deployment_id));
+    node.is_ca = IsCa::ExplicitNoCa;
+    node.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyAgreement,
+    ];
+    node.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = node.signed_by(&key, &issuer)?;
+    Ok((cert.pem(), SecretString::new(key.serialize_pem())))
 }
 
 #[cfg(test)]
@@ -182,6 +225,30 @@ mod tests {
         let node = der(&by_address.node_cert_pem, "CERTIFICATE");
         assert!(contains(&node, &[0x87, 4, 127, 200, 3, 4]));
         assert!(!contains(&node, b"127.200.3.4"));
+        Ok(())
+    }
+
+    /// A node's own certificate is signed by the deployment's CA and names
+    /// the node's address; it verifies as the CA's, with the address.
+    #[test]
+    fn a_node_signs_its_own_http_certificate_with_the_kept_ca_key() -> Result<(), SecurityError> {
+        let id = "0123456789abcdef0123456789abcdef";
+        let s = generate_with(id, new_password(), Some("d1.es.floe.internal"))?;
+        let ip: std::net::IpAddr = [10, 0, 1, 7].into();
+        let (cert, key) =
+            node_http_certificate(id, &s.ca_key_pem, Some("d1.es.floe.internal"), &[ip])?;
+        let der_cert = der(&cert, "CERTIFICATE");
+        assert!(contains(&der_cert, &[0x87, 4, 10, 0, 1, 7]), "the IP SAN");
+        assert!(contains(&der_cert, b"d1.es.floe.internal"));
+        assert!(contains(
+            &der_cert,
+            b"Floe CA 0123456789abcdef0123456789abcdef"
+        ));
+        assert!(!key.expose().is_empty());
+        // Another deployment's key signs nothing this CA vouches for.
+        let other = generate("other")?;
+        let (foreign, _) = node_http_certificate(id, &other.ca_key_pem, None, &[ip])?;
+        assert_ne!(foreign, cert);
         Ok(())
     }
 

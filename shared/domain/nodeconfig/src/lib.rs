@@ -226,11 +226,16 @@ fn platform_settings(c: &NodeGroupConfig) -> Vec<Setting> {
     // Elasticsearch 8 requires once security is on) and HTTP, which the
     // functions reach by the certificate's name (floe-node-security).
     wire("xpack.security.enabled", "true".to_string());
-    for layer in ["transport", "http"] {
+    // HTTP serves the node's own certificate, which also names its address
+    // (the boot script makes it).
+    for (layer, own) in [("transport", "node"), ("http", "http")] {
         let ssl = |name: &str| format!("xpack.security.{layer}.ssl.{name}");
         wire(&ssl("enabled"), "true".to_string());
-        wire(&ssl("key"), quote(&format!("{CERTS_DIR}/node.key")));
-        wire(&ssl("certificate"), quote(&format!("{CERTS_DIR}/node.crt")));
+        wire(&ssl("key"), quote(&format!("{CERTS_DIR}/{own}.key")));
+        wire(
+            &ssl("certificate"),
+            quote(&format!("{CERTS_DIR}/{own}.crt")),
+        );
         wire(
             &ssl("certificate_authorities"),
             format!("[{}]", quote(&format!("{CERTS_DIR}/ca.crt"))),

@@ -279,6 +279,30 @@ pub fn user_data(c: &NodeGroupConfig) -> String {
         ));
     }
     s.push_str(&format!(
+        "# HTTP: a certificate of this node's own, naming its address too (for\n\
+         # clients that sniff _nodes/http), signed with the deployment's CA key;\n\
+         # without one (an older deployment), the shared certificate.\n\
+         certs=\"${{ES_CONF}}/certs\"\n\
+         if (umask 0077 && ssm_value {ca_key} >\"${{certs}}/ca.key\") 2>/dev/null; then\n  \
+         node_ip=$(imds local-ipv4)\n  \
+         sans=$(openssl x509 -in \"${{certs}}/node.crt\" -noout -ext subjectAltName | tail -n +2 | sed -e 's/IP Address:/IP:/g' -e 's/ //g')\n  \
+         (umask 0027 && openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \\\n    \
+         -keyout \"${{certs}}/http.key\" -subj {subject} -out \"${{certs}}/http.csr\" 2>/dev/null)\n  \
+         printf 'subjectAltName=%s,IP:%s\\nextendedKeyUsage=serverAuth\\nkeyUsage=digitalSignature,keyAgreement\\nbasicConstraints=CA:FALSE\\n' \\\n    \
+         \"${{sans}}\" \"${{node_ip}}\" >\"${{certs}}/http.ext\"\n  \
+         openssl x509 -req -in \"${{certs}}/http.csr\" -CA \"${{certs}}/ca.crt\" -CAkey \"${{certs}}/ca.key\" \\\n    \
+         -set_serial \"0x$(openssl rand -hex 16)\" -days 36500 -extfile \"${{certs}}/http.ext\" \\\n    \
+         -out \"${{certs}}/http.crt\" 2>/dev/null\n  \
+         rm -f \"${{certs}}/ca.key\" \"${{certs}}/http.csr\" \"${{certs}}/http.ext\"\n\
+         else\n  \
+         rm -f \"${{certs}}/ca.key\"\n  \
+         cp \"${{certs}}/node.crt\" \"${{certs}}/http.crt\"\n  \
+         cp \"${{certs}}/node.key\" \"${{certs}}/http.key\"\n\
+         fi\n",
+        ca_key = sh(&c.parameter("tls/ca.key")),
+        subject = sh(&format!("/CN={}", floe_domain::access::server_name(c.deployment_id))),
+    ));
+    s.push_str(&format!(
         "chown root:elasticsearch \"${{ES_CONF}}\"/certs/*\n\
          chmod 0640 \"${{ES_CONF}}\"/certs/*\n\
          ssm_value {} | \"${{ES_HOME}}/bin/elasticsearch-keystore\" add --stdin --force bootstrap.password\n\

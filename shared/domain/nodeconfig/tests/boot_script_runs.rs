@@ -39,6 +39,10 @@ const REGION: &str = "us-east-1";
 const ZONE: &str = "us-east-1b";
 const VERSION: &str = "8.15.3";
 const INSTANCE_TYPE: &str = "m6g.xlarge";
+/// The deployment's stable endpoint, and the node's private address (what
+/// the test's metadata service answers for `local-ipv4`).
+const ENDPOINT: &str = "d-boot-test.es.floe.internal";
+const NODE_IP: &str = "10.0.1.23";
 
 /// Where the boot script writes outside the volume; the namespace mounts a
 /// tmpfs over each, so they must exist here (created if missing, removed
@@ -306,17 +310,26 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
             true,
         )?;
     }
-    let pem = |what: &str| {
-        format!("-----BEGIN {what}-----\nfloe-test-{what}-{nonce}\n-----END {what}-----")
-    };
+    // The deployment's real CA and shared certificate, as its create makes
+    // them, and the CA key each node signs its own HTTP certificate with.
+    let security = floe_node_security::generate_with(
+        "d-boot-test",
+        floe_node_security::new_password(),
+        Some(ENDPOINT),
+    )?;
     let certs = [
-        ("ca.crt", pem("CERTIFICATE AUTHORITY")),
-        ("node.crt", pem("CERTIFICATE")),
-        ("node.key", pem("PRIVATE KEY")),
+        ("ca.crt", security.ca_cert_pem.trim_end().to_string()),
+        ("node.crt", security.node_cert_pem.trim_end().to_string()),
+        (
+            "node.key",
+            security.node_key_pem.expose().trim_end().to_string(),
+        ),
     ];
     for (file, value) in &certs {
         aws.put_parameter(dir, &format!("{prefix}/tls/{file}"), value, true)?;
     }
+    let ca_key = security.ca_key_pem.expose().trim_end().to_string();
+    aws.put_parameter(dir, &format!("{prefix}/tls/ca.key"), &ca_key, true)?;
     let masters = format!("i-0aaaaaaaaaaaaaaaa,{instance}");
     aws.put_parameter(
         dir,
@@ -574,6 +587,8 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
         "/etc/elasticsearch/certs/ca.crt root elasticsearch 640".into(),
         "/etc/elasticsearch/certs/node.crt root elasticsearch 640".into(),
         "/etc/elasticsearch/certs/node.key root elasticsearch 640".into(),
+        "/etc/elasticsearch/certs/http.crt root elasticsearch 640".into(),
+        "/etc/elasticsearch/certs/http.key root elasticsearch 640".into(),
         "/etc/elasticsearch/elasticsearch.yml root elasticsearch 660".into(),
         "/etc/elasticsearch/jvm.options.d/floe.options root elasticsearch 660".into(),
         "/etc/elasticsearch/elasticsearch.keystore root elasticsearch 660".into(),
@@ -594,6 +609,48 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
             format!("{value}\n")
         );
     }
+    // The node's own HTTP certificate: the CA's, naming the shared
+    // certificate's names and the node's address.
+    let certs_dir = conf.join("certs");
+    let verified = output(
+        "openssl",
+        &[
+            "verify",
+            "-CAfile",
+            &certs_dir.join("ca.crt").to_string_lossy(),
+            &certs_dir.join("http.crt").to_string_lossy(),
+        ],
+    )?;
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
+    let sans = output(
+        "openssl",
+        &[
+            "x509",
+            "-noout",
+            "-ext",
+            "subjectAltName",
+            "-in",
+            &certs_dir.join("http.crt").to_string_lossy(),
+        ],
+    )?;
+    let sans = String::from_utf8_lossy(&sans.stdout);
+    for name in [
+        format!("IP Address:{NODE_IP}"),
+        format!("DNS:{ENDPOINT}"),
+        "DNS:d-boot-test.nodes.floe.internal".to_string(),
+    ] {
+        assert!(sans.contains(&name), "{name} not in {sans}");
+    }
+    assert!(!certs_dir.join("ca.key").exists(), "the CA key stayed");
+    assert_ne!(
+        fs::read_to_string(certs_dir.join("http.key"))?,
+        fs::read_to_string(certs_dir.join("node.key"))?,
+        "the node's HTTP key is its own"
+    );
     let yml = fs::read_to_string(conf.join("elasticsearch.yml"))?;
     assert_eq!(
         yml,
@@ -716,6 +773,12 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
         if !file.ends_with("etc/elasticsearch/certs/node.key") {
             assert!(!contains(&bytes, key), "the node key in {}", file.display());
         }
+        // The CA key is used and gone: no file keeps it.
+        assert!(
+            !contains(&bytes, &ca_key),
+            "the CA key in {}",
+            file.display()
+        );
     }
     for stream in [&out.stdout, &out.stderr] {
         for (_, parameter) in keystore_values {

@@ -33,6 +33,13 @@ pub const REPOSITORY_SESSION_TOKEN: &str = "repository/session_token";
 pub const TLS_CA_CERT: &str = "tls/ca.crt";
 pub const TLS_NODE_CERT: &str = "tls/node.crt";
 pub const TLS_NODE_KEY: &str = "tls/node.key";
+/// The deployment's CA key (a `SecureString`), which only that
+/// deployment's nodes (and the control plane) may read: each node signs
+/// with it a certificate of its own for HTTP, naming its own addresses, so
+/// that a client sniffing `_nodes/http` verifies every node it finds.
+/// Deployments created before it was kept have none; their nodes serve
+/// the shared certificate for HTTP too.
+pub const TLS_CA_KEY: &str = "tls/ca.key";
 /// The `elastic` user's password (`SecureString`): the nodes' keystore
 /// `bootstrap.password`, and what the functions authenticate with.
 pub const ELASTIC_PASSWORD: &str = "security/elastic_password";

@@ -601,6 +601,7 @@ async fn check_credentials_in_ssm(fx: &Fixture, deployment_id: &str) -> TestResu
         ("tls/ca.crt", false, "-----BEGIN CERTIFICATE-----"),
         ("tls/node.crt", true, "-----BEGIN CERTIFICATE-----"),
         ("tls/node.key", true, "-----BEGIN PRIVATE KEY-----"),
+        ("tls/ca.key", true, "-----BEGIN PRIVATE KEY-----"),
         ("security/elastic_password", true, ""),
     ] {
         let full = format!("/floe/{deployment_id}/{name}");
@@ -651,6 +652,7 @@ fn check_fetches_only_declared_parameters(script: &str, deployment_id: &str) -> 
         "repository/session_token",
         "security/elastic_password",
         "tls/ca.crt",
+        "tls/ca.key",
         "tls/node.crt",
         "tls/node.key",
     ]
@@ -1198,6 +1200,7 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone_on_ec2() -> Tes
             "initial_master_nodes",
             "repository/secret_key",
             "tls/node.key",
+            "tls/ca.key",
             "security/elastic_password",
         ] {
             assert!(

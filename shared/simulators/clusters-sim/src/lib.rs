@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use floe_clusters::{ClusterError, Clusters, NodeAddress, running_nodes};
 use floe_compute::parameters::{
     ELASTIC_PASSWORD, REPOSITORY_ACCESS_KEY, REPOSITORY_SECRET_KEY, REPOSITORY_SESSION_TOKEN,
-    TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY, deployment_path, parameter_name,
+    TLS_CA_CERT, TLS_CA_KEY, TLS_NODE_CERT, TLS_NODE_KEY, deployment_path, parameter_name,
 };
 use floe_compute::{Compute, NodeParameters};
 use floe_domain::deployment::{Deployment, NodeRole};
@@ -140,6 +140,10 @@ struct ClientKey {
 #[derive(Clone)]
 struct Boot {
     security: Option<(SimSecurity, String)>,
+    /// The deployment's CA key, with which each node signs its own HTTP
+    /// certificate (as a real node's boot script does); `None` for a
+    /// deployment created before it was kept.
+    ca_key: Option<SecretString>,
     settings: NodeS3Settings,
     keys: Option<S3Keys>,
 }
@@ -339,8 +343,13 @@ impl SimulatedClusters {
                 .unwrap_or_default(),
             _ => NodeS3Settings::default(),
         };
+        let ca_key = self
+            .parameter(deployment_id, TLS_CA_KEY)
+            .await?
+            .map(SecretString::new);
         Ok(Boot {
             security,
+            ca_key,
             settings,
             keys,
         })
@@ -464,6 +473,13 @@ impl SimulatedClusters {
         if let Some(first) = node_addrs.first() {
             config = config.with_addr(*first);
         }
+        for addr in node_addrs {
+            if let Some((cert, key)) =
+                node_certificate(deployment, boot.ca_key.as_ref(), addr.ip())?
+            {
+                config.node_certificates.push((addr.ip(), cert, key));
+            }
+        }
         let ca_cert_pem = match boot.security {
             Some((security, ca)) => {
                 config = config.with_security(security);
@@ -489,6 +505,28 @@ impl SimulatedClusters {
             settings: boot.settings,
         })
     }
+}
+
+/// The HTTP certificate a node at `ip` signs for itself with the
+/// deployment's CA key: the deployment's names and its own address. `None`
+/// without a CA key, or for an address that is the deployment's endpoint
+/// (the shared certificate names it).
+fn node_certificate(
+    deployment: &Deployment,
+    ca_key: Option<&SecretString>,
+    ip: IpAddr,
+) -> Result<Option<(String, SecretString)>, ClusterError> {
+    let Some(ca_key) = ca_key else {
+        return Ok(None);
+    };
+    floe_node_security::node_http_certificate(
+        &deployment.id,
+        ca_key,
+        deployment.endpoint.as_deref(),
+        &[ip],
+    )
+    .map(Some)
+    .map_err(|e| ClusterError::Simulator(e.to_string()))
 }
 
 /// Whether the `node.roles` line of a rendered `elasticsearch.yml` names
@@ -584,6 +622,19 @@ impl Clusters for SimulatedClusters {
         let cluster = &simulated.cluster;
         cluster.set_members(&members);
         if simulated.on_node_addresses && !node_addrs.is_empty() {
+            // A node that joins signs its own certificate before it serves.
+            for addr in &node_addrs {
+                if cluster.has_node_certificate(addr.ip()) {
+                    continue;
+                }
+                if let Some((cert, key)) =
+                    node_certificate(deployment, boot.ca_key.as_ref(), addr.ip())?
+                {
+                    cluster
+                        .set_node_certificate(addr.ip(), &cert, &key)
+                        .map_err(|e| ClusterError::Simulator(e.to_string()))?;
+                }
+            }
             cluster
                 .set_addrs(&served)
                 .await

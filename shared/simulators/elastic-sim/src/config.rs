@@ -40,6 +40,13 @@ pub struct SimConfig {
     /// node; `None` serves plain HTTP to anyone (a cluster with security
     /// disabled).
     pub security: Option<SimSecurity>,
+    /// Certificates of their own (PEM chain and key) that nodes serve
+    /// HTTPS with at their addresses, by address, instead of the shared
+    /// one of `security`: each names its node's address, as a real node's
+    /// boot script makes it, so that a client sniffing `_nodes/http`
+    /// verifies every node. More can be added later
+    /// ([`crate::RunningCluster::set_node_certificate`]).
+    pub node_certificates: Vec<(std::net::IpAddr, String, SecretString)>,
     pub faults: SimFaults,
     /// The nodes it starts with, by name, role and version; `None`:
     /// `nodes` master-eligible nodes named after the cluster.
@@ -87,6 +94,7 @@ impl SimConfig {
             data_path: None,
             s3: None,
             security: None,
+            node_certificates: Vec::new(),
             faults: SimFaults::default(),
             members: None,
         }

@@ -39,6 +39,12 @@ impl SimulatedCluster {
             Some(security) => Some(crate::tls::acceptor(security)?),
             None => None,
         };
+        let mut node_tls = BTreeMap::new();
+        if tls.is_some() {
+            for (ip, cert, key) in &config.node_certificates {
+                node_tls.insert(*ip, crate::tls::acceptor_for(cert, key)?);
+            }
+        }
         let mut sim = Sim::new(config);
         // A node reads its data path before it joins and serves.
         if let Some(data) = sim.data.take() {
@@ -48,7 +54,7 @@ impl SimulatedCluster {
         }
         let sim = Arc::new(sim);
         let app = Router::new().fallback(dispatch).with_state(sim.clone());
-        let first = serve(&app, tls.as_ref(), addr).await?;
+        let first = serve(&app, node_tls.get(&addr.ip()).or(tls.as_ref()), addr).await?;
         let addr = first.addr;
         let scheme = if tls.is_some() { "https" } else { "http" };
         tracing::info!(
@@ -65,6 +71,7 @@ impl SimulatedCluster {
             sim,
             app,
             tls,
+            node_tls: std::sync::Mutex::new(node_tls),
             listeners: std::sync::Mutex::new(BTreeMap::from([(addr, first)])),
         })
     }
@@ -157,6 +164,8 @@ pub struct RunningCluster {
     sim: Arc<Sim>,
     app: Router,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    /// What a node serves at its own address instead of `tls`, by address.
+    node_tls: std::sync::Mutex<BTreeMap<std::net::IpAddr, tokio_rustls::TlsAcceptor>>,
     /// Every address served, one listener each, all in front of the same
     /// cluster (as each node of a real cluster has its own HTTP port).
     listeners: std::sync::Mutex<BTreeMap<SocketAddr, Listening>>,
@@ -209,6 +218,40 @@ impl RunningCluster {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn node_acceptor(&self, ip: std::net::IpAddr) -> Option<tokio_rustls::TlsAcceptor> {
+        self.node_tls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&ip)
+            .cloned()
+    }
+
+    /// Whether the node at `ip` has a certificate of its own.
+    pub fn has_node_certificate(&self, ip: std::net::IpAddr) -> bool {
+        self.node_acceptor(ip).is_some()
+    }
+
+    /// Gives the node at `ip` a certificate of its own (see
+    /// [`SimConfig::node_certificates`]), served from its next listener
+    /// there: set it before [`RunningCluster::set_addrs`] adds the address.
+    /// A cluster without TLS ignores it.
+    pub fn set_node_certificate(
+        &self,
+        ip: std::net::IpAddr,
+        cert_chain_pem: &str,
+        key_pem: &floe_domain::secret::SecretString,
+    ) -> Result<(), SimError> {
+        if self.tls.is_none() {
+            return Ok(());
+        }
+        let acceptor = crate::tls::acceptor_for(cert_chain_pem, key_pem)?;
+        self.node_tls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(ip, acceptor);
+        Ok(())
+    }
+
     /// Serves the cluster on exactly `addrs` (loopback addresses; port 0
     /// picks a free port): listeners are started on the new ones and
     /// stopped on the others (after their requests in flight), as nodes
@@ -239,7 +282,8 @@ impl RunningCluster {
             if self.lock_listeners().contains_key(addr) {
                 continue;
             }
-            let listening = serve(&self.app, self.tls.as_ref(), *addr).await?;
+            let own = self.node_acceptor(addr.ip());
+            let listening = serve(&self.app, own.as_ref().or(self.tls.as_ref()), *addr).await?;
             tracing::debug!(cluster = %self.sim.cluster_name, addr = %listening.addr, "simulated cluster listening");
             self.lock_listeners().insert(listening.addr, listening);
         }

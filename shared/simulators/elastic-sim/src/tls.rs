@@ -22,8 +22,16 @@ const BACKLOG: usize = 64;
 
 /// The TLS side of `security`: its certificate chain and key, checked.
 pub fn acceptor(security: &SimSecurity) -> Result<TlsAcceptor, SimError> {
+    acceptor_for(&security.cert_chain_pem, &security.key_pem)
+}
+
+/// Serves `cert_chain_pem` with `key_pem`, checked.
+pub fn acceptor_for(
+    cert_chain_pem: &str,
+    key_pem: &floe_domain::secret::SecretString,
+) -> Result<TlsAcceptor, SimError> {
     let chain: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(security.cert_chain_pem.as_bytes())
+        CertificateDer::pem_slice_iter(cert_chain_pem.as_bytes())
             .collect::<Result<_, _>>()
             .map_err(|e| SimError::Tls(format!("the certificate chain is not PEM: {e}")))?;
     if chain.is_empty() {
@@ -31,7 +39,7 @@ pub fn acceptor(security: &SimSecurity) -> Result<TlsAcceptor, SimError> {
             "the certificate chain holds no certificate".into(),
         ));
     }
-    let key = PrivateKeyDer::from_pem_slice(security.key_pem.expose().as_bytes())
+    let key = PrivateKeyDer::from_pem_slice(key_pem.expose().as_bytes())
         .map_err(|e| SimError::Tls(format!("the private key is not PEM: {e}")))?;
     // The provider is named rather than taken from the process default, so
     // no other crate's choice (or absence of one) can make this panic.

@@ -52,6 +52,7 @@ class Imds(http.server.BaseHTTPRequestHandler):
         values = {
             "/latest/meta-data/instance-id": instance_id,
             "/latest/meta-data/placement/availability-zone": zone,
+            "/latest/meta-data/local-ipv4": "10.0.1.23",
         }
         if self.path in values:
             self.reply(200, values[self.path].encode())

@@ -17,7 +17,7 @@ impl DeploymentSteps {
     /// says the set is complete.
     pub(crate) async fn node_security(&self, ctx: &StepContext<'_>) -> StepResult {
         use floe_compute::parameters::{
-            ELASTIC_PASSWORD, SecretOrPlain, TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY,
+            ELASTIC_PASSWORD, SecretOrPlain, TLS_CA_CERT, TLS_CA_KEY, TLS_NODE_CERT, TLS_NODE_KEY,
             parameter_name,
         };
         let path = self.parameter_path(&ctx.plan.deployment_id);
@@ -49,6 +49,10 @@ impl DeploymentSteps {
             (
                 TLS_NODE_KEY,
                 SecretOrPlain::secret(security.node_key_pem.expose()),
+            ),
+            (
+                TLS_CA_KEY,
+                SecretOrPlain::secret(security.ca_key_pem.expose()),
             ),
             (
                 ELASTIC_PASSWORD,
@@ -161,11 +165,17 @@ impl DeploymentSteps {
     /// A failed create's certificates and password go with it.
     pub(crate) async fn forget_node_security(&self, ctx: &StepContext<'_>) -> StepResult {
         use floe_compute::parameters::{
-            ELASTIC_PASSWORD, TLS_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY,
+            ELASTIC_PASSWORD, TLS_CA_CERT, TLS_CA_KEY, TLS_NODE_CERT, TLS_NODE_KEY,
         };
         self.delete_parameters(
             &ctx.plan.deployment_id,
-            &[ELASTIC_PASSWORD, TLS_NODE_KEY, TLS_NODE_CERT, TLS_CA_CERT],
+            &[
+                ELASTIC_PASSWORD,
+                TLS_CA_KEY,
+                TLS_NODE_KEY,
+                TLS_NODE_CERT,
+                TLS_CA_CERT,
+            ],
         )
         .await?;
         Ok(Outcome::Done(Value::Null))
