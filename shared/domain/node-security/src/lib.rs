@@ -97,19 +97,8 @@ pub fn generate_with(
     let node_key = KeyPair::generate()?;
     let mut names = vec![server_name(deployment_id)];
     names.extend(endpoint.map(str::to_string));
-    let mut node = CertificateParams::new(names)?;
-    node.distinguished_name
-        .push(DnType::CommonName, server_name(deployment_id));
-    node.is_ca = IsCa::ExplicitNoCa;
-    node.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyAgreement,
-    ];
     // Transport connections are mutual: a node is server and client.
-    node.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
+    let node = node_params(deployment_id, names, true)?;
     let node_cert = node.signed_by(&node_key, &issuer)?;
 
     Ok(ClusterSecurity {
@@ -137,6 +126,29 @@ fn ca_params(deployment_id: &str) -> Result<CertificateParams, SecurityError> {
     Ok(ca)
 }
 
+/// A node certificate for `names` (DNS names or addresses), in the
+/// deployment's name; for clients too when `client` (transport).
+fn node_params(
+    deployment_id: &str,
+    names: Vec<String>,
+    client: bool,
+) -> Result<CertificateParams, SecurityError> {
+    let mut node = CertificateParams::new(names)?;
+    node.distinguished_name
+        .push(DnType::CommonName, server_name(deployment_id));
+    node.is_ca = IsCa::ExplicitNoCa;
+    node.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyAgreement,
+    ];
+    node.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    if client {
+        node.extended_key_usages
+            .push(ExtendedKeyUsagePurpose::ClientAuth);
+    }
+    Ok(node)
+}
+
 /// A node's own HTTP certificate, signed with the deployment's CA key:
 /// it names [`server_name`], the stable endpoint's host when there is one,
 /// and the node's addresses, so that a client reaching the node at an
@@ -155,16 +167,7 @@ pub fn node_http_certificate(
     names.extend(addresses.iter().map(ToString::to_string));
     names.dedup();
     let key = KeyPair::generate()?;
-    let mut node = CertificateParams::new(names)?;
-    node.distinguished_name
-        .push(DnType::CommonName, server_name(deployment_id));
-    node.is_ca = IsCa::ExplicitNoCa;
-    node.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyAgreement,
-    ];
-    node.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = node.signed_by(&key, &issuer)?;
+    let cert = node_params(deployment_id, names, false)?.signed_by(&key, &issuer)?;
     Ok((cert.pem(), SecretString::new(key.serialize_pem())))
 }
 
