@@ -484,18 +484,7 @@ pub fn search(sim: &Sim, req: &Req, expression: Option<&str>) -> ApiResult {
 
 /// `GET|POST /_search/scroll[/{id}]`: the next page of a scroll.
 pub fn scroll(sim: &Sim, req: &Req, path_id: Option<&str>) -> ApiResult {
-    search_support::check_params(
-        req,
-        &[
-            "scroll",
-            "scroll_id",
-            "rest_total_hits_as_int",
-            "pretty",
-            "human",
-            "error_trace",
-            "filter_path",
-        ],
-    )?;
+    search_support::check_params(req, &["scroll", "scroll_id", "rest_total_hits_as_int"])?;
     let body = req.json()?;
     let id = path_id
         .map(str::to_string)
@@ -586,10 +575,6 @@ pub fn open_pit(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
             "allow_partial_search_results",
             "preference",
             "routing",
-            "pretty",
-            "human",
-            "error_trace",
-            "filter_path",
         ],
     )?;
     let alive = req.param("keep_alive").ok_or_else(|| {
@@ -682,10 +667,6 @@ pub fn mget(sim: &Sim, req: &Req, default_index: Option<&str>) -> ApiResult {
             "realtime",
             "refresh",
             "preference",
-            "pretty",
-            "human",
-            "error_trace",
-            "filter_path",
         ],
     )?;
     let body = req.json()?;
@@ -787,10 +768,6 @@ pub fn delete_by_query(sim: &Sim, req: &Req, expression: &str) -> ApiResult {
             "wait_for_active_shards",
             "requests_per_second",
             "scroll_size",
-            "pretty",
-            "human",
-            "error_trace",
-            "filter_path",
         ],
     )?;
     if req

@@ -61,10 +61,6 @@ pub const SEARCH_PARAMS: &[&str] = &[
     "batched_reduce_size",
     "max_concurrent_shard_requests",
     "pre_filter_shard_size",
-    "pretty",
-    "human",
-    "error_trace",
-    "filter_path",
 ];
 
 /// URL parameters of `_count`.
@@ -76,10 +72,6 @@ pub const COUNT_PARAMS: &[&str] = &[
     "allow_no_indices",
     "expand_wildcards",
     "preference",
-    "pretty",
-    "human",
-    "error_trace",
-    "filter_path",
 ];
 
 /// Elasticsearch's name for the token a key's value starts with, as its
