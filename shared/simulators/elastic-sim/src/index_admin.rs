@@ -18,10 +18,6 @@ const FLUSH_PARAMS: &[&str] = &[
     "ignore_unavailable",
     "allow_no_indices",
     "expand_wildcards",
-    "pretty",
-    "human",
-    "error_trace",
-    "filter_path",
 ];
 
 const FORCEMERGE_PARAMS: &[&str] = &[
@@ -32,10 +28,6 @@ const FORCEMERGE_PARAMS: &[&str] = &[
     "ignore_unavailable",
     "allow_no_indices",
     "expand_wildcards",
-    "pretty",
-    "human",
-    "error_trace",
-    "filter_path",
 ];
 
 /// Ids of the tasks a force merge without `wait_for_completion` names.

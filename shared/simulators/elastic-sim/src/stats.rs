@@ -48,10 +48,6 @@ const PARAMS: &[&str] = &[
     "ignore_unavailable",
     "allow_no_indices",
     "expand_wildcards",
-    "pretty",
-    "human",
-    "error_trace",
-    "filter_path",
 ];
 
 /// The figures of some shards (one, an index's primaries, its copies,

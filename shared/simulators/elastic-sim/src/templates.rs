@@ -51,10 +51,11 @@ fn check_template_object(body: &Value) -> Result<(), ApiError> {
     }
 }
 
-/// The index patterns of a stored template.
-fn patterns(template: &Value) -> Vec<String> {
+/// A stored template's list of names under `key` (`index_patterns`,
+/// `composed_of`); none when it has no such list.
+fn names(template: &Value, key: &str) -> Vec<String> {
     template
-        .get("index_patterns")
+        .get(key)
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -63,6 +64,11 @@ fn patterns(template: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The index patterns of a stored template.
+fn patterns(template: &Value) -> Vec<String> {
+    names(template, "index_patterns")
 }
 
 fn priority(template: &Value) -> i64 {
@@ -73,16 +79,7 @@ fn priority(template: &Value) -> i64 {
 }
 
 fn composed_of(template: &Value) -> Vec<String> {
-    template
-        .get("composed_of")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    names(template, "composed_of")
 }
 
 /// Whether some name matches both patterns (`*` being the only
