@@ -75,6 +75,19 @@ fn http_builder(timeout: Duration) -> reqwest::ClientBuilder {
         .no_proxy()
 }
 
+/// The roots a cluster's certificates may chain to: every certificate of
+/// `ca_pem` (one CA, or the old and the new one while a CA is replaced).
+fn cluster_cas(ca_pem: &str) -> Result<Vec<reqwest::Certificate>, ElasticError> {
+    let cas = reqwest::Certificate::from_pem_bundle(ca_pem.as_bytes())
+        .map_err(|e| ElasticError::invalid(format!("the cluster's CA is not PEM: {e}")))?;
+    if cas.is_empty() {
+        return Err(ElasticError::invalid(
+            "the cluster's CA is not PEM: no certificate",
+        ));
+    }
+    Ok(cas)
+}
+
 impl ElasticClient {
     /// `base_url` is the cluster's HTTP endpoint, such as
     /// `https://10.0.1.7:9200`. `timeout` bounds every call, except that a
@@ -130,11 +143,41 @@ impl ElasticClient {
         }
         let url = Url::parse(&format!("https://{server_name}:{}", address.port()))
             .map_err(|e| ElasticError::invalid(format!("the server name is not valid: {e}")))?;
-        let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes())
-            .map_err(|e| ElasticError::invalid(format!("the cluster's CA is not PEM: {e}")))?;
         let http = http_builder(timeout)
-            .tls_certs_only([ca])
+            .tls_certs_only(cluster_cas(ca_pem)?)
             .resolve(server_name, address)
+            .https_only(true)
+            .build()
+            .map_err(|e| {
+                ElasticError::invalid(format!("the HTTP client could not be built: {e}"))
+            })?;
+        ElasticClient::with_http(http, url, auth, timeout)
+    }
+
+    /// A client for a cluster's stable endpoint `host` (a DNS name, or an
+    /// address the cluster serves for good), whose certificates name it and
+    /// chain to the cluster's own CA (`ca_pem`, maybe several during a CA
+    /// change). The name is resolved anew for each new connection, so a
+    /// call after a node is replaced reaches one that runs.
+    pub fn at_endpoint(
+        host: &str,
+        port: u16,
+        ca_pem: &str,
+        auth: Option<Auth>,
+        timeout: Duration,
+    ) -> Result<ElasticClient, ElasticError> {
+        if timeout.is_zero() {
+            return Err(ElasticError::invalid("the timeout must be above zero"));
+        }
+        let authority = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let url = Url::parse(&format!("https://{authority}"))
+            .map_err(|e| ElasticError::invalid(format!("the endpoint is not valid: {e}")))?;
+        let http = http_builder(timeout)
+            .tls_certs_only(cluster_cas(ca_pem)?)
             .https_only(true)
             .build()
             .map_err(|e| {

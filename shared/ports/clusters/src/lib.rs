@@ -2,12 +2,13 @@
 //!
 //! Plans (joining and draining nodes, registering the repository), the
 //! snapshotter and the snapshot API all talk to a cluster through
-//! [`Clusters`]: the worker and the snapshotter on EC2 by a running node's
-//! private address ([`NodeAddresses`]); the api function from what the
-//! plans recorded on the deployment ([`StoredClusters`]); local mode and
-//! tests by a simulated cluster per deployment whose nodes follow the
-//! simulated instances (`floe-clusters-sim`, which no Lambda function
-//! links).
+//! [`Clusters`]: the worker and the snapshotter on EC2 from the running
+//! nodes and their parameters ([`NodeAddresses`]); the api function from
+//! what the plans recorded on the deployment ([`StoredClusters`]); local
+//! mode and tests by a simulated cluster per deployment whose nodes follow
+//! the simulated instances (`floe-clusters-sim`, which no Lambda function
+//! links). Each reaches a deployment by its stable endpoint once the plans
+//! keep one for it ([`endpoint_reach`]), else by a running node's address.
 
 pub mod stored;
 pub use stored::StoredClusters;
@@ -82,6 +83,23 @@ pub trait Clusters: Send + Sync + 'static {
     async fn forget(&self, deployment_id: &str);
 }
 
+/// The stable endpoint host the functions reach `deployment` by, when they
+/// may: it has one (a DNS name kept equal to its client nodes, or local
+/// mode's address), a plan has recorded running nodes (so the name's
+/// records exist: asking for a name before it has any would leave the
+/// resolver caching "no such name" past its creation), and the caller
+/// avoids no node (a name cannot leave one out). A name keeps a long poll
+/// going while nodes are replaced: each new connection resolves it anew.
+/// `None`: reach a running node by its address.
+pub fn endpoint_reach<'a>(deployment: &'a Deployment, avoid: &[String]) -> Option<&'a str> {
+    let host = deployment.endpoint.as_deref()?;
+    let recorded = deployment
+        .access
+        .as_ref()
+        .is_some_and(|access| !access.nodes.is_empty());
+    (recorded && avoid.is_empty()).then_some(host)
+}
+
 /// Running instances with an address, in a stable order.
 pub async fn running_nodes(
     compute: &dyn Compute,
@@ -151,14 +169,14 @@ impl NodeAddresses {
         self
     }
 
-    /// A pinned client for `node` of `deployment_id`.
-    async fn secured_client(
+    /// The CA and the elastic password of `deployment_id`, from its node
+    /// parameters.
+    async fn secrets(
         &self,
         parameters: &dyn NodeParameters,
         prefix: &str,
         deployment_id: &str,
-        node: &NodeAddress,
-    ) -> Result<ElasticClient, ClusterError> {
+    ) -> Result<(String, Auth), ClusterError> {
         use floe_compute::parameters::{
             ELASTIC_PASSWORD, TLS_CA_CERT, deployment_path, parameter_name,
         };
@@ -175,21 +193,53 @@ impl NodeAddresses {
             .get(&parameter_name(&path, ELASTIC_PASSWORD))
             .await?
             .ok_or_else(|| not_secured(format!("no {ELASTIC_PASSWORD} parameter")))?;
-        let ip: std::net::IpAddr = node
-            .private_ip
-            .parse()
-            .map_err(|_| not_secured(format!("{} is not an IP address", node.private_ip)))?;
-        Ok(ElasticClient::pinned(
-            &floe_node_security::server_name(deployment_id),
-            std::net::SocketAddr::new(ip, self.port),
-            ca.expose(),
-            Some(Auth::Basic {
+        Ok((
+            ca.expose().to_string(),
+            Auth::Basic {
                 username: floe_node_security::ELASTIC_USER.to_string(),
                 password: floe_domain::secret::SecretString::new(password.expose()),
-            }),
-            self.timeout,
-        )?)
+            },
+        ))
     }
+
+    /// A client pinned to the deployment's CA, by its endpoint `host` or,
+    /// without one, at `node`'s address checked against its server name.
+    async fn secured_client(
+        &self,
+        parameters: &dyn NodeParameters,
+        prefix: &str,
+        deployment_id: &str,
+        target: Target<'_>,
+    ) -> Result<ElasticClient, ClusterError> {
+        let (ca, auth) = self.secrets(parameters, prefix, deployment_id).await?;
+        Ok(match target {
+            Target::Endpoint(host) => {
+                ElasticClient::at_endpoint(host, self.port, &ca, Some(auth), self.timeout)?
+            }
+            Target::Node(node) => {
+                let ip: std::net::IpAddr =
+                    node.private_ip
+                        .parse()
+                        .map_err(|_| ClusterError::NotSecured {
+                            deployment_id: deployment_id.to_string(),
+                            message: format!("{} is not an IP address", node.private_ip),
+                        })?;
+                ElasticClient::pinned(
+                    &floe_node_security::server_name(deployment_id),
+                    std::net::SocketAddr::new(ip, self.port),
+                    &ca,
+                    Some(auth),
+                    self.timeout,
+                )?
+            }
+        })
+    }
+}
+
+/// Where [`NodeAddresses`] connects.
+enum Target<'a> {
+    Endpoint(&'a str),
+    Node(&'a NodeAddress),
 }
 
 #[async_trait]
@@ -207,7 +257,17 @@ impl Clusters for NodeAddresses {
             .ok_or_else(|| ClusterError::NoRunningNode {
                 deployment_id: deployment.id.clone(),
             })?;
-        let url = format!("{}://{}:{}", self.scheme, node.private_ip, self.port);
+        let target = match endpoint_reach(deployment, avoid) {
+            Some(host) => Target::Endpoint(host),
+            None => Target::Node(node),
+        };
+        let url = match target {
+            Target::Endpoint(host) if host.contains(':') => {
+                format!("{}://[{host}]:{}", self.scheme, self.port)
+            }
+            Target::Endpoint(host) => format!("{}://{host}:{}", self.scheme, self.port),
+            Target::Node(node) => format!("{}://{}:{}", self.scheme, node.private_ip, self.port),
+        };
         // Addresses are reused after an instance goes: the deployment is
         // part of the key.
         let key = format!("{} {url}", deployment.id);
@@ -221,7 +281,7 @@ impl Clusters for NodeAddresses {
         }
         let client = match &self.security {
             Some((parameters, prefix)) if self.scheme == "https" => {
-                self.secured_client(parameters.as_ref(), prefix, &deployment.id, node)
+                self.secured_client(parameters.as_ref(), prefix, &deployment.id, target)
                     .await?
             }
             _ => ElasticClient::new(&url, self.auth.clone(), self.timeout)?,

@@ -2,7 +2,8 @@
 //! record alone. The plans that change a deployment's nodes record which
 //! nodes run, the cluster's CA and the sealed `elastic` password
 //! ([`floe_domain::access`]); this adapter opens the password with the
-//! platform's cipher and connects to a recorded node, pinned to that CA.
+//! platform's cipher and connects, pinned to that CA, to the deployment's
+//! stable endpoint ([`crate::endpoint_reach`]) or else a recorded node.
 //! It calls no AWS API but what the cipher does (KMS Decrypt).
 
 use crate::{ClusterError, Clusters};
@@ -61,9 +62,12 @@ impl Clusters for StoredClusters {
             .ok_or_else(|| ClusterError::NoRunningNode {
                 deployment_id: deployment.id.clone(),
             })?;
+        let endpoint = crate::endpoint_reach(deployment, avoid);
         let key = format!(
             "{} {} {}",
-            deployment.id, node.address, access.sealed_password
+            deployment.id,
+            endpoint.unwrap_or(&node.address),
+            access.sealed_password
         );
         if let Some(client) = self
             .clients
@@ -73,10 +77,6 @@ impl Clusters for StoredClusters {
         {
             return Ok(client.clone());
         }
-        let ip: std::net::IpAddr = node
-            .address
-            .parse()
-            .map_err(|_| not_secured("a recorded node address is not an IP address"))?;
         let resource = sealing_resource(&deployment.id);
         let password = self
             .cipher
@@ -90,16 +90,32 @@ impl Clusters for StoredClusters {
             )
             .await
             .map_err(|e| not_secured(&format!("the recorded password cannot be opened: {e}")))?;
-        let client = ElasticClient::pinned(
-            &floe_node_security::server_name(&deployment.id),
-            std::net::SocketAddr::new(ip, self.port),
-            &access.ca_cert_pem,
-            Some(Auth::Basic {
-                username: floe_node_security::ELASTIC_USER.to_string(),
-                password: SecretString::new(password),
-            }),
-            self.timeout,
-        )?;
+        let auth = Some(Auth::Basic {
+            username: floe_node_security::ELASTIC_USER.to_string(),
+            password: SecretString::new(password),
+        });
+        let client = match endpoint {
+            Some(host) => ElasticClient::at_endpoint(
+                host,
+                self.port,
+                &access.ca_cert_pem,
+                auth,
+                self.timeout,
+            )?,
+            None => {
+                let ip: std::net::IpAddr = node
+                    .address
+                    .parse()
+                    .map_err(|_| not_secured("a recorded node address is not an IP address"))?;
+                ElasticClient::pinned(
+                    &floe_node_security::server_name(&deployment.id),
+                    std::net::SocketAddr::new(ip, self.port),
+                    &access.ca_cert_pem,
+                    auth,
+                    self.timeout,
+                )?
+            }
+        };
         self.clients
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

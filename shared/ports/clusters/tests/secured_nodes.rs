@@ -344,3 +344,107 @@ async fn stored_clusters_reach_a_secured_node_from_the_record_alone() -> TestRes
     }
     Ok(())
 }
+
+/// A deployment whose nodes a plan has recorded, and which has a stable
+/// endpoint, is reached by that name (here `localhost`, which needs no DNS
+/// server), verified against the certificate's name for it: the recorded
+/// node address below answers nothing, and a node avoided by the caller
+/// sends it back to node addresses.
+#[tokio::test]
+async fn a_recorded_deployment_is_reached_by_its_endpoints_name() -> TestResult {
+    use floe_domain::access::{ClusterAccess, NodeEndpoint, PASSWORD_FIELD, sealing_resource};
+    use floe_secrets::{Cipher, LocalCipher, Owner};
+    let id = "0123456789abcdef0123456789abcdef";
+    let security = floe_node_security::generate_with(
+        id,
+        floe_node_security::new_password(),
+        Some("localhost"),
+    )?;
+    let (address, seen) = node(&security).await?;
+    let cipher: Arc<dyn Cipher> = Arc::new(LocalCipher::from_key(&[9u8; 32]));
+    let resource = sealing_resource(id);
+    let sealed_password = cipher
+        .seal(
+            security.elastic_password.expose(),
+            &Owner {
+                org: "acme",
+                repository: &resource,
+                field: PASSWORD_FIELD,
+            },
+        )
+        .await?;
+    let mut d = deployment(id)?;
+    d.endpoint = Some("localhost".into());
+    d.access = Some(ClusterAccess {
+        ca_cert_pem: security.ca_cert_pem.clone(),
+        sealed_password,
+        nodes: vec![NodeEndpoint {
+            name: "i-0123456789abcdef0".into(),
+            // Nothing listens here: only the name gets through.
+            address: "127.0.0.9".into(),
+        }],
+        http_port: address.port(),
+    });
+    let stored =
+        floe_clusters::StoredClusters::new(cipher.clone(), address.port(), Duration::from_secs(10));
+    let client = stored.client(&d, &[]).await?;
+    assert!(format!("{client:?}").contains(&format!("https://localhost:{}", address.port())));
+    assert_eq!(client.health(None, None).await?.status.as_str(), "green");
+    let avoiding = stored.client(&d, &["i-0other".to_string()]).await?;
+    assert!(
+        avoiding.health(None, None).await.is_err(),
+        "reached by name"
+    );
+
+    let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
+    for (name, value) in [
+        (
+            "tls/ca.crt",
+            SecretOrPlain::plain(security.ca_cert_pem.clone()),
+        ),
+        (
+            "security/elastic_password",
+            SecretOrPlain::secret(security.elastic_password.expose()),
+        ),
+    ] {
+        parameters
+            .put(&format!("/floe/{id}/{name}"), &value)
+            .await?;
+    }
+    let addresses = NodeAddresses::new(
+        Arc::new(OneNode),
+        true,
+        address.port(),
+        None,
+        Duration::from_secs(10),
+    )
+    .with_security(parameters, "/floe");
+    let client = addresses.client(&d, &[]).await?;
+    assert!(format!("{client:?}").contains(&format!("https://localhost:{}", address.port())));
+    assert_eq!(client.health(None, None).await?.status.as_str(), "green");
+    // Being created (no nodes recorded): the node's address, by server name.
+    d.access = None;
+    let client = addresses.client(&d, &[]).await?;
+    assert!(
+        format!("{client:?}").contains("nodes.floe.internal"),
+        "{client:?}"
+    );
+    assert_eq!(client.health(None, None).await?.status.as_str(), "green");
+    assert_eq!(seen.lock().map(|s| s.len()).unwrap_or_default(), 3);
+
+    // A certificate that does not name the endpoint is refused by name.
+    let other = floe_node_security::generate(id)?;
+    let (unnamed, _) = node(&other).await?;
+    let refused = ElasticClient::at_endpoint(
+        "localhost",
+        unnamed.port(),
+        &other.ca_cert_pem,
+        elastic(&other.elastic_password),
+        Duration::from_secs(10),
+    )?;
+    assert!(
+        refused.health(None, None).await.is_err(),
+        "a certificate without the name"
+    );
+    Ok(())
+}

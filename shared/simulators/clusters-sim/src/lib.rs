@@ -661,14 +661,22 @@ impl Clusters for SimulatedClusters {
             simulated.keys.clone_from(&current.keys);
             tracing::info!(deployment = %deployment.id, "simulated cluster reloaded the repository's keys");
         }
-        // A node not being drained, as `NodeAddresses` picks one.
+        // The stable endpoint, when the functions reach the deployment by it
+        // and the cluster serves it; else a node not being drained, as
+        // `NodeAddresses` picks one.
+        let endpoint = floe_clusters::endpoint_reach(deployment, avoid)
+            .and_then(|host| host.parse::<IpAddr>().ok())
+            .map(|ip| SocketAddr::new(ip, self.http_port))
+            .filter(|addr| simulated.on_node_addresses && served.contains(addr));
         let addr = if simulated.on_node_addresses {
-            nodes
-                .iter()
-                .position(|n| !avoid.contains(&n.node_name))
-                .and_then(|i| node_addrs.get(i))
-                .or_else(|| node_addrs.first())
-                .copied()
+            endpoint.or_else(|| {
+                nodes
+                    .iter()
+                    .position(|n| !avoid.contains(&n.node_name))
+                    .and_then(|i| node_addrs.get(i))
+                    .or_else(|| node_addrs.first())
+                    .copied()
+            })
         } else {
             None
         };
@@ -683,16 +691,28 @@ impl Clusters for SimulatedClusters {
         }
         let target = addr.unwrap_or_else(|| cluster.addr());
         let client = match (&simulated.ca_cert_pem, password) {
-            (Some(ca), Some(password)) => ElasticClient::pinned(
-                &floe_node_security::server_name(&deployment.id),
-                target,
-                ca,
-                Some(Auth::Basic {
+            (Some(ca), Some(password)) => {
+                let auth = Some(Auth::Basic {
                     username: floe_node_security::ELASTIC_USER.to_string(),
                     password: SecretString::new(password),
-                }),
-                self.timeout,
-            )?,
+                });
+                match endpoint {
+                    Some(endpoint) => ElasticClient::at_endpoint(
+                        &endpoint.ip().to_string(),
+                        endpoint.port(),
+                        ca,
+                        auth,
+                        self.timeout,
+                    )?,
+                    None => ElasticClient::pinned(
+                        &floe_node_security::server_name(&deployment.id),
+                        target,
+                        ca,
+                        auth,
+                        self.timeout,
+                    )?,
+                }
+            }
             (Some(_), None) => {
                 return Err(ClusterError::NotSecured {
                     deployment_id: deployment.id.clone(),

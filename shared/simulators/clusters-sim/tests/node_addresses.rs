@@ -261,3 +261,82 @@ async fn without_parameters_or_loopback_addresses_nothing_changes() -> TestResul
     clusters.forget(ID).await;
     Ok(())
 }
+
+/// Once a plan has recorded its nodes, a deployment with a stable endpoint
+/// is reached by that endpoint, as the functions reach one by its DNS name
+/// on AWS: a client taken before a node goes keeps answering after, where a
+/// client of that node's address would be stranded. A caller that avoids a
+/// node, or a deployment whose nodes no plan has recorded yet (its name has
+/// no records), is given a node's address.
+#[tokio::test]
+async fn a_recorded_deployment_is_reached_by_its_endpoint_through_node_loss() -> TestResult {
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        addresses: AddressPool::Loopback,
+        ..SimulatedConfig::default()
+    }));
+    let ids = launch(&compute).await?;
+    let endpoint = floe_domain::access::loopback_endpoint(ID).to_string();
+    let security =
+        floe_node_security::generate_with(ID, floe_node_security::new_password(), Some(&endpoint))?;
+    let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
+    let path = format!("/floe/{ID}");
+    for (name, value) in [
+        (
+            "tls/ca.crt",
+            SecretOrPlain::plain(security.ca_cert_pem.clone()),
+        ),
+        (
+            "tls/node.crt",
+            SecretOrPlain::secret(security.node_cert_pem.clone()),
+        ),
+        (
+            "tls/node.key",
+            SecretOrPlain::secret(security.node_key_pem.expose()),
+        ),
+        (
+            "security/elastic_password",
+            SecretOrPlain::secret(security.elastic_password.expose()),
+        ),
+    ] {
+        parameters.put(&format!("{path}/{name}"), &value).await?;
+    }
+    let source = compute.clone();
+    let clusters = SimulatedClusters::new(compute.clone(), SimulatedClustersConfig::default())
+        .with_http_port(PORT)
+        .with_parameters(parameters.clone(), "/floe")
+        .with_user_data(Arc::new(move |id: &str| source.user_data(id)));
+
+    // Being created: no plan has recorded the nodes, so a node's address.
+    let mut dep = deployment()?;
+    dep.endpoint = Some(endpoint.clone());
+    let by_node = clusters.client(&dep, &[]).await?;
+    assert!(!format!("{by_node:?}").contains(&endpoint), "{by_node:?}");
+
+    // Recorded: the endpoint, unless the caller leaves a node out.
+    dep.access = Some(floe_domain::access::ClusterAccess {
+        ca_cert_pem: security.ca_cert_pem.clone(),
+        sealed_password: "sealed".into(),
+        nodes: vec![floe_domain::access::NodeEndpoint {
+            name: ids[0].clone(),
+            address: "127.1.0.1".into(),
+        }],
+        http_port: PORT,
+    });
+    let by_endpoint = clusters.client(&dep, &[]).await?;
+    assert!(format!("{by_endpoint:?}").contains(&format!("https://{endpoint}:{PORT}")));
+    let avoiding = clusters.client(&dep, &[ids[1].clone()]).await?;
+    assert!(!format!("{avoiding:?}").contains(&endpoint), "{avoiding:?}");
+    assert_eq!(by_endpoint.nodes().await?.len(), 3);
+
+    // The node a node-address client would use goes: the endpoint client
+    // taken before keeps answering, through the nodes that remain.
+    compute.terminate(&ids[..1]).await?;
+    clusters.client(&dep, &[]).await?;
+    assert_eq!(by_endpoint.nodes().await?.len(), 2);
+    assert!(
+        by_node.nodes().await.is_err(),
+        "the first node's address still answers"
+    );
+    clusters.forget(ID).await;
+    Ok(())
+}
