@@ -144,6 +144,7 @@ async fn create_plan(store: &Store) -> Result<PlanJob, Error> {
         access: None,
         password_to_apply: None,
         endpoint: None,
+        endpoint_moving_to: None,
         clone_source: None,
         health: None,
         created: now,

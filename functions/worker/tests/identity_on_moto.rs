@@ -228,6 +228,7 @@ async fn new_create(store: &Store) -> Result<PlanJob, Box<dyn Error>> {
         access: None,
         password_to_apply: None,
         endpoint: None,
+        endpoint_moving_to: None,
         clone_source: None,
         health: None,
         created: now,

@@ -81,6 +81,7 @@ fn deployment_record(template: &DeploymentSpec, n: usize) -> Fallible<Record> {
         access: None,
         password_to_apply: None,
         endpoint: None,
+        endpoint_moving_to: None,
         clone_source: None,
         health: None,
         created: now,

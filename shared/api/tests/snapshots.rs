@@ -128,6 +128,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
         access: None,
         password_to_apply: None,
         endpoint: None,
+        endpoint_moving_to: None,
         clone_source: None,
         health: None,
         created: now,

@@ -166,6 +166,9 @@ impl App {
             plan.force_end(&who.subject, now);
             let mut next = deployment.value.clone();
             next.pending_plan = None;
+            // A move to a stable endpoint ends unfinished; the next update
+            // starts it again.
+            next.endpoint_moving_to = None;
             next.status = lifecycle::after_plan(&plan, PlanEnd::ForceEnded);
             next.updated = now;
             let outcome = DeploymentOutcome::Update {

@@ -240,12 +240,15 @@ pub(crate) enum Replacement {
 /// into its record. A failed one is fixed by applying its spec again: an
 /// update plan when it has run, a start when it never reached a running
 /// cluster.
+/// `moves_to`: the stable endpoint the platform would give this
+/// deployment, if it has none (created before Floe named endpoints).
 pub(crate) fn decide_replace(
     previous: &Versioned<Deployment>,
     spec: DeploymentSpec,
     named: &NamedRecords,
     who: &Caller,
     now: DateTime<Utc>,
+    moves_to: Option<String>,
 ) -> Result<Replacement, AppError> {
     let current = &previous.value;
     check_clone_writes(current, &spec, named)?;
@@ -258,8 +261,14 @@ pub(crate) fn decide_replace(
     let mut next = current.clone();
     next.updated = now;
     let status = current.status;
+    // A running deployment without a stable endpoint moves to one with its
+    // next update, or a PUT of its unchanged spec: every node is replaced
+    // by ones whose certificates name it (a stopped one moves at the next
+    // update after its start).
+    let moves_to = moves_to.filter(|_| current.endpoint.is_none() && current.access.is_some());
     let needs_plan = status == DeploymentStatus::Failed
-        || (status != DeploymentStatus::Stopped && current.spec.needs_plan_to_become(&spec));
+        || (status != DeploymentStatus::Stopped
+            && (current.spec.needs_plan_to_become(&spec) || moves_to.is_some()));
     if !needs_plan {
         // The cluster runs the spec of its last successful plan: a change
         // that needs a plan becomes the record's spec only when that plan
@@ -290,8 +299,10 @@ pub(crate) fn decide_replace(
             ));
         }
     };
-    if let PlanParams::Start(p) = &params {
-        next.spec = p.spec.clone();
+    match &params {
+        PlanParams::Start(p) => next.spec = p.spec.clone(),
+        PlanParams::Update(_) => next.endpoint_moving_to = moves_to,
+        _ => {}
     }
     let plan = Plan::new(
         &who.org,

@@ -124,8 +124,20 @@ impl App {
         let named = self
             .named_records(&who.org, &previous.value, &request.spec)
             .await?;
-        let decision =
-            decide::decide_replace(&previous, request.spec, &named, who, chrono::Utc::now())?;
+        let moves_to = previous
+            .value
+            .endpoint
+            .is_none()
+            .then(|| self.endpoints.host_for(id))
+            .flatten();
+        let decision = decide::decide_replace(
+            &previous,
+            request.spec,
+            &named,
+            who,
+            chrono::Utc::now(),
+            moves_to,
+        )?;
         Ok(Decided {
             previous,
             precondition: request.precondition,

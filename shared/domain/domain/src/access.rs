@@ -117,6 +117,14 @@ pub struct ElasticsearchAccess {
     /// endpoint is then a node's address, reached with `--connect-to
     /// SERVER_NAME:PORT:ADDRESS:PORT`).
     pub stable_endpoint: bool,
+    /// The stable endpoint (`https://{host}:{port}`) the running update
+    /// moves a deployment without one to: `endpoint` becomes this when
+    /// that plan succeeds, its nodes all replaced with ones whose
+    /// certificates name it (and chain to `ca_certificate` then). Until
+    /// then, `endpoint` and `ca_certificate` are what works.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "https://0193a0c4d2b77c3e9a4b5c6d7e8f9a0b.es.floe.internal:9200")]
+    pub moving_to_endpoint: Option<String>,
     /// The name the functions check a node's certificate against, which
     /// every node certificate carries beside the endpoint's host.
     #[schema(example = "0193a0c4d2b77c3e9a4b5c6d7e8f9a0b.nodes.floe.internal")]
@@ -141,13 +149,7 @@ impl ElasticsearchAccess {
     /// endpoint's host is `endpoint` (`None` for a deployment from before).
     pub fn of(id: &str, access: &ClusterAccess, endpoint: Option<&str>) -> ElasticsearchAccess {
         let name = server_name(id);
-        let url = |host: &str| {
-            if host.contains(':') {
-                format!("https://[{host}]:{}", access.http_port)
-            } else {
-                format!("https://{host}:{}", access.http_port)
-            }
-        };
+        let url = |host: &str| https_url(host, access.http_port);
         ElasticsearchAccess {
             ref_id: ELASTICSEARCH_REF_ID.to_string(),
             endpoint: match (endpoint, access.nodes.first()) {
@@ -156,6 +158,7 @@ impl ElasticsearchAccess {
                 (None, None) => url(&name),
             },
             stable_endpoint: endpoint.is_some(),
+            moving_to_endpoint: None,
             server_name: name,
             port: access.http_port,
             nodes: access.nodes.clone(),
@@ -165,6 +168,26 @@ impl ElasticsearchAccess {
                 "/api/v1/deployments/{id}/elasticsearch/{ELASTICSEARCH_REF_ID}/proxy/"
             ),
         }
+    }
+}
+
+impl ElasticsearchAccess {
+    /// With the endpoint a running move goes to (`host`), when there is
+    /// one and the deployment has none yet.
+    pub fn moving_to(mut self, host: Option<&str>) -> ElasticsearchAccess {
+        if !self.stable_endpoint {
+            self.moving_to_endpoint = host.map(|host| https_url(host, self.port));
+        }
+        self
+    }
+}
+
+/// `https://{host}:{port}`, an IPv6 address in brackets.
+fn https_url(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("https://[{host}]:{port}")
+    } else {
+        format!("https://{host}:{port}")
     }
 }
 

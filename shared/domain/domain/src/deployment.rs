@@ -803,6 +803,12 @@ pub struct Deployment {
     /// gave each one (their endpoint is a node's address).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    /// The stable endpoint the pending update moves a deployment without
+    /// one to (its nodes all replaced, with certificates naming it);
+    /// [`Deployment::endpoint`] when that plan succeeds. The view keeps
+    /// showing the node address meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_moving_to: Option<String>,
     /// A clone's source: what it was made from and still depends on.
     /// Absent for other deployments (and for clones recorded before Floe
     /// kept it).
@@ -831,11 +837,20 @@ impl Deployment {
             access: None,
             password_to_apply: None,
             endpoint: None,
+            endpoint_moving_to: None,
             clone_source: None,
             health: None,
             created: plan.created,
             updated: plan.created,
         }
+    }
+
+    /// The endpoint host the nodes of its plans are made for and the
+    /// records name: its own, or the one the pending update moves it to.
+    pub fn endpoint_for_nodes(&self) -> Option<&str> {
+        self.endpoint
+            .as_deref()
+            .or(self.endpoint_moving_to.as_deref())
     }
 }
 
@@ -924,11 +939,10 @@ impl DeploymentView {
     /// The view of a deployment read to be shown: its fields move into the
     /// view rather than being copied (a list page shows a hundred).
     pub fn of(d: Deployment, version: u64) -> DeploymentView {
-        let elasticsearch = d
-            .access
-            .as_ref()
-            .filter(|a| !a.nodes.is_empty())
-            .map(|a| crate::access::ElasticsearchAccess::of(&d.id, a, d.endpoint.as_deref()));
+        let elasticsearch = d.access.as_ref().filter(|a| !a.nodes.is_empty()).map(|a| {
+            crate::access::ElasticsearchAccess::of(&d.id, a, d.endpoint.as_deref())
+                .moving_to(d.endpoint_moving_to.as_deref())
+        });
         let (healthy, health_reason, nodes, health_warnings) = match d.health {
             Some(h) => (Some(h.healthy), h.reason, h.nodes, h.warnings),
             None => (None, None, Vec::new(), Vec::new()),

@@ -278,6 +278,7 @@ mod tests {
             }),
             password_to_apply: None,
             endpoint: None,
+            endpoint_moving_to: None,
             clone_source: None,
             health: None,
             created: at,

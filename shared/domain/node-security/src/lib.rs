@@ -90,7 +90,7 @@ pub fn generate_with(
 ) -> Result<ClusterSecurity, SecurityError> {
     let ca_key = KeyPair::generate()?;
     let ca_key_pem = SecretString::new(ca_key.serialize_pem());
-    let ca = ca_params(deployment_id)?;
+    let ca = ca_params(deployment_id, HttpCa::Deployment)?;
     let ca_cert = ca.self_signed(&ca_key)?;
     let issuer = Issuer::new(ca, ca_key);
 
@@ -110,12 +110,45 @@ pub fn generate_with(
     })
 }
 
-/// The deployment's CA as it was made: the same subject and constraints,
-/// so that a certificate signed again with its key chains to it.
-fn ca_params(deployment_id: &str) -> Result<CertificateParams, SecurityError> {
+/// Which CA signs a deployment's nodes' HTTP certificates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpCa {
+    /// The CA made at its create, which signs the transport certificate
+    /// too.
+    Deployment,
+    /// A CA for HTTP alone ([`generate_http_ca`]), made when a deployment
+    /// created before Floe kept its CA key moves to a stable endpoint: a
+    /// certificate naming the endpoint needs a CA key, and the transport
+    /// layer keeps the old CA, which the nodes still running trust.
+    Own,
+}
+
+/// A CA for the HTTP layer of `deployment_id` alone, with its key (see
+/// [`HttpCa::Own`]). Its subject differs from the deployment CA's, so a
+/// client trusting both finds the right issuer by name.
+pub fn generate_http_ca(deployment_id: &str) -> Result<(String, SecretString), SecurityError> {
+    let key = KeyPair::generate()?;
+    let cert = ca_params(deployment_id, HttpCa::Own)?.self_signed(&key)?;
+    Ok((cert.pem(), SecretString::new(key.serialize_pem())))
+}
+
+/// The first certificate (PEM block) of `bundle`, when it has one.
+pub fn first_certificate(bundle: &str) -> Option<&str> {
+    const END: &str = "-----END CERTIFICATE-----";
+    let start = bundle.find("-----BEGIN CERTIFICATE-----")?;
+    let end = bundle[start..].find(END)? + start + END.len();
+    Some(&bundle[start..end])
+}
+
+/// A deployment's CA as it was made: the same subject and constraints, so
+/// that a certificate signed again with its key chains to it.
+fn ca_params(deployment_id: &str, which: HttpCa) -> Result<CertificateParams, SecurityError> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.distinguished_name
-        .push(DnType::CommonName, format!("Floe CA {deployment_id}"));
+    let name = match which {
+        HttpCa::Deployment => format!("Floe CA {deployment_id}"),
+        HttpCa::Own => format!("Floe HTTP CA {deployment_id}"),
+    };
+    ca.distinguished_name.push(DnType::CommonName, name);
     ca.distinguished_name.push(DnType::OrganizationName, "Floe");
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.key_usages = vec![
@@ -156,12 +189,13 @@ fn node_params(
 /// makes with openssl; local mode's simulated nodes make theirs here.
 pub fn node_http_certificate(
     deployment_id: &str,
+    ca: HttpCa,
     ca_key_pem: &SecretString,
     endpoint: Option<&str>,
     addresses: &[std::net::IpAddr],
 ) -> Result<(String, SecretString), SecurityError> {
     let ca_key = KeyPair::from_pem(ca_key_pem.expose())?;
-    let issuer = Issuer::new(ca_params(deployment_id)?, ca_key);
+    let issuer = Issuer::new(ca_params(deployment_id, ca)?, ca_key);
     let mut names = vec![server_name(deployment_id)];
     names.extend(endpoint.map(str::to_string));
     names.extend(addresses.iter().map(ToString::to_string));
@@ -238,8 +272,13 @@ mod tests {
         let id = "0123456789abcdef0123456789abcdef";
         let s = generate_with(id, new_password(), Some("d1.es.floe.internal"))?;
         let ip: std::net::IpAddr = [10, 0, 1, 7].into();
-        let (cert, key) =
-            node_http_certificate(id, &s.ca_key_pem, Some("d1.es.floe.internal"), &[ip])?;
+        let (cert, key) = node_http_certificate(
+            id,
+            HttpCa::Deployment,
+            &s.ca_key_pem,
+            Some("d1.es.floe.internal"),
+            &[ip],
+        )?;
         let der_cert = der(&cert, "CERTIFICATE");
         assert!(contains(&der_cert, &[0x87, 4, 10, 0, 1, 7]), "the IP SAN");
         assert!(contains(&der_cert, b"d1.es.floe.internal"));
@@ -250,7 +289,8 @@ mod tests {
         assert!(!key.expose().is_empty());
         // Another deployment's key signs nothing this CA vouches for.
         let other = generate("other")?;
-        let (foreign, _) = node_http_certificate(id, &other.ca_key_pem, None, &[ip])?;
+        let (foreign, _) =
+            node_http_certificate(id, HttpCa::Deployment, &other.ca_key_pem, None, &[ip])?;
         assert_ne!(foreign, cert);
         Ok(())
     }

@@ -84,6 +84,10 @@ pub struct NodeGroupConfig<'a> {
     /// `repository/session_token` (SecureStrings) and, on master-eligible
     /// nodes, `initial_master_nodes` (see [`user_data`]).
     pub parameter_prefix: &'a str,
+    /// The deployment's stable endpoint host, which each node's HTTP
+    /// certificate names (also for a deployment whose shared certificate,
+    /// made before it had one, does not).
+    pub endpoint: Option<&'a str>,
 }
 
 /// The S3 client settings of the deployment's repository. The credentials
@@ -384,6 +388,7 @@ mod tests {
             region: "eu-central-1",
             repository: None,
             parameter_prefix: "/floe/dep-1",
+            endpoint: None,
         }
     }
 

@@ -278,19 +278,36 @@ pub fn user_data(c: &NodeGroupConfig) -> String {
             sh(&c.parameter(parameter)),
         ));
     }
+    // The endpoint, named by the shared certificate already unless the
+    // deployment got it after its create.
+    let endpoint_san = c
+        .endpoint
+        .map(|host| match host.parse::<std::net::IpAddr>() {
+            Ok(_) => format!("IP:{host}"),
+            Err(_) => format!("DNS:{host}"),
+        })
+        .unwrap_or_default();
     s.push_str(&format!(
-        "# HTTP: a certificate of this node's own, naming its address too (for\n\
-         # clients that sniff _nodes/http), signed with the deployment's CA key;\n\
-         # without one (an older deployment), the shared certificate.\n\
+        "# HTTP: a certificate of this node's own, naming its address and the\n\
+         # endpoint too (for clients that sniff _nodes/http), signed with the key\n\
+         # of the deployment's CA, or of its HTTP CA when it has one (moved to an\n\
+         # endpoint after a create that kept no CA key); without a key (an older\n\
+         # deployment), the shared certificate.\n\
          certs=\"${{ES_CONF}}/certs\"\n\
          if (umask 0077 && ssm_value {ca_key} >\"${{certs}}/ca.key\") 2>/dev/null; then\n  \
+         (umask 0027 && ssm_value {http_ca} >\"${{certs}}/http-ca.crt\") 2>/dev/null \\\n    \
+         || cp \"${{certs}}/ca.crt\" \"${{certs}}/http-ca.crt\"\n  \
          node_ip=$(imds local-ipv4)\n  \
          sans=$(openssl x509 -in \"${{certs}}/node.crt\" -noout -ext subjectAltName | tail -n +2 | sed -e 's/IP Address:/IP:/g' -e 's/ //g')\n  \
+         endpoint_san={endpoint_san}\n  \
+         if [ -n \"${{endpoint_san}}\" ]; then\n    \
+         case \",${{sans}},\" in *\",${{endpoint_san}},\"*) ;; *) sans=\"${{sans}},${{endpoint_san}}\" ;; esac\n  \
+         fi\n  \
          (umask 0027 && openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \\\n    \
          -keyout \"${{certs}}/http.key\" -subj {subject} -out \"${{certs}}/http.csr\" 2>/dev/null)\n  \
          printf 'subjectAltName=%s,IP:%s\\nextendedKeyUsage=serverAuth\\nkeyUsage=digitalSignature,keyAgreement\\nbasicConstraints=CA:FALSE\\n' \\\n    \
          \"${{sans}}\" \"${{node_ip}}\" >\"${{certs}}/http.ext\"\n  \
-         openssl x509 -req -in \"${{certs}}/http.csr\" -CA \"${{certs}}/ca.crt\" -CAkey \"${{certs}}/ca.key\" \\\n    \
+         openssl x509 -req -in \"${{certs}}/http.csr\" -CA \"${{certs}}/http-ca.crt\" -CAkey \"${{certs}}/ca.key\" \\\n    \
          -set_serial \"0x$(openssl rand -hex 16)\" -days 36500 -extfile \"${{certs}}/http.ext\" \\\n    \
          -out \"${{certs}}/http.crt\" 2>/dev/null\n  \
          rm -f \"${{certs}}/ca.key\" \"${{certs}}/http.csr\" \"${{certs}}/http.ext\"\n\
@@ -300,6 +317,8 @@ pub fn user_data(c: &NodeGroupConfig) -> String {
          cp \"${{certs}}/node.key\" \"${{certs}}/http.key\"\n\
          fi\n",
         ca_key = sh(&c.parameter("tls/ca.key")),
+        http_ca = sh(&c.parameter("tls/http-ca.crt")),
+        endpoint_san = sh(&endpoint_san),
         subject = sh(&format!("/CN={}", floe_domain::access::server_name(c.deployment_id))),
     ));
     s.push_str(&format!(

@@ -310,13 +310,15 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
             true,
         )?;
     }
-    // The deployment's real CA and shared certificate, as its create makes
-    // them, and the CA key each node signs its own HTTP certificate with.
-    let security = floe_node_security::generate_with(
-        "d-boot-test",
-        floe_node_security::new_password(),
-        Some(ENDPOINT),
-    )?;
+    // The deployment's real CA and shared certificate, as a create made
+    // them before endpoints were named (the certificate names none), and
+    // the HTTP CA its move to the endpoint made, whose key each node signs
+    // its own HTTP certificate with: the script's longest path. (A newer
+    // deployment's nodes sign with the deployment CA's key, `tls/ca.crt`
+    // standing in for the HTTP CA.)
+    let security =
+        floe_node_security::generate_with("d-boot-test", floe_node_security::new_password(), None)?;
+    let (http_ca, http_ca_key) = floe_node_security::generate_http_ca("d-boot-test")?;
     let certs = [
         ("ca.crt", security.ca_cert_pem.trim_end().to_string()),
         ("node.crt", security.node_cert_pem.trim_end().to_string()),
@@ -328,8 +330,10 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
     for (file, value) in &certs {
         aws.put_parameter(dir, &format!("{prefix}/tls/{file}"), value, true)?;
     }
-    let ca_key = security.ca_key_pem.expose().trim_end().to_string();
+    let ca_key = http_ca_key.expose().trim_end().to_string();
     aws.put_parameter(dir, &format!("{prefix}/tls/ca.key"), &ca_key, true)?;
+    let http_ca = http_ca.trim_end().to_string();
+    aws.put_parameter(dir, &format!("{prefix}/tls/http-ca.crt"), &http_ca, false)?;
     let masters = format!("i-0aaaaaaaaaaaaaaaa,{instance}");
     aws.put_parameter(
         dir,
@@ -374,6 +378,7 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
             has_session_token: true,
         }),
         parameter_prefix: &prefix,
+        endpoint: Some(ENDPOINT),
     };
     let script = user_data(&config);
     fs::write(dir.join("user-data.sh"), &script)?;
@@ -588,6 +593,7 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
         "/etc/elasticsearch/certs/node.crt root elasticsearch 640".into(),
         "/etc/elasticsearch/certs/node.key root elasticsearch 640".into(),
         "/etc/elasticsearch/certs/http.crt root elasticsearch 640".into(),
+        "/etc/elasticsearch/certs/http-ca.crt root elasticsearch 640".into(),
         "/etc/elasticsearch/certs/http.key root elasticsearch 640".into(),
         "/etc/elasticsearch/elasticsearch.yml root elasticsearch 660".into(),
         "/etc/elasticsearch/jvm.options.d/floe.options root elasticsearch 660".into(),
@@ -609,23 +615,31 @@ fn boot_script_formats_mounts_and_configures_a_node() -> TestResult {
             format!("{value}\n")
         );
     }
-    // The node's own HTTP certificate: the CA's, naming the shared
-    // certificate's names and the node's address.
+    // The node's own HTTP certificate: the HTTP CA's, naming the shared
+    // certificate's names, the endpoint and the node's address.
     let certs_dir = conf.join("certs");
-    let verified = output(
-        "openssl",
-        &[
-            "verify",
-            "-CAfile",
-            &certs_dir.join("ca.crt").to_string_lossy(),
-            &certs_dir.join("http.crt").to_string_lossy(),
-        ],
-    )?;
+    assert_eq!(
+        fs::read_to_string(certs_dir.join("http-ca.crt"))?,
+        format!("{http_ca}\n")
+    );
+    let verify = |ca: &str| {
+        output(
+            "openssl",
+            &[
+                "verify",
+                "-CAfile",
+                &certs_dir.join(ca).to_string_lossy(),
+                &certs_dir.join("http.crt").to_string_lossy(),
+            ],
+        )
+    };
+    let verified = verify("http-ca.crt")?;
     assert!(
         verified.status.success(),
         "{}",
         String::from_utf8_lossy(&verified.stdout)
     );
+    assert!(!verify("ca.crt")?.status.success(), "signed by the old CA");
     let sans = output(
         "openssl",
         &[

@@ -75,6 +75,7 @@ fn config<'a>(
         region: "eu-central-1",
         repository: Some(REPOSITORY),
         parameter_prefix: "/floe/d-0123456789abcdef",
+        endpoint: Some("d-0123456789abcdef.es.floe.internal"),
     }
 }
 

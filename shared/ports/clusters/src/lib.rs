@@ -169,8 +169,10 @@ impl NodeAddresses {
         self
     }
 
-    /// The CA and the elastic password of `deployment_id`, from its node
-    /// parameters.
+    /// The CAs and the elastic password of `deployment_id`, from its node
+    /// parameters: the CA parameter holds the deployment's CA and, once it
+    /// has one, its HTTP CA too (nodes from before its move to a stable
+    /// endpoint and nodes made since may both run).
     async fn secrets(
         &self,
         parameters: &dyn NodeParameters,

@@ -39,7 +39,17 @@ pub const TLS_NODE_KEY: &str = "tls/node.key";
 /// that a client sniffing `_nodes/http` verifies every node it finds.
 /// Deployments created before it was kept have none; their nodes serve
 /// the shared certificate for HTTP too.
+/// Deployments created before it was kept, and moved to a stable endpoint
+/// since, hold here the key of their HTTP CA ([`TLS_HTTP_CA_CERT`]).
 pub const TLS_CA_KEY: &str = "tls/ca.key";
+/// The CA of the HTTP layer alone (a `String`: public), present only for a
+/// deployment whose create kept no CA key and that moved to a stable
+/// endpoint: its nodes sign their HTTP certificates with this CA (whose
+/// key is [`TLS_CA_KEY`]), while transport keeps the deployment's CA,
+/// which the nodes still running trust. [`TLS_CA_CERT`] then holds both
+/// (the deployment's first), so that whoever trusts it trusts every node.
+/// Without it, the deployment's CA signs both layers.
+pub const TLS_HTTP_CA_CERT: &str = "tls/http-ca.crt";
 /// The `elastic` user's password (`SecureString`): the nodes' keystore
 /// `bootstrap.password`, and what the functions authenticate with.
 pub const ELASTIC_PASSWORD: &str = "security/elastic_password";

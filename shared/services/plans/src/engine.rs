@@ -639,6 +639,11 @@ impl Engine {
             }
             self.steps.settle(plan, &mut next);
         }
+        // A move to a stable endpoint ends with its plan: made the
+        // endpoint (settle) or not; the next update starts it again.
+        if plan.kind() == PlanKind::Update {
+            next.endpoint_moving_to = None;
+        }
         let former = if succeeded && plan.kind() == PlanKind::Delete {
             self.former_of(&deployment.value).await?
         } else {

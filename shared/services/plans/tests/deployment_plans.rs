@@ -240,6 +240,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         access: None,
         password_to_apply: None,
         endpoint: None,
+        endpoint_moving_to: None,
         clone_source: None,
         health: None,
         created: now,

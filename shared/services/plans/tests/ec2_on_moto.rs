@@ -653,6 +653,7 @@ fn check_fetches_only_declared_parameters(script: &str, deployment_id: &str) -> 
         "security/elastic_password",
         "tls/ca.crt",
         "tls/ca.key",
+        "tls/http-ca.crt",
         "tls/node.crt",
         "tls/node.key",
     ]
@@ -787,6 +788,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             access: None,
             password_to_apply: None,
             endpoint: None,
+            endpoint_moving_to: None,
             clone_source: None,
             health: None,
             created: now,

@@ -167,6 +167,7 @@ async fn harness(
         access: None,
         password_to_apply: None,
         endpoint: None,
+        endpoint_moving_to: None,
         clone_source: None,
         health: None,
         created: now,

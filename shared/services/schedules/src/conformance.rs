@@ -180,6 +180,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
         access: None,
         password_to_apply: None,
         endpoint: None,
+        endpoint_moving_to: None,
         clone_source: None,
         health: None,
         created: now,

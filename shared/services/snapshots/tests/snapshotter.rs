@@ -146,6 +146,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
         access: None,
         password_to_apply: None,
         endpoint: None,
+        endpoint_moving_to: None,
         clone_source: None,
         health: None,
         created: now,
@@ -878,6 +879,7 @@ async fn retention_keeps_a_snapshot_a_clone_pins_and_says_so() -> TestResult {
         access: None,
         password_to_apply: None,
         endpoint: None,
+        endpoint_moving_to: None,
         clone_source: Some(CloneSource {
             source_deployment_id: d.id.clone(),
             repository: "main".into(),

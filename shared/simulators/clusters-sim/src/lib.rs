@@ -27,7 +27,8 @@ use async_trait::async_trait;
 use floe_clusters::{ClusterError, Clusters, NodeAddress, running_nodes};
 use floe_compute::parameters::{
     ELASTIC_PASSWORD, REPOSITORY_ACCESS_KEY, REPOSITORY_SECRET_KEY, REPOSITORY_SESSION_TOKEN,
-    TLS_CA_CERT, TLS_CA_KEY, TLS_NODE_CERT, TLS_NODE_KEY, deployment_path, parameter_name,
+    TLS_CA_CERT, TLS_CA_KEY, TLS_HTTP_CA_CERT, TLS_NODE_CERT, TLS_NODE_KEY, deployment_path,
+    parameter_name,
 };
 use floe_compute::{Compute, NodeParameters};
 use floe_domain::deployment::{Deployment, NodeRole};
@@ -117,7 +118,7 @@ pub struct SimulatedClusters {
 /// One deployment's running simulated cluster.
 struct Simulated {
     cluster: RunningCluster,
-    /// The CA the client pins, when the cluster is secured.
+    /// The CAs the client pins, when the cluster is secured.
     ca_cert_pem: Option<String>,
     /// Whether its nodes listen on their own (loopback) addresses.
     on_node_addresses: bool,
@@ -133,6 +134,7 @@ struct Simulated {
 struct ClientKey {
     addr: Option<SocketAddr>,
     password: Option<String>,
+    trust: Option<String>,
 }
 
 /// What a deployment's nodes boot with, read from where a real node reads
@@ -144,6 +146,10 @@ struct Boot {
     /// certificate (as a real node's boot script does); `None` for a
     /// deployment created before it was kept.
     ca_key: Option<SecretString>,
+    /// The CA of the HTTP layer alone, whose key `ca_key` is, for a
+    /// deployment that moved to a stable endpoint after a create that kept
+    /// no CA key.
+    http_ca: Option<String>,
     settings: NodeS3Settings,
     keys: Option<S3Keys>,
 }
@@ -347,9 +353,11 @@ impl SimulatedClusters {
             .parameter(deployment_id, TLS_CA_KEY)
             .await?
             .map(SecretString::new);
+        let http_ca = self.parameter(deployment_id, TLS_HTTP_CA_CERT).await?;
         Ok(Boot {
             security,
             ca_key,
+            http_ca,
             settings,
             keys,
         })
@@ -474,19 +482,14 @@ impl SimulatedClusters {
             config = config.with_addr(*first);
         }
         for addr in node_addrs {
-            if let Some((cert, key)) =
-                node_certificate(deployment, boot.ca_key.as_ref(), addr.ip())?
-            {
+            if let Some((cert, key)) = node_certificate(deployment, &boot, addr.ip())? {
                 config.node_certificates.push((addr.ip(), cert, key));
             }
         }
-        let ca_cert_pem = match boot.security {
-            Some((security, ca)) => {
-                config = config.with_security(security);
-                Some(ca)
-            }
-            None => None,
-        };
+        let ca_cert_pem = boot.trust();
+        if let Some((security, _)) = boot.security {
+            config = config.with_security(security);
+        }
         let simulator = |e: floe_elastic_sim::SimError| ClusterError::Simulator(e.to_string());
         let cluster = SimulatedCluster::start(config).await.map_err(simulator)?;
         cluster.set_addrs(node_addrs).await.map_err(simulator)?;
@@ -507,22 +510,36 @@ impl SimulatedClusters {
     }
 }
 
-/// The HTTP certificate a node at `ip` signs for itself with the
-/// deployment's CA key: the deployment's names and its own address. `None`
-/// without a CA key, or for an address that is the deployment's endpoint
-/// (the shared certificate names it).
+impl Boot {
+    /// The CAs a client of the nodes' HTTP layer trusts: the CA parameter,
+    /// which holds the deployment's and, once it has one, its HTTP CA
+    /// (nodes from before a move to a stable endpoint and nodes made since
+    /// may both run).
+    fn trust(&self) -> Option<String> {
+        self.security.as_ref().map(|(_, ca)| ca.clone())
+    }
+}
+
+/// The HTTP certificate a node at `ip` (or the endpoint's address) signs
+/// for itself with the CA key it boots with: the deployment's names and
+/// that address. `None` without a CA key.
 fn node_certificate(
     deployment: &Deployment,
-    ca_key: Option<&SecretString>,
+    boot: &Boot,
     ip: IpAddr,
 ) -> Result<Option<(String, SecretString)>, ClusterError> {
-    let Some(ca_key) = ca_key else {
+    let Some(ca_key) = &boot.ca_key else {
         return Ok(None);
+    };
+    let ca = match boot.http_ca {
+        Some(_) => floe_node_security::HttpCa::Own,
+        None => floe_node_security::HttpCa::Deployment,
     };
     floe_node_security::node_http_certificate(
         &deployment.id,
+        ca,
         ca_key,
-        deployment.endpoint.as_deref(),
+        deployment.endpoint_for_nodes(),
         &[ip],
     )
     .map(Some)
@@ -556,12 +573,12 @@ fn version_in(user_data: &str) -> Option<String> {
 
 /// The addresses a deployment's cluster serves: its nodes' and, when they
 /// are loopback addresses and the deployment has a loopback endpoint, that
-/// endpoint (which outlives every node).
+/// endpoint (which outlives every node), from the move to it on, as a
+/// name's records are written on AWS.
 fn served_addrs(deployment: &Deployment, node_addrs: &[SocketAddr], port: u16) -> Vec<SocketAddr> {
     let mut served = node_addrs.to_vec();
     let endpoint = deployment
-        .endpoint
-        .as_deref()
+        .endpoint_for_nodes()
         .and_then(|host| host.parse::<IpAddr>().ok())
         .filter(IpAddr::is_loopback)
         .map(|ip| SocketAddr::new(ip, port));
@@ -621,15 +638,15 @@ impl Clusters for SimulatedClusters {
         };
         let cluster = &simulated.cluster;
         cluster.set_members(&members);
+        simulated.ca_cert_pem = boot.trust();
         if simulated.on_node_addresses && !node_addrs.is_empty() {
-            // A node that joins signs its own certificate before it serves.
-            for addr in &node_addrs {
+            // A node that joins signs its own certificate before it serves;
+            // so does the endpoint, served from a move's end on.
+            for addr in &served {
                 if cluster.has_node_certificate(addr.ip()) {
                     continue;
                 }
-                if let Some((cert, key)) =
-                    node_certificate(deployment, boot.ca_key.as_ref(), addr.ip())?
-                {
+                if let Some((cert, key)) = node_certificate(deployment, &boot, addr.ip())? {
                     cluster
                         .set_node_certificate(addr.ip(), &cert, &key)
                         .map_err(|e| ClusterError::Simulator(e.to_string()))?;
@@ -683,6 +700,7 @@ impl Clusters for SimulatedClusters {
         let key = ClientKey {
             addr,
             password: password.clone(),
+            trust: simulated.ca_cert_pem.clone(),
         };
         if let Some((built, client)) = &simulated.client
             && *built == key

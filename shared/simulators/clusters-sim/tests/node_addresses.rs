@@ -41,6 +41,7 @@ fn deployment() -> Result<Deployment, serde_json::Error> {
         access: None,
         password_to_apply: None,
         endpoint: None,
+        endpoint_moving_to: None,
         clone_source: None,
         health: None,
         created: chrono::Utc::now(),

@@ -65,6 +65,7 @@ fn record(
             access: ran.then(access),
             password_to_apply: None,
             endpoint: None,
+            endpoint_moving_to: None,
             clone_source: None,
             health: None,
             created: now(),
@@ -274,7 +275,7 @@ fn a_replace_records_or_plans_by_status_and_change() -> TestResult {
         let mut next = spec(count)?;
         next.version = version.into();
         let next = check_replace(&d, None, next, &ReadOnlyFields::default())?.spec;
-        let decided = decide_replace(&d, next, &NamedRecords::default(), &who(), now());
+        let decided = decide_replace(&d, next, &NamedRecords::default(), &who(), now(), None);
         let got = outcome(decided, |r| match r {
             Replacement::Record(next) => {
                 assert_eq!(next.status, status, "a record change keeps the status");
@@ -298,7 +299,7 @@ fn a_replace_shows_the_target_it_would_run() -> TestResult {
     let mut renamed = spec(1)?;
     renamed.name = "logs-renamed".into();
     let named = NamedRecords::default();
-    let record_change = decide_replace(&d, renamed, &named, &who(), now())?;
+    let record_change = decide_replace(&d, renamed, &named, &who(), now(), None)?;
     assert!(record_change.plan().is_none());
     let shown = record_change.validation(&d);
     assert_eq!(shown.outcome, ValidationOutcome::Record);
@@ -311,7 +312,7 @@ fn a_replace_shows_the_target_it_would_run() -> TestResult {
     );
 
     let resize = check_replace(&d, None, spec(2)?, &ReadOnlyFields::default())?.spec;
-    let planned = decide_replace(&d, resize, &named, &who(), now())?;
+    let planned = decide_replace(&d, resize, &named, &who(), now(), None)?;
     // The record keeps the running spec; the plan carries the target.
     let Replacement::Plan { next, plan } = &planned else {
         return Err("a resize is recorded at once".into());
@@ -344,7 +345,7 @@ fn a_mount_clone_keeps_its_sources_name_off_its_own_path() -> TestResult {
     });
     let mut own = spec(1)?;
     own.snapshot = Some(serde_json::from_value(json!({"repository": "fb"}))?);
-    let refused = decide_replace(&d, own, &NamedRecords::default(), &who(), now());
+    let refused = decide_replace(&d, own, &NamedRecords::default(), &who(), now(), None);
     assert!(
         matches!(&refused, Err(AppError::Conflict { code: Code::RESTORE_SOURCE_PATH_READ_ONLY, field: Some(f), .. }) if f == "snapshot.repository"),
         "{refused:?}"
@@ -353,7 +354,7 @@ fn a_mount_clone_keeps_its_sources_name_off_its_own_path() -> TestResult {
         repositories: None,
         policy_repositories: vec![Some("other".into()), Some("fb".into())],
     };
-    let refused = decide_replace(&d, spec(1)?, &through_policy, &who(), now());
+    let refused = decide_replace(&d, spec(1)?, &through_policy, &who(), now(), None);
     assert!(
         matches!(&refused, Err(AppError::Conflict { code: Code::RESTORE_SOURCE_PATH_READ_ONLY, field: Some(f), .. }) if f == "snapshot.policies[1]"),
         "{refused:?}"
@@ -362,7 +363,7 @@ fn a_mount_clone_keeps_its_sources_name_off_its_own_path() -> TestResult {
     if let Some(src) = d.value.clone_source.as_mut() {
         src.mode = RestoreMode::Restore;
     }
-    assert!(decide_replace(&d, spec(1)?, &through_policy, &who(), now()).is_ok());
+    assert!(decide_replace(&d, spec(1)?, &through_policy, &who(), now(), None).is_ok());
     Ok(())
 }
 
@@ -514,5 +515,63 @@ fn a_listing_checks_its_status_and_tag() -> TestResult {
         })
     );
     assert_eq!(filter.name_prefix.as_deref(), Some("lo"));
+    Ok(())
+}
+
+/// A running deployment without an endpoint moves to the one offered with
+/// its next update, even one that changes nothing else; one with an
+/// endpoint, a stopped one, or one that never ran does not.
+#[test]
+fn an_update_moves_a_deployment_without_an_endpoint_to_one() -> TestResult {
+    let to = || Some("d1.es.floe.internal".to_string());
+    let named = NamedRecords::default();
+    let d = record(DeploymentStatus::Running, None, true)?;
+    let same = check_replace(&d, None, spec(1)?, &ReadOnlyFields::default())?.spec;
+    let Replacement::Plan { next, plan } =
+        decide_replace(&d, same.clone(), &named, &who(), now(), to())?
+    else {
+        return Err("the move needs a plan".into());
+    };
+    assert_eq!(plan.kind(), PlanKind::Update);
+    assert_eq!(
+        next.endpoint, None,
+        "the record takes it when the plan succeeds"
+    );
+    assert_eq!(next.endpoint_moving_to, to());
+    let mut shown = next.clone();
+    if let Some(a) = &mut shown.access {
+        a.nodes.push(floe_domain::access::NodeEndpoint {
+            name: "i-1".into(),
+            address: "10.0.1.7".into(),
+        });
+    }
+    let view = floe_domain::deployment::DeploymentView::new(&shown, 4);
+    let es = view.elasticsearch.ok_or("no elasticsearch")?;
+    assert!(!es.stable_endpoint);
+    assert_eq!(
+        es.moving_to_endpoint.as_deref(),
+        Some("https://d1.es.floe.internal:9200")
+    );
+    // Nothing offered: an unchanged spec is a record change.
+    let unchanged = decide_replace(&d, same.clone(), &named, &who(), now(), None)?;
+    assert!(unchanged.plan().is_none());
+
+    let mut has_one = d.clone();
+    has_one.value.endpoint = Some("d1.es.floe.internal".into());
+    assert!(
+        decide_replace(&has_one, same.clone(), &named, &who(), now(), to())?
+            .plan()
+            .is_none()
+    );
+    let stopped = record(DeploymentStatus::Stopped, None, true)?;
+    let decided = decide_replace(&stopped, same.clone(), &named, &who(), now(), to())?;
+    assert!(decided.plan().is_none());
+    let never_ran = record(DeploymentStatus::Failed, None, false)?;
+    if let Replacement::Plan { next, plan } =
+        decide_replace(&never_ran, same, &named, &who(), now(), to())?
+    {
+        assert_eq!(plan.kind(), PlanKind::Start);
+        assert_eq!(next.endpoint_moving_to, None);
+    }
     Ok(())
 }

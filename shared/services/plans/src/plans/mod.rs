@@ -21,9 +21,12 @@ use floe_domain::plan::{Plan, PlanParams};
 pub fn saga(plan: &Plan, deployment: &Deployment) -> Saga {
     match &plan.params {
         PlanParams::Create(spec) => create::saga(spec, plan.params.restore().as_ref()),
-        PlanParams::Update(target) => {
-            update::saga(&deployment.spec, target, deployment.clone_source.as_ref())
-        }
+        PlanParams::Update(target) => update::saga(
+            &deployment.spec,
+            target,
+            deployment.clone_source.as_ref(),
+            deployment.endpoint_moving_to.is_some(),
+        ),
         PlanParams::Shutdown(params) => shutdown::saga(params, &deployment.spec),
         PlanParams::Delete => delete::saga(),
         PlanParams::DeleteRemovingSnapshots => delete::saga_removing_snapshots(),

@@ -30,13 +30,15 @@ use floe_domain::restore::CloneSource;
 use serde_json::Value;
 
 /// The steps that take a deployment running `current` to `target`; a
-/// clone's `source` gives new nodes the client its mounted shards need.
+/// clone's `source` gives new nodes the client its mounted shards need;
+/// `renew_all` replaces every node (a move to a stable endpoint).
 pub fn saga(
     current: &DeploymentSpec,
     target: &DeploymentSpec,
     source: Option<&CloneSource>,
+    renew_all: bool,
 ) -> Saga {
-    let shape = update_shape(current, target);
+    let shape = update_shape(current, target, renew_all);
     let mut saga = Saga::default();
     // Does nothing; its undo, the last of an unwinding, lifts the
     // allocation exclusion the other undos leave behind.
@@ -221,9 +223,9 @@ mod tests {
             pinned: true,
             snapshot_version: None,
         };
-        let ids = saga(&current, &grown, Some(&source)).ids();
+        let ids = saga(&current, &grown, Some(&source), false).ids();
         assert!(ids.iter().any(|s| s == "repository-credentials"), "{ids:?}");
-        let plain = saga(&current, &grown, None).ids();
+        let plain = saga(&current, &grown, None, false).ids();
         assert!(
             !plain.iter().any(|s| s == "repository-credentials"),
             "{plain:?}"
@@ -259,7 +261,13 @@ mod tests {
             ("8.15.3", "8.15.3", true, false),
         ];
         for (from, to, repository, snapshot) in cases {
-            let ids = saga(&spec(from, repository)?, &spec(to, repository)?, None).ids();
+            let ids = saga(
+                &spec(from, repository)?,
+                &spec(to, repository)?,
+                None,
+                false,
+            )
+            .ids();
             let case = format!("{from} -> {to}, repository {repository}");
             assert_eq!(
                 ids.get(1).map(String::as_str) == Some("upgrade-snapshot"),

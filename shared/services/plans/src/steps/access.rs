@@ -55,6 +55,7 @@ impl DeploymentSteps {
             }
             Err(e) => return Err(StepFailure::permanent("sealing_failed", e.to_string())),
         };
+        let ca_cert_pem = self.http_trust(ctx, ca.expose()).await?;
         // The endpoint's name follows the nodes before the record says so.
         self.set_endpoint_records(ctx, &[]).await?;
         ctx.log(format!(
@@ -62,7 +63,7 @@ impl DeploymentSteps {
             nodes.len()
         ));
         Ok(done(&ClusterAccess {
-            ca_cert_pem: ca.expose().to_string(),
+            ca_cert_pem,
             sealed_password,
             nodes: nodes
                 .into_iter()
@@ -73,6 +74,34 @@ impl DeploymentSteps {
                 .collect(),
             http_port: self.settings.http_port,
         }))
+    }
+}
+
+impl DeploymentSteps {
+    /// The CAs a client of the cluster's HTTP layer trusts, given the CA
+    /// parameter `ca`: the deployment's CA; or, for a deployment that moved
+    /// to a stable endpoint with an HTTP CA of its own
+    /// ([`floe_compute::parameters::TLS_HTTP_CA_CERT`]), that one once
+    /// every node was made with it (the move's update succeeded), and both
+    /// (`ca` holds them) while nodes from before may still run (a move
+    /// that failed and left them, then a heal).
+    async fn http_trust(&self, ctx: &StepContext<'_>, ca: &str) -> Result<String, StepFailure> {
+        use floe_compute::parameters::{TLS_HTTP_CA_CERT, parameter_name};
+        let path = self.parameter_path(&ctx.plan.deployment_id);
+        let Some(http_ca) = self
+            .parameters
+            .get(&parameter_name(&path, TLS_HTTP_CA_CERT))
+            .await?
+        else {
+            return Ok(ca.to_string());
+        };
+        let moved = ctx.deployment.endpoint.is_some()
+            || (ctx.plan.kind() == PlanKind::Update && ctx.deployment.endpoint_moving_to.is_some());
+        Ok(if moved {
+            http_ca.expose().to_string()
+        } else {
+            ca.to_string()
+        })
     }
 }
 
@@ -98,6 +127,13 @@ pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
                 // The cluster has the password now; the record keeps it
                 // sealed in `access` alone.
                 next.password_to_apply = None;
+                // An update that moved the deployment to a stable endpoint
+                // replaced every node with ones whose certificates name it.
+                if plan.kind() == PlanKind::Update
+                    && let Some(host) = next.endpoint_moving_to.take()
+                {
+                    next.endpoint = Some(host);
+                }
             }
             // A heal that succeeded may be started again at once, should
             // another node be lost.

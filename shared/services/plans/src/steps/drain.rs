@@ -26,9 +26,16 @@ pub struct UpdateShape {
 
 /// A group is replaced when it is new or differs in anything; every group
 /// is, when the version, user settings or repository change (they are in
-/// every node's configuration). Groups that are no longer wanted retire.
-pub fn update_shape(current: &DeploymentSpec, target: &DeploymentSpec) -> UpdateShape {
-    let everything = current.version != target.version
+/// every node's configuration), or when `renew_all` (an update moving the
+/// deployment to a stable endpoint: every node gets certificates naming
+/// it). Groups that are no longer wanted retire.
+pub fn update_shape(
+    current: &DeploymentSpec,
+    target: &DeploymentSpec,
+    renew_all: bool,
+) -> UpdateShape {
+    let everything = renew_all
+        || current.version != target.version
         || current.user_settings != target.user_settings
         || current.repository() != target.repository();
     let mut shape = UpdateShape::default();
@@ -82,7 +89,11 @@ impl DeploymentSteps {
     /// Elasticsearch moves their shards to the new ones.
     pub(crate) async fn drain(&self, ctx: &StepContext<'_>) -> StepResult {
         let target = target(ctx.plan)?;
-        let shape = update_shape(&ctx.deployment.spec, &target);
+        let shape = update_shape(
+            &ctx.deployment.spec,
+            &target,
+            ctx.deployment.endpoint_moving_to.is_some(),
+        );
         let instances = self.compute.instances(&ctx.plan.deployment_id).await?;
         let old: Vec<OldNode> = instances
             .into_iter()

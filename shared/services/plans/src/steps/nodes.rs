@@ -219,6 +219,7 @@ impl DeploymentSteps {
                 .as_ref()
                 .and_then(crate::repository_access::client_settings),
             parameter_prefix: &prefix,
+            endpoint: ctx.deployment.endpoint_for_nodes(),
         };
         let instance_profile = self.instance_profile(ctx).await?;
         let name = template_name(ctx.plan, group_id);

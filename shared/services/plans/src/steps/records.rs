@@ -27,7 +27,10 @@ impl DeploymentSteps {
         ctx: &'a StepContext<'_>,
     ) -> Option<(&'a Arc<dyn EndpointRecords>, &'a str)> {
         let records = self.records.as_ref()?;
-        let host = ctx.deployment.endpoint.as_deref()?;
+        // A deployment moving to a stable endpoint gets its records with
+        // its new nodes; no function asks for the name before the move
+        // ends.
+        let host = ctx.deployment.endpoint_for_nodes()?;
         // An address is its own record.
         host.parse::<IpAddr>().is_err().then_some((records, host))
     }

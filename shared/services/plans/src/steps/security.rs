@@ -28,6 +28,7 @@ impl DeploymentSteps {
             .is_some()
         {
             ctx.log("the deployment's certificates and password exist: kept");
+            self.http_ca_for_move(ctx).await?;
             return Ok(done(&NodeSecurityOutput { kept: true }));
         }
         // The create handed its owner a password already: the cluster gets
@@ -40,7 +41,7 @@ impl DeploymentSteps {
         let security = floe_node_security::generate_with(
             &ctx.plan.deployment_id,
             password,
-            ctx.deployment.endpoint.as_deref(),
+            ctx.deployment.endpoint_for_nodes(),
         )
         .map_err(|e| StepFailure::permanent("node_security_failed", e.to_string()))?;
         let values = [
@@ -61,7 +62,7 @@ impl DeploymentSteps {
         ];
         self.put_parameters(&ctx.plan.deployment_id, &values)
             .await?;
-        let named = match &ctx.deployment.endpoint {
+        let named = match ctx.deployment.endpoint_for_nodes() {
             Some(host) => format!(
                 "{} and {host}",
                 floe_node_security::server_name(&ctx.plan.deployment_id)
@@ -72,6 +73,65 @@ impl DeploymentSteps {
             "a CA, a node certificate for {named} and the elastic password stored for the nodes"
         ));
         Ok(done(&NodeSecurityOutput { kept: false }))
+    }
+
+    /// For an update that moves a deployment to a stable endpoint: the
+    /// nodes it makes sign HTTP certificates naming the endpoint, which
+    /// needs a CA key. A deployment created before Floe kept its CA's has
+    /// none, so it gets a CA for HTTP alone (transport keeps the old CA,
+    /// which the nodes still running trust). Made once: a later attempt,
+    /// or the next move after one that failed, keeps it.
+    async fn http_ca_for_move(&self, ctx: &StepContext<'_>) -> Result<(), StepFailure> {
+        use floe_compute::parameters::{
+            SecretOrPlain, TLS_CA_CERT, TLS_CA_KEY, TLS_HTTP_CA_CERT, parameter_name,
+        };
+        if ctx.deployment.endpoint_moving_to.is_none() {
+            return Ok(());
+        }
+        let path = self.parameter_path(&ctx.plan.deployment_id);
+        if self
+            .parameters
+            .get(&parameter_name(&path, TLS_CA_KEY))
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let Some(trusted) = self
+            .parameters
+            .get(&parameter_name(&path, TLS_CA_CERT))
+            .await?
+        else {
+            return Err(StepFailure::permanent(
+                "not_secured",
+                "the deployment's CA is missing from the node parameters",
+            ));
+        };
+        let (cert, key) = floe_node_security::generate_http_ca(&ctx.plan.deployment_id)
+            .map_err(|e| StepFailure::permanent("node_security_failed", e.to_string()))?;
+        // The deployment's CA (the first: an earlier attempt may have added
+        // another) and the new one: nodes and functions trust both while
+        // old and new nodes run. The key last: its presence says the set
+        // is complete.
+        let deployment_ca =
+            floe_node_security::first_certificate(trusted.expose()).ok_or_else(|| {
+                StepFailure::permanent(
+                    "not_secured",
+                    "the deployment's CA parameter holds no certificate",
+                )
+            })?;
+        let both = format!("{}\n{}", deployment_ca.trim_end(), cert);
+        self.put_parameters(
+            &ctx.plan.deployment_id,
+            &[
+                (TLS_HTTP_CA_CERT, SecretOrPlain::plain(cert)),
+                (TLS_CA_CERT, SecretOrPlain::plain(both)),
+                (TLS_CA_KEY, SecretOrPlain::secret(key.expose())),
+            ],
+        )
+        .await?;
+        ctx.log("a CA for HTTP stored: the deployment's create kept no CA key");
+        Ok(())
     }
 
     /// Gives the running cluster the password the record holds for this
