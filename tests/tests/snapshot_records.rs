@@ -84,7 +84,7 @@ async fn a_snapshot_deleted_through_the_proxy_is_shown_missing_and_never_resolve
         .call(
             Call::post(format!("{path}/_clone"))
                 .bearer(&token)
-                .json(&json!({"name": "mounted", "snapshot_name": "snap-1", "mode": "mount"})),
+                .json(&json!({"name": "mounted", "snapshot_name": "snap-1", "mode": "mount", "license": "trial"})),
         )
         .await;
     let mounted = mounted.expect_status(201).json()["id"]
@@ -329,7 +329,7 @@ async fn remove_snapshots_removes_what_no_clone_pins_and_names_what_stays() -> T
         .call(
             Call::post(format!("{path}/_clone"))
                 .bearer(&token)
-                .json(&json!({"name": "holder", "snapshot_name": "held", "mode": "mount"})),
+                .json(&json!({"name": "holder", "snapshot_name": "held", "mode": "mount", "license": "trial"})),
         )
         .await;
     let mounted = mounted.expect_status(201).json()["id"]

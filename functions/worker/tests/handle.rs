@@ -149,6 +149,7 @@ async fn create_plan(store: &Store) -> Result<PlanJob, Error> {
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     store.create_deployment(&deployment, &plan, None).await?;
     Ok(PlanJob {

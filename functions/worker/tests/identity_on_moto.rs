@@ -233,6 +233,7 @@ async fn new_create(store: &Store) -> Result<PlanJob, Box<dyn Error>> {
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     store.create_deployment(&deployment, &plan, None).await?;
     Ok(PlanJob {

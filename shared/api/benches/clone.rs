@@ -234,6 +234,8 @@ async fn bare_cluster_calls(
         )
         .await?;
     if mount {
+        // As the clone's plan does: mounting needs the trial (or enterprise).
+        client.start_trial().await?;
         for index in indices {
             let request = MountRequest {
                 index: index.clone(),
@@ -295,7 +297,8 @@ async fn main() -> Fallible<()> {
                         "POST",
                         &format!("/api/v1/deployments/{source_id}/_clone"),
                         Some(
-                            json!({"name": format!("clone-{mode}-{indices}-{run}"), "mode": mode}),
+                            json!({"name": format!("clone-{mode}-{indices}-{run}"), "mode": mode,
+                                   "license": (mode == "mount").then_some("trial")}),
                         ),
                     )
                     .await?;

@@ -86,6 +86,7 @@ fn deployment_record(template: &DeploymentSpec, n: usize) -> Fallible<Record> {
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     Ok(Record {
         key: RecordKey::new(ORG, Kind::Deployment, &d.id),

@@ -481,12 +481,40 @@ async fn clones_by_name_subset_rename_architecture_and_mount() -> TestResult {
     let (mounted, d) = w
         .create_at(
             &format!("/api/v1/deployments/{source}/_clone"),
-            json!({"name": "mounted", "mode": "mount", "indices": ["orders", "logs-*"]}),
+            json!({"name": "mounted", "mode": "mount", "license": "trial", "indices": ["orders", "logs-*"]}),
         )
         .await?;
     assert_eq!(d["status"], "running", "{d}");
     let plan = w.last_plan(&mounted).await?;
     assert!(step(&plan, "mount").is_some(), "{plan}");
+    // On the trial it asked for, started once, before the mount; the view
+    // says when it ends and what happens then.
+    assert!(step(&plan, "license").is_some(), "{plan}");
+    assert_eq!(d["license"]["type"], "trial", "{d}");
+    assert!(d["license"]["expiry"].is_string(), "{d}");
+    assert!(
+        d["license"]["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("mounted")),
+        "{d}"
+    );
+    let cluster = w.url(&mounted).await?;
+    let license: Value = w
+        .http
+        .get(format!("{cluster}/_license"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(license["license"]["type"], "trial", "{license}");
+    let eligible: Value = w
+        .http
+        .get(format!("{cluster}/_license/trial_status"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(eligible["eligible_to_start_trial"], false, "{eligible}");
     assert_eq!(w.count(&mounted, "orders").await?, Some(30));
     assert_eq!(w.count(&mounted, "logs-1").await?, Some(10));
     let url = w.url(&mounted).await?;
@@ -528,7 +556,8 @@ async fn clones_by_name_subset_rename_architecture_and_mount() -> TestResult {
                     "storage": {"size_gb": 100}, "shared_cache": cache}))
             })
             .ok_or("node_groups")?;
-        body["restore_snapshot"] = json!({"source_deployment_id": source, "mode": "mount"});
+        body["restore_snapshot"] =
+            json!({"source_deployment_id": source, "mode": "mount", "license": "trial"});
         Ok::<Value, Box<dyn std::error::Error>>(body)
     };
     let (status, oversized) = w
@@ -769,6 +798,29 @@ async fn every_mistake_is_a_4xx_before_anything_is_provisioned() -> TestResult {
         (
             "/api/v1/deployments",
             clone(json!({"source_deployment_id": source, "mode": "copy"})),
+            StatusCode::BAD_REQUEST,
+            "",
+            "",
+        ),
+        // Mounting needs a license that allows searchable snapshots: the
+        // platform has none, and the caller asked for no trial.
+        (
+            "/api/v1/deployments",
+            clone(json!({"source_deployment_id": source, "mode": "mount"})),
+            StatusCode::BAD_REQUEST,
+            "restore.license_required",
+            "restore_snapshot.license",
+        ),
+        (
+            "/api/v1/deployments",
+            clone(json!({"source_deployment_id": source, "license": "trial"})),
+            StatusCode::BAD_REQUEST,
+            "validation.license_for_mount",
+            "restore_snapshot.license",
+        ),
+        (
+            "/api/v1/deployments",
+            clone(json!({"source_deployment_id": source, "mode": "mount", "license": "platinum"})),
             StatusCode::BAD_REQUEST,
             "",
             "",
@@ -1245,7 +1297,7 @@ async fn clone_sources_are_recorded_pinned_and_never_written() -> TestResult {
     let (mounted, d) = w
         .create_at(
             &format!("/api/v1/deployments/{source}/_clone"),
-            json!({"name": "mounted", "mode": "mount"}),
+            json!({"name": "mounted", "mode": "mount", "license": "trial"}),
         )
         .await?;
     assert_eq!(d["status"], "running", "{d}");

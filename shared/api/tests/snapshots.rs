@@ -133,6 +133,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     let plan = Plan::new(
         ORG,

@@ -16,7 +16,7 @@ use floe_domain::deployment::{
 use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::repository::{Repository, reachable_with};
 use floe_domain::restore::{
-    LATEST_SUCCESS, RestoreMode, RestoreRequest, RestoreSnapshot, RestoreTarget,
+    CloneLicense, LATEST_SUCCESS, RestoreMode, RestoreRequest, RestoreSnapshot, RestoreTarget,
 };
 use floe_domain::snapshot::{SnapshotRecord, SnapshotState};
 use floe_store::{PageRequest, Versioned};
@@ -41,6 +41,10 @@ pub struct CloneRequest {
     pub indices: Vec<String>,
     #[serde(default)]
     pub mode: RestoreMode,
+    /// Mode mount only: the license the clone runs on (`trial`), when the
+    /// platform's does not allow searchable snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<CloneLicense>,
 }
 
 /// A clone's source, checked and resolved: what the request deserves to be
@@ -305,6 +309,19 @@ impl App {
                 snapshot_version: None,
             });
         };
+        // Elasticsearch mounts searchable snapshots on the enterprise
+        // license or during its trial; a new cluster runs basic. The
+        // platform installs no license (yet), so a mount clone asks for the
+        // trial, or is refused before anything runs.
+        if r.mode == RestoreMode::Mount && r.license.is_none() {
+            return Err(AppError::invalid(
+                Code::RESTORE_LICENSE_REQUIRED,
+                "restore_snapshot.license",
+                "mounting searchable snapshots needs an Elasticsearch enterprise license or its trial, \
+                 and the platform has no license that allows it: ask for the 30-day trial with \
+                 \"license\": \"trial\", or clone with mode restore",
+            ));
+        }
         let source = self
             .store
             .get_deployment(org, &r.source_deployment_id)
@@ -511,6 +528,7 @@ impl App {
                 rename_replacement: None,
                 mode: request.mode,
                 resolved_snapshot: None,
+                license: request.license,
             }),
         };
         self.create_deployment(who, spec, idempotency_key).await

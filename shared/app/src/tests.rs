@@ -1073,6 +1073,7 @@ async fn a_mount_clone_keeps_its_sources_registration_and_client() -> TestResult
                 mode,
                 pinned: false,
                 snapshot_version: None,
+                license: None,
             });
             app.store.replace_deployment(&next, &current, None).await?;
             Ok::<(), Box<dyn std::error::Error>>(())

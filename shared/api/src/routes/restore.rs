@@ -81,7 +81,7 @@ async fn restore_deployment(
         ("Idempotency-Key" = Option<String>, Header, pattern = r"^[!-~]{1,128}$", description = "Retry key: the same key and body return the first result."),
         CloneParams,
     ),
-    request_body(content = CloneRequest, example = json!({"name": "logs-analysis", "mode": "mount"})),
+    request_body(content = CloneRequest, example = json!({"name": "logs-analysis", "mode": "mount", "license": "trial"})),
     extensions(("x-floe-roles" = json!(floe_app::caller::MANAGE_ROLES))),
     responses(CreatedOr<DeploymentView>, Invalid, ManageErrors, NotFound, Conflict, BodyErrors),
     security(("bearer" = []))

@@ -160,6 +160,7 @@ codes! {
     VALIDATION_INDEX_NAME = "validation.index_name", 400, "An index name is invalid.";
     VALIDATION_INDEX_PATTERN = "validation.index_pattern", 400, "An index pattern is invalid.";
     VALIDATION_MOUNT_RENAME = "validation.mount_rename", 400, "A mount's rename pattern and replacement do not go together.";
+    VALIDATION_LICENSE_FOR_MOUNT = "validation.license_for_mount", 400, "Only a mount clone runs on a license it asks for; a restore clone needs none.";
     VALIDATION_REPOSITORY_NOT_FOUND = "validation.repository_not_found", 400, "The request names a snapshot repository that does not exist.";
     VALIDATION_POLICY_NOT_FOUND = "validation.policy_not_found", 400, "The request names a snapshot policy that does not exist.";
     VALIDATION_INVALID = "validation.invalid", 400, "A field breaks a rule that has no code of its own; the message says which.";
@@ -204,6 +205,7 @@ codes! {
     RESTORE_SNAPSHOT_NOT_FOUND = "restore.snapshot_not_found", 400, "The named snapshot is not in the repository.";
     RESTORE_NO_SUCCESSFUL_SNAPSHOT = "restore.no_successful_snapshot", 409, "The source has no successful snapshot to restore from yet.";
     RESTORE_SNAPSHOT_NOT_RESTORABLE = "restore.snapshot_not_restorable", 409, "The snapshot cannot be restored (it failed, is being deleted, or is of a newer version).";
+    RESTORE_LICENSE_REQUIRED = "restore.license_required", 400, "Mounting searchable snapshots needs an Elasticsearch enterprise license or a trial, and the platform has no license that allows it; ask for the trial (`license: trial`).";
     RESTORE_SOURCE_PATH_READ_ONLY = "restore.source_path_read_only", 409, "A clone mounts snapshots through that repository read-only at the source's path; it cannot be registered writable here.";
 
     // The cluster proxy.

@@ -818,6 +818,11 @@ pub struct Deployment {
     /// check of the running deployment).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<crate::health::Health>,
+    /// The license a plan installed or started on the cluster (a mount
+    /// clone's trial); absent while it runs the basic license a new
+    /// cluster starts on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<crate::license::ClusterLicense>,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
 }
@@ -842,6 +847,7 @@ impl Deployment {
             health: None,
             created: plan.created,
             updated: plan.created,
+            license: None,
         }
     }
 
@@ -920,6 +926,11 @@ pub struct DeploymentView {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(example = json!(["repository main: base_path is tenant/elsewhere on the cluster, Floe registered deployments/0193a0c4e1f07d2a8b9c0d1e2f3a4b5c"]))]
     pub health_warnings: Vec<String>,
+    /// The Elasticsearch license a plan put in force on the cluster (a
+    /// mount clone's trial), with its expiry; absent on the basic license
+    /// a new cluster runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub license: Option<crate::license::LicenseView>,
     pub resource_version: u64,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
@@ -985,6 +996,7 @@ impl DeploymentView {
             health_reason,
             nodes,
             health_warnings,
+            license: d.license.map(crate::license::LicenseView::from),
             resource_version: version,
             created: d.created,
             updated: d.updated,

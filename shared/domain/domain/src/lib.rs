@@ -10,6 +10,7 @@ pub mod codes;
 pub mod cron;
 pub mod deployment;
 pub mod health;
+pub mod license;
 pub mod names;
 pub mod plan;
 pub mod policy;

@@ -283,6 +283,7 @@ mod tests {
             health: None,
             created: at,
             updated: at,
+            license: None,
         }
     }
 
@@ -321,6 +322,10 @@ mod tests {
         d.pending_plan = Some(
             serde_json::from_value(json!({"plan_id": "p1", "kind": "update"})).expect("plan ref"),
         );
+        d.license = Some(crate::license::ClusterLicense {
+            license_type: "trial".into(),
+            expiry: Some(d.created),
+        });
         d
     }
 

@@ -36,6 +36,18 @@ pub enum RestoreMode {
     Mount,
 }
 
+/// The license a mount clone's cluster runs on, asked for by its create.
+/// Elasticsearch serves searchable snapshots on the enterprise license
+/// only, or during its 30-day trial; a new cluster runs the basic one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CloneLicense {
+    /// Start Elasticsearch's 30-day trial on the clone's cluster (once per
+    /// cluster). When it ends, the cluster falls back to basic, and its
+    /// mounted indices can no longer be searched.
+    Trial,
+}
+
 /// Makes a new deployment a copy of another one's snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -62,6 +74,11 @@ pub struct RestoreSnapshot {
     pub rename_replacement: Option<String>,
     #[serde(default)]
     pub mode: RestoreMode,
+    /// Mode mount only: the license the clone runs on, when the platform's
+    /// does not allow searchable snapshots. Without one, a mount clone is
+    /// refused before anything runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<CloneLicense>,
     /// Set by the platform: the snapshot `snapshot_name` resolved to when
     /// the clone was requested (whatever a client sends here is replaced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -178,6 +195,9 @@ pub struct RestoreTarget {
     /// before Floe sent them explicitly read as empty too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feature_states: Vec<String>,
+    /// The license a mount clone asked for (see [`RestoreSnapshot::license`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<CloneLicense>,
 }
 
 impl RestoreTarget {
@@ -226,6 +246,10 @@ pub struct CloneSource {
     #[schema(read_only)]
     pub snapshot_sort_millis: i64,
     pub mode: RestoreMode,
+    /// The license the clone asked for at its create (a trial): a start
+    /// after a shutdown makes a new cluster, which mounts again on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<CloneLicense>,
     /// Whether the snapshot is pinned: a mount clone's until it is deleted,
     /// a restore clone's until its create plan has recovered the data.
     pub pinned: bool,
@@ -247,6 +271,7 @@ impl CloneSource {
             snapshot: target.snapshot.clone(),
             snapshot_sort_millis,
             mode: target.mode,
+            license: target.license,
             pinned: true,
             snapshot_version: None,
         }
@@ -271,6 +296,7 @@ impl CloneSource {
             partial: false,
             mode: self.mode,
             feature_states: Vec::new(),
+            license: self.license,
         }
     }
 
@@ -394,6 +420,13 @@ impl RestoreSnapshot {
                 "mounted indices keep their names; rename is for mode restore",
             );
         }
+        if self.mode == RestoreMode::Restore && self.license.is_some() {
+            p.push(
+                "restore_snapshot.license",
+                Code::VALIDATION_LICENSE_FOR_MOUNT,
+                "a restore clone copies its data and runs on any license; a license is for mode mount",
+            );
+        }
     }
 
     /// The plan's form, once the API has resolved the snapshot and its
@@ -418,6 +451,7 @@ impl RestoreSnapshot {
             partial: false,
             mode: self.mode,
             feature_states: Vec::new(),
+            license: self.license,
         }
     }
 }
@@ -464,6 +498,7 @@ impl RestoreRequest {
             partial: self.partial,
             mode: RestoreMode::Restore,
             feature_states: self.feature_states.clone(),
+            license: None,
         }
     }
 }
@@ -569,6 +604,7 @@ mod tests {
             mode: RestoreMode::Mount,
             pinned: true,
             snapshot_version: None,
+            license: None,
         });
         let written = serde_json::to_value(&new).expect("serializes");
         let back: crate::deployment::Deployment =
@@ -672,6 +708,7 @@ mod tests {
             rename_replacement: Some("y".into()),
             mode: RestoreMode::Mount,
             resolved_snapshot: None,
+            license: None,
         }
         .check(&mut p);
         let Err(Invalid(errors)) = p.finish() else {

@@ -356,6 +356,29 @@ impl ElasticClient {
         Ok(answer.get("license").cloned().unwrap_or(Value::Null))
     }
 
+    /// `POST _license/start_trial?acknowledge=true`: starts Elasticsearch's
+    /// 30-day trial. `Ok(true)` when it started; `Ok(false)` when the
+    /// cluster answered without starting one (its `error_message` in the
+    /// error a caller builds from the license it then reads). A cluster
+    /// that used its trial already answers 403, an error here.
+    pub async fn start_trial(&self) -> Result<bool, ElasticError> {
+        let (status, body) = self
+            .execute(
+                Method::POST,
+                "_license/start_trial",
+                &[("acknowledge", "true".to_string())],
+                None,
+                Duration::ZERO,
+            )
+            .await?;
+        success(status, &body)?;
+        let answer: Value = parse(status, &body)?;
+        Ok(answer
+            .get("trial_was_started")
+            .and_then(Value::as_bool)
+            .unwrap_or(false))
+    }
+
     /// `POST _snapshot/{name}/_verify`: checks that every master and data
     /// node can use the repository, and returns the ids of the nodes that
     /// took part.

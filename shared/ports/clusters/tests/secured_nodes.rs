@@ -214,6 +214,7 @@ fn deployment(id: &str) -> Result<Deployment, serde_json::Error> {
         health: None,
         created: chrono::Utc::now(),
         updated: chrono::Utc::now(),
+        license: None,
     })
 }
 

@@ -138,6 +138,7 @@ fn deployment(
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     (d, p)
 }
@@ -833,6 +834,7 @@ pub async fn clone_pins_guard_snapshots(store: Store) -> TestResult {
         mode: RestoreMode::Mount,
         pinned: true,
         snapshot_version: None,
+        license: None,
     };
     // A clone of a snapshot that does not exist writes nothing.
     let (mut orphan, plan) = deployment(&org, "orphan", None, &[], &[]);
@@ -971,6 +973,7 @@ pub async fn a_pin_holds_only_the_snapshot_it_read(store: Store) -> TestResult {
         mode: RestoreMode::Mount,
         pinned: true,
         snapshot_version: Some(version),
+        license: None,
     };
 
     // A pin counted at the version read, before any delete began.

@@ -133,6 +133,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             health: None,
             created: now,
             updated: now,
+            license: None,
         };
         let t = Instant::now();
         store.create_deployment(&d, &plan, None).await?;
@@ -207,6 +208,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     store.create_deployment(&d, &plan, None).await?;
     let mut version = 1;

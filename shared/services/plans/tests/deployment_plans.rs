@@ -245,6 +245,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     let layout = probe.layout(&layout_plan, &dummy).map_err(|e| e.message)?;
     assert_eq!(
@@ -1145,6 +1146,7 @@ async fn the_node_identity_is_granted_the_deployments_own_paths_only() -> TestRe
             // store does not hold.
             pinned: false,
             snapshot_version: None,
+            license: None,
         });
         store.create_deployment(&d, &plan, None).await?;
         // Stopped right after the identity was made: the grant is what the

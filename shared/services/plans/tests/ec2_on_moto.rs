@@ -793,6 +793,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             health: None,
             created: now,
             updated: now,
+            license: None,
         };
         fx.steps().layout(&plan, &dummy).map_err(|e| e.message)?
     };

@@ -172,6 +172,7 @@ async fn harness(
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     store.create_deployment(&deployment, &plan, None).await?;
     let job = PlanJob {

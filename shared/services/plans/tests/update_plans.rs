@@ -815,6 +815,7 @@ async fn an_update_gives_a_clones_new_nodes_its_sources_client() -> TestResult {
         mode: RestoreMode::Mount,
         pinned: false,
         snapshot_version: None,
+        license: None,
     });
     world
         .store

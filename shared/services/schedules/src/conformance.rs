@@ -185,6 +185,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     (deployment, plan)
 }

@@ -151,6 +151,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     w.store.create_deployment(&d, &plan, None).await?;
     w.compute
@@ -889,10 +890,12 @@ async fn retention_keeps_a_snapshot_a_clone_pins_and_says_so() -> TestResult {
             mode: RestoreMode::Mount,
             pinned: true,
             snapshot_version: None,
+            license: None,
         }),
         health: None,
         created: now,
         updated: now,
+        license: None,
     };
     let plan = Plan::new(
         ORG,
@@ -991,6 +994,7 @@ async fn a_policy_on_a_mount_clones_source_registration_skips() -> TestResult {
         mode: RestoreMode::Mount,
         pinned: false,
         snapshot_version: None,
+        license: None,
     });
     w.store.replace_deployment(&clone, &previous, None).await?;
     let run = w.snapshotter.run_scheduled(ORG, &d.id, &p.id).await?;

@@ -46,6 +46,7 @@ fn deployment() -> Result<Deployment, serde_json::Error> {
         health: None,
         created: chrono::Utc::now(),
         updated: chrono::Utc::now(),
+        license: None,
     })
 }
 

@@ -368,6 +368,9 @@ pub async fn mount(sim: &Arc<Sim>, req: &Req, repo: &str, snapshot: &str) -> Api
         req.param("wait_for_completion"),
         false,
     )?;
+    // Elasticsearch checks the license once the request is read, before
+    // it looks at the index name, the repository or the snapshot.
+    crate::license::require_searchable_snapshots(sim)?;
     check_index_name(&target)?;
     let (record, blob) = restorable(sim, repo, snapshot).await?;
     let label = format!("{repo}:{snapshot}/{}", record.uuid);

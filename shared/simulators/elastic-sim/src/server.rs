@@ -640,6 +640,9 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     if !segments.is_empty() && !sim.has_master() {
         return Err(ApiError::master_not_discovered());
     }
+    // A secured cluster whose license is no longer active refuses its
+    // health and stats APIs before anything else is done.
+    crate::license::refuse_health_and_stats(sim, req)?;
     match segments.as_slice() {
         [] if get => cluster::root(sim, req),
         [] => wrong(&["GET", "HEAD"]),
@@ -773,12 +776,16 @@ async fn route(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         ["_component_template", name] if delete => templates::delete_component_template(sim, name),
         ["_component_template", _] => wrong(&["GET", "HEAD", "PUT", "POST", "DELETE"]),
 
-        ["_license"] if get => crate::license::get(sim),
+        ["_license"] if get => crate::license::get(sim, req),
         ["_license"] if put || post => crate::license::put(sim, req),
-        ["_license"] if delete => crate::license::delete(sim),
+        ["_license"] if delete => crate::license::delete(sim, req),
         ["_license"] => wrong(&["GET", "PUT", "POST", "DELETE"]),
-        ["_license", "start_basic"] if post => crate::license::start(sim, req, "basic"),
-        ["_license", "start_trial"] if post => crate::license::start(sim, req, "trial"),
+        ["_license", "start_basic"] if post => crate::license::start_basic(sim, req),
+        ["_license", "start_trial"] if post => crate::license::start_trial(sim, req),
+        ["_license", "start_basic" | "start_trial"] => wrong(&["POST"]),
+        ["_license", "trial_status"] if get => crate::license::trial_status(sim, req),
+        ["_license", "basic_status"] if get => crate::license::basic_status(sim, req),
+        ["_license", "trial_status" | "basic_status"] => wrong(&["GET", "HEAD"]),
         ["_snapshot"] if get => repositories::get(sim, None),
         ["_snapshot", "_status"] if get => snapshots::status(sim, None, None).await,
         ["_snapshot", repo] if get => repositories::get(sim, Some(repo)),

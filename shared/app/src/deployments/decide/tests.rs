@@ -70,6 +70,7 @@ fn record(
             health: None,
             created: now(),
             updated: now(),
+            license: None,
         },
         version: 3,
         refs: 0,
@@ -342,6 +343,7 @@ fn a_mount_clone_keeps_its_sources_name_off_its_own_path() -> TestResult {
         mode: RestoreMode::Mount,
         pinned: true,
         snapshot_version: None,
+        license: None,
     });
     let mut own = spec(1)?;
     own.snapshot = Some(serde_json::from_value(json!({"repository": "fb"}))?);

@@ -88,6 +88,9 @@ pub struct OwnedFacts {
     pub registered: Option<BTreeMap<String, Value>>,
     /// The license type `GET _license` reported; `None` when unread.
     pub license: Option<String>,
+    /// The license type Floe's plans put in force (a mount clone's trial);
+    /// `None`: the basic license a new cluster runs.
+    pub expected_license: Option<String>,
 }
 
 /// What the cluster said, from a node that runs.
@@ -99,6 +102,10 @@ pub enum ClusterFacts {
     /// changed it): what it said. Floe cannot read the cluster, so the
     /// nodes are judged by their instances alone.
     Refused(String),
+    /// A node answered 403 for a license no longer active (a trial that
+    /// ended): Elasticsearch refuses its health and stats APIs, so the
+    /// nodes are judged by their instances alone. What it said.
+    Unlicensed(String),
     Reached {
         /// Its members (`_cat/nodes`); `None` when they could not be read.
         members: Option<Vec<NodeRow>>,
@@ -121,6 +128,12 @@ pub fn judge(spec: &DeploymentSpec, facts: &Facts) -> Observation {
         ClusterFacts::Refused(e) => {
             warnings.push(format!(
                 "the cluster refuses the elastic password Floe holds (401: {e}); reset the password to give Floe back its access"
+            ));
+            None
+        }
+        ClusterFacts::Unlicensed(e) => {
+            warnings.push(format!(
+                "the cluster's license is no longer active (403: {e}): Elasticsearch refuses its health and stats, and searchable snapshots; install a license"
             ));
             None
         }
@@ -256,12 +269,18 @@ pub fn owned_warnings(owned: &OwnedFacts) -> Vec<String> {
             }
         }
     }
+    let expected = owned.expected_license.as_deref().unwrap_or(FLOE_LICENSE);
     if let Some(license) = &owned.license
-        && license != FLOE_LICENSE
+        && license != expected
     {
-        warnings.push(format!(
-            "the license is {license} on the cluster; Floe's nodes run the self-generated {FLOE_LICENSE} license"
-        ));
+        warnings.push(match owned.expected_license {
+            None => format!(
+                "the license is {license} on the cluster; Floe's nodes run the self-generated {FLOE_LICENSE} license"
+            ),
+            Some(_) => format!(
+                "the license is {license} on the cluster; Floe's plans put the {expected} license in force"
+            ),
+        });
     }
     warnings
 }
@@ -565,6 +584,7 @@ mod tests {
                 mode: RestoreMode::Mount,
                 pinned: true,
                 snapshot_version: None,
+                license: None,
             },
             record,
         })
@@ -629,6 +649,7 @@ mod tests {
             repositories: floe_registrations(),
             registered: Some(registered_as_set()),
             license: Some("basic".into()),
+            expected_license: None,
         }
     }
 
@@ -653,6 +674,7 @@ mod tests {
             repositories: floe_registrations(),
             registered: Some(registered),
             license: Some("trial".into()),
+            expected_license: None,
         }
     }
 
@@ -868,6 +890,54 @@ mod tests {
                 replacements: vec![],
                 warnings: &[
                     "the cluster refuses the elastic password Floe holds (401: unable to authenticate user [elastic]); reset the password to give Floe back its access",
+                ],
+            },
+            Row {
+                case: "a trial that ended: health and stats refused, a warning, the nodes judged by their instances",
+                facts: facts(
+                    all(),
+                    &[],
+                    ClusterFacts::Unlicensed(
+                        "current license is non-compliant for [security]".into(),
+                    ),
+                ),
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[
+                    "the cluster's license is no longer active (403: current license is non-compliant for [security]): Elasticsearch refuses its health and stats, and searchable snapshots; install a license",
+                ],
+            },
+            Row {
+                case: "a mount clone on the trial its create started: no warning",
+                facts: Facts {
+                    owned: OwnedFacts {
+                        license: Some("trial".into()),
+                        expected_license: Some("trial".into()),
+                        ..owned_as_set()
+                    },
+                    ..facts(all(), &[], green(&["i-0", "i-1", "i-2"]))
+                },
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[],
+            },
+            Row {
+                case: "a mount clone's trial replaced by a tenant: a warning",
+                facts: Facts {
+                    owned: OwnedFacts {
+                        license: Some("basic".into()),
+                        expected_license: Some("trial".into()),
+                        ..owned_as_set()
+                    },
+                    ..facts(all(), &[], green(&["i-0", "i-1", "i-2"]))
+                },
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[
+                    "the license is basic on the cluster; Floe's plans put the trial license in force",
                 ],
             },
             Row {

@@ -16,6 +16,15 @@ fn refused(e: &ElasticError) -> bool {
     e.status() == Some(401)
 }
 
+/// Elasticsearch refused with a license that is no longer active: a
+/// secured cluster refuses its health and stats APIs then (403,
+/// `current license is non-compliant for [security]`).
+fn unlicensed(e: &ElasticError) -> bool {
+    e.status() == Some(403)
+        && e.failure()
+            .is_some_and(|f| f.reason.contains("current license is non-compliant"))
+}
+
 /// Looks at one deployment's instances and cluster.
 #[async_trait]
 pub trait Probe: Send + Sync + 'static {
@@ -42,12 +51,14 @@ impl DeploymentSteps {
             Ok(client) => {
                 let members = client.nodes().await;
                 let health = client.health(None, None).await;
+                let reason = |e: &ElasticError| {
+                    e.failure()
+                        .map_or_else(|| e.to_string(), |f| f.reason.clone())
+                };
                 match (&members, &health) {
-                    (Err(e), _) | (_, Err(e)) if refused(e) => {
-                        let reason = e
-                            .failure()
-                            .map_or_else(|| e.to_string(), |f| f.reason.clone());
-                        ClusterFacts::Refused(reason)
+                    (Err(e), _) | (_, Err(e)) if refused(e) => ClusterFacts::Refused(reason(e)),
+                    (Err(e), _) | (_, Err(e)) if unlicensed(e) => {
+                        ClusterFacts::Unlicensed(reason(e))
                     }
                     _ => {
                         owned = self.owned_facts(d, &client).await;
@@ -116,6 +127,7 @@ impl DeploymentSteps {
                     .and_then(serde_json::Value::as_str)
                     .map(str::to_string)
             }),
+            expected_license: d.license.as_ref().map(|l| l.license_type.clone()),
         }
     }
 

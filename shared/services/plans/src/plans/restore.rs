@@ -17,7 +17,14 @@ pub fn saga(t: &RestoreTarget) -> Saga {
     }
     match t.mode {
         RestoreMode::Restore => saga.step("restore", action!(restore), action!(leave_restored)),
-        RestoreMode::Mount => saga.step("mount", action!(mount), action!(leave_restored)),
+        RestoreMode::Mount => {
+            saga.step(
+                crate::steps::license::STEP,
+                action!(ensure_license),
+                action!(nothing),
+            );
+            saga.step("mount", action!(mount), action!(leave_restored))
+        }
     }
     saga.step("wait-restored", action!(wait_restored), action!(nothing));
     saga

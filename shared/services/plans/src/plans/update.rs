@@ -222,6 +222,7 @@ mod tests {
             mode: RestoreMode::Mount,
             pinned: true,
             snapshot_version: None,
+            license: None,
         };
         let ids = saga(&current, &grown, Some(&source), false).ids();
         assert!(ids.iter().any(|s| s == "repository-credentials"), "{ids:?}");

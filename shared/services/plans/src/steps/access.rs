@@ -135,6 +135,18 @@ pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
                     next.endpoint = Some(host);
                 }
             }
+            // The license a mount clone's create or start put in force.
+            if let Some(license) = plan
+                .steps
+                .iter()
+                .find(|s| s.step_id == crate::steps::license::STEP)
+                .and_then(|s| {
+                    serde_json::from_value::<floe_domain::license::ClusterLicense>(s.output.clone())
+                        .ok()
+                })
+            {
+                next.license = Some(license);
+            }
             // A heal that succeeded may be started again at once, should
             // another node be lost.
             if plan.kind() == PlanKind::Heal

@@ -24,6 +24,7 @@ pub mod credentials;
 pub mod drain;
 pub mod heal;
 pub mod identity;
+pub mod license;
 pub mod nodes;
 pub mod records;
 pub mod remove_snapshots;

@@ -3,7 +3,7 @@
 //! while `index.latest` names the same generation, and a generation
 //! changed by another cluster makes it read again.
 
-use crate::common::{TestResult, client, fs_repo, seed, start, wire};
+use crate::common::{TestResult, client, fs_repo, seed, start, start_trial, wire};
 use floe_elastic::{CreateSnapshot, MountRequest, RepositoryRegistration};
 use floe_elastic_sim::SimFaults;
 use serde_json::json;
@@ -36,6 +36,7 @@ async fn repository_data_is_read_again_only_when_its_generation_changes() -> Tes
     let generation: u64 = std::fs::read_to_string(&latest)?.trim().parse()?;
 
     let clone = start("clone", root.path(), SimFaults::default()).await?;
+    start_trial(&clone).await?;
     let es2 = client(&clone)?;
     es2.put_repository("main", &readonly("main")).await?;
     es2.mount("main", "snap-1", &mount("a", "a-1"), true)

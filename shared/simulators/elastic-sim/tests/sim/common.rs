@@ -54,6 +54,21 @@ pub async fn call(
     Ok((status, body))
 }
 
+/// Starts the cluster's 30-day trial, as a user does before mounting
+/// searchable snapshots: a new cluster's `basic` license refuses them.
+pub async fn start_trial(cluster: &RunningCluster) -> TestResult {
+    let (status, body) = call(
+        cluster,
+        reqwest::Method::POST,
+        "/_license/start_trial?acknowledge=true",
+        None,
+    )
+    .await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["trial_was_started"], json!(true), "{body}");
+    Ok(())
+}
+
 /// Creates an index and puts `docs` documents in it.
 pub async fn seed(cluster: &RunningCluster, index: &str, docs: usize) -> TestResult {
     let (status, body) = call(

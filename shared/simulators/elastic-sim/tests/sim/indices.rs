@@ -530,6 +530,7 @@ async fn restored_and_mounted_indices_search_as_the_source_did() -> TestResult {
     let root = tempfile::tempdir()?;
     let source = start("source", root.path(), SimFaults::default()).await?;
     let clone = start("clone", root.path(), SimFaults::default()).await?;
+    crate::common::start_trial(&clone).await?;
     load(&source, "logs", 120).await?;
     let question = json!({
         "query": {"bool": {"filter": [{"range": {"n": {"gte": 30}}}], "must": [{"match": {"msg": "even"}}]}},

@@ -9,6 +9,7 @@ mod data_path;
 mod faults;
 mod fs;
 mod indices;
+mod license;
 mod mount;
 mod s3;
 mod s3_client;

@@ -1,6 +1,6 @@
 //! Searchable-snapshot mounts.
 
-use crate::common::{TestResult, call, client, count, fs_repo, seed, start, wire};
+use crate::common::{TestResult, call, client, count, fs_repo, seed, start, start_trial, wire};
 use floe_elastic::{CreateSnapshot, ElasticError, MountRequest, MountStorage};
 use floe_elastic_sim::SimFaults;
 use serde_json::json;
@@ -9,6 +9,7 @@ use serde_json::json;
 async fn a_mounted_snapshot_is_readable_and_refuses_writes() -> TestResult {
     let root = tempfile::tempdir()?;
     let cluster = start("mount", root.path(), SimFaults::default()).await?;
+    start_trial(&cluster).await?;
     seed(&cluster, "events", 6).await?;
     let es = client(&cluster)?;
     es.put_repository("repo", &fs_repo("repo")).await?;

@@ -419,3 +419,104 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Once its license is no longer active, a secured cluster refuses its
+/// health and stats APIs (`current license is non-compliant for
+/// [security]`), while reads and writes of data go on; a basic license
+/// brings them back.
+#[tokio::test]
+async fn an_expired_license_blocks_health_and_stats_but_not_data() -> TestResult {
+    let s = secured().await?;
+    let elastic = Some(("elastic", s.password.as_str()));
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis(),
+    )?;
+    let license = json!({"license": {
+        "uid": "5f1e0a1c-7c0d-4f7e-9a55-6c7a1b2c3d4e",
+        "type": "platinum",
+        "issue_date_in_millis": now - 86_400_000,
+        "expiry_date_in_millis": now + 2_000,
+        "max_nodes": 10,
+        "issued_to": "Floe tests",
+        "issuer": "API",
+        "signature": "AAAABQAAAA0FakeSignatureForTests",
+        "start_date_in_millis": -1
+    }});
+    let (status, _, body) = s
+        .send(reqwest::Method::PUT, "/_license", elastic, Some(license))
+        .await?;
+    assert_eq!(
+        (status, &body["license_status"]),
+        (200, &json!("valid")),
+        "{body}"
+    );
+    let (status, _, body) = s
+        .send(reqwest::Method::GET, "/_cluster/health", elastic, None)
+        .await?;
+    assert_eq!(status, 200, "{body}");
+    crate::common::eventually("the license expires", || async {
+        let (_, _, body) = s
+            .send(reqwest::Method::GET, "/_license", elastic, None)
+            .await?;
+        Ok(body["license"]["status"] == "expired")
+    })
+    .await?;
+
+    let cause = json!({
+        "type": "security_exception",
+        "reason": "current license is non-compliant for [security]",
+        "license.expired.feature": "security",
+    });
+    let mut error = cause.clone();
+    error["root_cause"] = json!([cause]);
+    let refused = json!({ "error": error, "status": 403 });
+    for path in [
+        "/_cluster/health",
+        "/_cluster/stats",
+        "/_nodes/stats",
+        "/_stats",
+        "/_cat/health",
+        "/_cat/indices",
+    ] {
+        let (status, _, body) = s.send(reqwest::Method::GET, path, elastic, None).await?;
+        assert_eq!((status, &body), (403, &refused), "{path}");
+    }
+    let (status, _, body) = s
+        .send(
+            reqwest::Method::PUT,
+            "/notes/_doc/1",
+            elastic,
+            Some(json!({"n": 1})),
+        )
+        .await?;
+    assert_eq!(status, 201, "{body}");
+    let (status, _, body) = s
+        .send(reqwest::Method::GET, "/notes/_count", elastic, None)
+        .await?;
+    assert_eq!((status, &body["count"]), (200, &json!(1)), "{body}");
+    let (status, _, body) = s
+        .send(reqwest::Method::GET, "/_license", elastic, None)
+        .await?;
+    assert_eq!(
+        (status, &body["license"]["status"]),
+        (200, &json!("expired"))
+    );
+
+    let (status, _, body) = s
+        .send(
+            reqwest::Method::POST,
+            "/_license/start_basic?acknowledge=true",
+            elastic,
+            None,
+        )
+        .await?;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = s
+        .send(reqwest::Method::GET, "/_cluster/health", elastic, None)
+        .await?;
+    assert_eq!(status, 200, "{body}");
+    s.cluster.shutdown().await?;
+    Ok(())
+}
