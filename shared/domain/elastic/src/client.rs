@@ -75,6 +75,25 @@ fn http_builder(timeout: Duration) -> reqwest::ClientBuilder {
         .no_proxy()
 }
 
+/// An HTTPS-only client that trusts the cluster's CAs (`ca_pem`) and
+/// nothing else; with `resolve`, that name reaches that address whatever
+/// DNS says.
+fn pinned_http(
+    timeout: Duration,
+    ca_pem: &str,
+    resolve: Option<(&str, std::net::SocketAddr)>,
+) -> Result<reqwest::Client, ElasticError> {
+    let mut builder = http_builder(timeout)
+        .tls_certs_only(cluster_cas(ca_pem)?)
+        .https_only(true);
+    if let Some((name, address)) = resolve {
+        builder = builder.resolve(name, address);
+    }
+    builder
+        .build()
+        .map_err(|e| ElasticError::invalid(format!("the HTTP client could not be built: {e}")))
+}
+
 /// The roots a cluster's certificates may chain to: every certificate of
 /// `ca_pem` (one CA, or the old and the new one while a CA is replaced).
 fn cluster_cas(ca_pem: &str) -> Result<Vec<reqwest::Certificate>, ElasticError> {
@@ -143,14 +162,7 @@ impl ElasticClient {
         }
         let url = Url::parse(&format!("https://{server_name}:{}", address.port()))
             .map_err(|e| ElasticError::invalid(format!("the server name is not valid: {e}")))?;
-        let http = http_builder(timeout)
-            .tls_certs_only(cluster_cas(ca_pem)?)
-            .resolve(server_name, address)
-            .https_only(true)
-            .build()
-            .map_err(|e| {
-                ElasticError::invalid(format!("the HTTP client could not be built: {e}"))
-            })?;
+        let http = pinned_http(timeout, ca_pem, Some((server_name, address)))?;
         ElasticClient::with_http(http, url, auth, timeout)
     }
 
@@ -176,13 +188,7 @@ impl ElasticClient {
         };
         let url = Url::parse(&format!("https://{authority}"))
             .map_err(|e| ElasticError::invalid(format!("the endpoint is not valid: {e}")))?;
-        let http = http_builder(timeout)
-            .tls_certs_only(cluster_cas(ca_pem)?)
-            .https_only(true)
-            .build()
-            .map_err(|e| {
-                ElasticError::invalid(format!("the HTTP client could not be built: {e}"))
-            })?;
+        let http = pinned_http(timeout, ca_pem, None)?;
         ElasticClient::with_http(http, url, auth, timeout)
     }
 

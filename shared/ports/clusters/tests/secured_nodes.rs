@@ -91,6 +91,30 @@ async fn node(
     Ok((address, seen))
 }
 
+/// What the create plan stores for the functions: the CA and the elastic
+/// password, under the deployment's path below `/floe`.
+async fn store_secrets(
+    parameters: &SimulatedParameters,
+    id: &str,
+    security: &floe_node_security::ClusterSecurity,
+) -> TestResult {
+    for (name, value) in [
+        (
+            "tls/ca.crt",
+            SecretOrPlain::plain(security.ca_cert_pem.clone()),
+        ),
+        (
+            "security/elastic_password",
+            SecretOrPlain::secret(security.elastic_password.expose()),
+        ),
+    ] {
+        parameters
+            .put(&format!("/floe/{id}/{name}"), &value)
+            .await?;
+    }
+    Ok(())
+}
+
 fn elastic(password: &SecretString) -> Option<Auth> {
     Some(Auth::Basic {
         username: "elastic".into(),
@@ -238,20 +262,7 @@ async fn node_addresses_reach_a_secured_node_with_its_deployments_parameters() -
         Err(floe_clusters::ClusterError::NotSecured { .. }) => {}
         other => return Err(format!("expected NotSecured, got {other:?}").into()),
     }
-    for (name, value) in [
-        (
-            "tls/ca.crt",
-            SecretOrPlain::plain(security.ca_cert_pem.clone()),
-        ),
-        (
-            "security/elastic_password",
-            SecretOrPlain::secret(security.elastic_password.expose()),
-        ),
-    ] {
-        parameters
-            .put(&format!("/floe/{id}/{name}"), &value)
-            .await?;
-    }
+    store_secrets(&parameters, id, &security).await?;
     let client = clusters.client(&deployment(id)?, &[]).await?;
     assert_eq!(client.health(None, None).await?.status.as_str(), "green");
     let sent = seen.lock().map(|s| s.clone()).unwrap_or_default();
@@ -399,20 +410,7 @@ async fn a_recorded_deployment_is_reached_by_its_endpoints_name() -> TestResult 
     );
 
     let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
-    for (name, value) in [
-        (
-            "tls/ca.crt",
-            SecretOrPlain::plain(security.ca_cert_pem.clone()),
-        ),
-        (
-            "security/elastic_password",
-            SecretOrPlain::secret(security.elastic_password.expose()),
-        ),
-    ] {
-        parameters
-            .put(&format!("/floe/{id}/{name}"), &value)
-            .await?;
-    }
+    store_secrets(&parameters, id, &security).await?;
     let addresses = NodeAddresses::new(
         Arc::new(OneNode),
         true,

@@ -7,26 +7,20 @@
 //! succeeds, and until then the functions and the view keep what worked.
 //! A deployment whose create kept no CA key gets a CA for HTTP alone.
 
-use chrono::Utc;
 use floe_clusters::Clusters;
-use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
 use floe_compute::{Compute, InstanceState, NodeParameters};
-use floe_compute_sim::{AddressPool, SimulatedCompute, SimulatedConfig, SimulatedParameters};
 use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
-use floe_domain::plan::{Plan, PlanParams, PlanStatus};
+use floe_domain::plan::{PlanParams, PlanStatus};
 use floe_elastic::{Auth, ElasticClient};
 use floe_plans::engine::Steps;
-use floe_plans::{DeploymentSteps, PlanJob, StepPorts};
 use floe_secrets::{Cipher, LocalCipher, Owner};
-use floe_snapshots::Snapshotter;
-use floe_store::Store;
-use floe_store_sqlite::SqliteBackend;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 mod support;
 
+use support::world::World;
 use support::{FailAfter, Twice};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -44,92 +38,10 @@ fn spec(count: u32) -> Result<DeploymentSpec, serde_json::Error> {
     )
 }
 
-struct Secured {
-    compute: Arc<SimulatedCompute>,
-    clusters: Arc<SimulatedClusters>,
-    parameters: Arc<SimulatedParameters>,
-    cipher: Arc<LocalCipher>,
-    store: Store,
-}
-
-impl Secured {
-    fn new() -> Result<Secured, Box<dyn std::error::Error>> {
-        let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
-            addresses: AddressPool::Loopback,
-            ..SimulatedConfig::default()
-        }));
-        let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
-        let source = compute.clone();
-        let clusters = Arc::new(
-            SimulatedClusters::new(compute.clone(), SimulatedClustersConfig::default())
-                .with_http_port(PORT)
-                .with_parameters(parameters.clone(), "/floe")
-                .with_user_data(Arc::new(move |id: &str| source.user_data(id))),
-        );
-        Ok(Secured {
-            compute,
-            clusters,
-            parameters,
-            cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
-            store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
-        })
-    }
-
-    fn steps(&self) -> DeploymentSteps {
-        DeploymentSteps::new(
-            StepPorts {
-                compute: self.compute.clone(),
-                clusters: self.clusters.clone(),
-                parameters: self.parameters.clone(),
-                cipher: self.cipher.clone(),
-                snapshots: Snapshotter::new(self.store.clone(), self.clusters.clone()),
-            },
-            floe_plans::StepSettings {
-                http_port: PORT,
-                ..support::world::settings()
-            },
-        )
-    }
-
-    async fn deployment(&self, id: &str) -> Result<Deployment, Box<dyn std::error::Error>> {
-        Ok(self
-            .store
-            .get_deployment("acme", id)
-            .await?
-            .ok_or("deployment")?
-            .value)
-    }
-
-    async fn run(
-        &self,
-        steps: Arc<dyn Steps>,
-        plan: &Plan,
-    ) -> Result<PlanStatus, Box<dyn std::error::Error>> {
-        let job = PlanJob {
-            org: "acme".into(),
-            deployment_id: plan.deployment_id.clone(),
-            plan_id: plan.id.clone(),
-        };
-        support::run_to_end(&self.store, steps, &job).await
-    }
-
+impl World {
     /// A running deployment as Floe made them before endpoints were named.
     async fn legacy(&self) -> Result<Deployment, Box<dyn std::error::Error>> {
-        let plan = Plan::new(
-            "acme",
-            &floe_domain::names::new_resource_id(),
-            PlanParams::Create(spec(3)?),
-            "deployments.create",
-            "tester",
-            Utc::now(),
-        );
-        let d = Deployment::first_planned_by(&plan, spec(3)?);
-        self.store.create_deployment(&d, &plan, None).await?;
-        assert_eq!(
-            self.run(Arc::new(self.steps()), &plan).await?,
-            PlanStatus::Succeeded
-        );
-        let d = self.deployment(&d.id).await?;
+        let d = self.create(spec(3)?).await?;
         assert_eq!(d.endpoint, None);
         Ok(d)
     }
@@ -143,27 +55,12 @@ impl Secured {
         to: Option<&str>,
         steps: Arc<dyn Steps>,
     ) -> Result<PlanStatus, Box<dyn std::error::Error>> {
-        let previous = self
-            .store
-            .get_deployment("acme", id)
-            .await?
-            .ok_or("deployment")?;
-        let plan = Plan::new(
-            "acme",
-            id,
-            PlanParams::Update(target.clone()),
-            "deployments.update",
-            "tester",
-            Utc::now(),
-        );
-        let mut next = previous.value.clone();
-        next.status = DeploymentStatus::Reconfiguring;
-        next.pending_plan = Some(plan.reference());
-        next.endpoint_moving_to = to.map(str::to_string);
-        self.store
-            .replace_deployment(&next, &previous, Some(&plan))
+        let moving_to = to.map(str::to_string);
+        let edit = |d: &mut Deployment| d.endpoint_moving_to = moving_to;
+        let (status, _) = self
+            .run_plan(id, PlanParams::Update(target.clone()), edit, steps)
             .await?;
-        self.run(steps, &plan).await
+        Ok(status)
     }
 
     async fn running(&self, id: &str) -> Result<BTreeSet<String>, Box<dyn std::error::Error>> {
@@ -193,8 +90,8 @@ impl Secured {
     async fn elastic(&self, d: &Deployment) -> Result<Option<Auth>, Box<dyn std::error::Error>> {
         let access = d.access.as_ref().ok_or("access")?;
         let resource = floe_domain::access::sealing_resource(&d.id);
-        let password = self
-            .cipher
+        // The key the world's steps seal with.
+        let password = LocalCipher::from_key(&[7u8; 32])
             .open(
                 &access.sealed_password,
                 &Owner {
@@ -213,7 +110,7 @@ impl Secured {
 
 /// What a user holds after the move: the view's endpoint and CA reach the
 /// cluster, and so does every node address it publishes (sniffing).
-async fn verifies_with_the_view(world: &Secured, d: &Deployment) -> TestResult {
+async fn verifies_with_the_view(world: &World, d: &Deployment) -> TestResult {
     let view = floe_domain::deployment::DeploymentView::new(d, 1);
     let es = view
         .elasticsearch
@@ -246,7 +143,7 @@ async fn an_update_moves_a_deployment_without_an_endpoint_to_one() -> TestResult
     // Created after Floe kept the CA key (a stack that named no endpoints
     // then), or before (a CA for HTTP is made).
     for kept_ca_key in [true, false] {
-        let world = Secured::new()?;
+        let world = World::secured(PORT)?;
         let d = world.legacy().await?;
         if !kept_ca_key {
             world
@@ -317,7 +214,7 @@ async fn an_update_moves_a_deployment_without_an_endpoint_to_one() -> TestResult
 /// run twice (as a worker that crashed after a step and runs it again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_move_leaves_what_worked_and_the_next_one_finishes() -> TestResult {
-    let world = Secured::new()?;
+    let world = World::secured(PORT)?;
     let d = world.legacy().await?;
     world
         .parameters

@@ -37,33 +37,13 @@ impl World {
         target: &DeploymentSpec,
         steps: Arc<dyn Steps>,
     ) -> Result<(PlanStatus, Plan), Box<dyn std::error::Error>> {
-        let previous = self
-            .store
-            .get_deployment("acme", deployment_id)
-            .await?
-            .ok_or("deployment")?;
-        let plan = Plan::new(
-            "acme",
+        self.run_plan(
             deployment_id,
             PlanParams::Update(target.clone()),
-            "deployments.update",
-            "tester",
-            Utc::now(),
-        );
-        let mut next = previous.value.clone();
-        next.status = DeploymentStatus::Reconfiguring;
-        next.pending_plan = Some(plan.reference());
-        self.store
-            .replace_deployment(&next, &previous, Some(&plan))
-            .await?;
-        let status = self.run(steps, deployment_id, &plan.id).await?;
-        let plan = self
-            .store
-            .get_plan("acme", deployment_id, &plan.id)
-            .await?
-            .ok_or("plan")?
-            .value;
-        Ok((status, plan))
+            |_| {},
+            steps,
+        )
+        .await
     }
 
     /// Running instances per node group, and their ids.

@@ -100,6 +100,37 @@ fn pinned(
     )
 }
 
+/// What the create plan stores for the nodes and the functions: the CA,
+/// the nodes' certificate and key, and the elastic password.
+async fn store_security(
+    parameters: &SimulatedParameters,
+    security: &floe_node_security::ClusterSecurity,
+) -> TestResult {
+    for (name, value) in [
+        (
+            "tls/ca.crt",
+            SecretOrPlain::plain(security.ca_cert_pem.clone()),
+        ),
+        (
+            "tls/node.crt",
+            SecretOrPlain::secret(security.node_cert_pem.clone()),
+        ),
+        (
+            "tls/node.key",
+            SecretOrPlain::secret(security.node_key_pem.expose()),
+        ),
+        (
+            "security/elastic_password",
+            SecretOrPlain::secret(security.elastic_password.expose()),
+        ),
+    ] {
+        parameters
+            .put(&format!("/floe/{ID}/{name}"), &value)
+            .await?;
+    }
+    Ok(())
+}
+
 fn s3_repository() -> RepositoryRegistration {
     let mut settings = Map::new();
     settings.insert("bucket".into(), json!("backups"));
@@ -118,26 +149,7 @@ async fn every_node_address_serves_the_secured_cluster_until_its_instance_goes()
     let security = floe_node_security::generate(ID)?;
     let password = security.elastic_password.expose().to_string();
     let path = format!("/floe/{ID}");
-    for (name, value) in [
-        (
-            "tls/ca.crt",
-            SecretOrPlain::plain(security.ca_cert_pem.clone()),
-        ),
-        (
-            "tls/node.crt",
-            SecretOrPlain::secret(security.node_cert_pem.clone()),
-        ),
-        (
-            "tls/node.key",
-            SecretOrPlain::secret(security.node_key_pem.expose()),
-        ),
-        (
-            "security/elastic_password",
-            SecretOrPlain::secret(password.clone()),
-        ),
-    ] {
-        parameters.put(&format!("{path}/{name}"), &value).await?;
-    }
+    store_security(&parameters, &security).await?;
     let source = compute.clone();
     let clusters = SimulatedClusters::new(compute.clone(), SimulatedClustersConfig::default())
         .with_http_port(PORT)
@@ -281,27 +293,7 @@ async fn a_recorded_deployment_is_reached_by_its_endpoint_through_node_loss() ->
     let security =
         floe_node_security::generate_with(ID, floe_node_security::new_password(), Some(&endpoint))?;
     let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
-    let path = format!("/floe/{ID}");
-    for (name, value) in [
-        (
-            "tls/ca.crt",
-            SecretOrPlain::plain(security.ca_cert_pem.clone()),
-        ),
-        (
-            "tls/node.crt",
-            SecretOrPlain::secret(security.node_cert_pem.clone()),
-        ),
-        (
-            "tls/node.key",
-            SecretOrPlain::secret(security.node_key_pem.expose()),
-        ),
-        (
-            "security/elastic_password",
-            SecretOrPlain::secret(security.elastic_password.expose()),
-        ),
-    ] {
-        parameters.put(&format!("{path}/{name}"), &value).await?;
-    }
+    store_security(&parameters, &security).await?;
     let source = compute.clone();
     let clusters = SimulatedClusters::new(compute.clone(), SimulatedClustersConfig::default())
         .with_http_port(PORT)

@@ -33,6 +33,7 @@ pub struct World {
     pub clusters: Arc<SimulatedClusters>,
     pub parameters: Arc<SimulatedParameters>,
     pub store: Store,
+    pub settings: StepSettings,
 }
 
 impl World {
@@ -49,7 +50,76 @@ impl World {
             clusters,
             parameters: Arc::new(SimulatedParameters::new(Vec::new())),
             store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
+            settings: settings(),
         })
+    }
+
+    /// As local mode runs them: instances with loopback addresses of their
+    /// own, and secured simulated clusters on them at `http_port` (HTTPS
+    /// with each deployment's certificates, its stable endpoint served).
+    pub fn secured(http_port: u16) -> Result<World, TestError> {
+        let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+            addresses: floe_compute_sim::AddressPool::Loopback,
+            ..SimulatedConfig::default()
+        }));
+        let parameters = Arc::new(SimulatedParameters::new(Vec::new()));
+        let source = compute.clone();
+        let clusters = Arc::new(
+            SimulatedClusters::new(compute.clone(), SimulatedClustersConfig::default())
+                .with_http_port(http_port)
+                .with_parameters(parameters.clone(), "/floe")
+                .with_user_data(Arc::new(move |id: &str| source.user_data(id))),
+        );
+        Ok(World {
+            compute,
+            clusters,
+            parameters,
+            store: Store::new(Arc::new(SqliteBackend::in_memory()?)),
+            settings: StepSettings {
+                http_port,
+                ..settings()
+            },
+        })
+    }
+
+    /// Records `params` as the pending plan of running deployment
+    /// `deployment_id` (its record changed by `edit` too), as the api
+    /// does, and drives it to the end over `steps`.
+    pub async fn run_plan(
+        &self,
+        deployment_id: &str,
+        params: PlanParams,
+        edit: impl FnOnce(&mut Deployment),
+        steps: Arc<dyn Steps>,
+    ) -> Result<(PlanStatus, Plan), TestError> {
+        let previous = self
+            .store
+            .get_deployment("acme", deployment_id)
+            .await?
+            .ok_or("deployment")?;
+        let plan = Plan::new(
+            "acme",
+            deployment_id,
+            params,
+            "deployments.update",
+            "tester",
+            Utc::now(),
+        );
+        let mut next = previous.value.clone();
+        next.status = floe_domain::plan::lifecycle::while_running(plan.kind());
+        next.pending_plan = Some(plan.reference());
+        edit(&mut next);
+        self.store
+            .replace_deployment(&next, &previous, Some(&plan))
+            .await?;
+        let status = self.run(steps, deployment_id, &plan.id).await?;
+        let plan = self
+            .store
+            .get_plan("acme", deployment_id, &plan.id)
+            .await?
+            .ok_or("plan")?
+            .value;
+        Ok((status, plan))
     }
 
     pub fn steps(&self) -> DeploymentSteps {
@@ -61,7 +131,7 @@ impl World {
                 cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
                 snapshots: Snapshotter::new(self.store.clone(), self.clusters.clone()),
             },
-            settings(),
+            self.settings.clone(),
         )
         // The tests' repositories on a store by name resolve here, never
         // through DNS: no test reaches beyond loopback.

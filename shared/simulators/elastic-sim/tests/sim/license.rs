@@ -54,6 +54,25 @@ fn non_compliant(feature: &str) -> Value {
     json!({ "error": error, "status": 403 })
 }
 
+/// What `PUT _license` answers for a license it took (`valid`) or
+/// reported without installing it (`expired`, `invalid`).
+fn installed(license_status: &str) -> (u16, Value) {
+    (
+        200,
+        json!({"acknowledged": true, "license_status": license_status}),
+    )
+}
+
+/// `POST path` without a body.
+async fn post(cluster: &RunningCluster, path: &str) -> Fallible<(u16, Value)> {
+    call(cluster, Method::POST, path, None).await
+}
+
+/// `method /_license` with `body`.
+async fn install(cluster: &RunningCluster, method: Method, body: Value) -> Fallible<(u16, Value)> {
+    call(cluster, method, "/_license", Some(body)).await
+}
+
 async fn get_license(cluster: &RunningCluster) -> Fallible<Value> {
     let (status, body) = call(cluster, Method::GET, "/_license", None).await?;
     assert_eq!(status, 200, "{body}");
@@ -164,13 +183,7 @@ async fn a_new_cluster_runs_basic_and_may_start_one_trial() -> TestResult {
         assert_eq!(body["error"]["reason"], reason);
     }
 
-    let (status, body) = call(
-        &cluster,
-        Method::POST,
-        "/_license/start_trial?acknowledge=true",
-        None,
-    )
-    .await?;
+    let (status, body) = post(&cluster, "/_license/start_trial?acknowledge=true").await?;
     assert_eq!(status, 200);
     assert_eq!(
         body,
@@ -195,13 +208,7 @@ async fn a_new_cluster_runs_basic_and_may_start_one_trial() -> TestResult {
         "trial_was_started": false,
         "error_message": "Operation failed: Trial was already activated."
     });
-    let (status, body) = call(
-        &cluster,
-        Method::POST,
-        "/_license/start_trial?acknowledge=true",
-        None,
-    )
-    .await?;
+    let (status, body) = post(&cluster, "/_license/start_trial?acknowledge=true").await?;
     assert_eq!((status, &body), (403, &refused));
 
     // Back to basic: the features a trial had ask to be acknowledged.
@@ -226,13 +233,7 @@ async fn a_new_cluster_runs_basic_and_may_start_one_trial() -> TestResult {
         json!(["Cross-Cluster Replication will be disabled"])
     );
     assert_eq!(get_license(&cluster).await?["type"], "trial");
-    let (status, body) = call(
-        &cluster,
-        Method::POST,
-        "/_license/start_basic?acknowledge=true",
-        None,
-    )
-    .await?;
+    let (status, body) = post(&cluster, "/_license/start_basic?acknowledge=true").await?;
     assert_eq!(
         (status, body),
         (
@@ -241,13 +242,7 @@ async fn a_new_cluster_runs_basic_and_may_start_one_trial() -> TestResult {
         )
     );
     assert_eq!(get_license(&cluster).await?["type"], "basic");
-    let (status, body) = call(
-        &cluster,
-        Method::POST,
-        "/_license/start_basic?acknowledge=true",
-        None,
-    )
-    .await?;
+    let (status, body) = post(&cluster, "/_license/start_basic?acknowledge=true").await?;
     assert_eq!(
         (status, body),
         (
@@ -261,13 +256,7 @@ async fn a_new_cluster_runs_basic_and_may_start_one_trial() -> TestResult {
     );
     // Going back to basic does not give the trial back.
     assert_eq!(eligible(&cluster, "trial").await?, json!(false));
-    let (status, body) = call(
-        &cluster,
-        Method::POST,
-        "/_license/start_trial?acknowledge=true",
-        None,
-    )
-    .await?;
+    let (status, body) = post(&cluster, "/_license/start_trial?acknowledge=true").await?;
     assert_eq!((status, body), (403, refused));
 
     let (status, body) = call(&cluster, Method::GET, "/_license/start_trial", None).await?;
@@ -312,72 +301,36 @@ async fn installed_licenses_are_checked_and_only_enterprise_mounts() -> TestResu
     let now = now()?;
 
     // An expired license is reported, not installed.
-    let (status, body) = call(
-        &cluster,
-        Method::PUT,
-        "/_license",
-        Some(license("enterprise", now - 60 * DAY, now - DAY)),
-    )
-    .await?;
+    let sent = license("enterprise", now - 60 * DAY, now - DAY);
     assert_eq!(
-        (status, body),
-        (
-            200,
-            json!({"acknowledged": true, "license_status": "expired"})
-        )
+        install(&cluster, Method::PUT, sent).await?,
+        installed("expired")
     );
     assert_eq!(get_license(&cluster).await?["type"], "basic");
     let (status, body) = mount(&cluster, "refused").await?;
     assert_eq!((status, body), (403, non_compliant("searchable-snapshots")));
 
     // Nor is one issued in the future.
-    let (status, body) = call(
-        &cluster,
-        Method::PUT,
-        "/_license",
-        Some(license("enterprise", now + DAY, now + 365 * DAY)),
-    )
-    .await?;
+    let sent = license("enterprise", now + DAY, now + 365 * DAY);
     assert_eq!(
-        (status, body),
-        (
-            200,
-            json!({"acknowledged": true, "license_status": "invalid"})
-        )
+        install(&cluster, Method::PUT, sent).await?,
+        installed("invalid")
     );
 
     // Platinum does not include searchable snapshots in 8.x.
-    let (status, body) = call(
-        &cluster,
-        Method::PUT,
-        "/_license",
-        Some(license("platinum", now - DAY, now + 365 * DAY)),
-    )
-    .await?;
+    let sent = license("platinum", now - DAY, now + 365 * DAY);
     assert_eq!(
-        (status, body),
-        (
-            200,
-            json!({"acknowledged": true, "license_status": "valid"})
-        )
+        install(&cluster, Method::PUT, sent).await?,
+        installed("valid")
     );
     assert_eq!(get_license(&cluster).await?["type"], "platinum");
     let (status, body) = mount(&cluster, "on-platinum").await?;
     assert_eq!((status, body), (403, non_compliant("searchable-snapshots")));
 
-    let (status, body) = call(
-        &cluster,
-        Method::POST,
-        "/_license",
-        Some(license("enterprise", now - DAY, now + 365 * DAY)),
-    )
-    .await?;
+    let sent = license("enterprise", now - DAY, now + 365 * DAY);
     assert_eq!(
-        (status, body),
-        (
-            200,
-            json!({"acknowledged": true, "license_status": "valid"})
-        )
+        install(&cluster, Method::POST, sent).await?,
+        installed("valid")
     );
     let enterprise = get_license(&cluster).await?;
     assert_eq!(enterprise["status"], "active");
@@ -413,19 +366,15 @@ async fn installed_licenses_are_checked_and_only_enterprise_mounts() -> TestResu
         json!(["Graph will be disabled"])
     );
     assert_eq!(get_license(&cluster).await?["type"], "enterprise");
-    let (status, body) = call(
-        &cluster,
-        Method::PUT,
-        "/_license?acknowledge=true",
-        Some(gold),
-    )
-    .await?;
     assert_eq!(
-        (status, body),
-        (
-            200,
-            json!({"acknowledged": true, "license_status": "valid"})
+        call(
+            &cluster,
+            Method::PUT,
+            "/_license?acknowledge=true",
+            Some(gold)
         )
+        .await?,
+        installed("valid")
     );
     assert_eq!(get_license(&cluster).await?["type"], "gold");
 
