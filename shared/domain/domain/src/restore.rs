@@ -246,8 +246,8 @@ pub struct CloneSource {
     #[schema(read_only)]
     pub snapshot_sort_millis: i64,
     pub mode: RestoreMode,
-    /// The license the clone asked for at its create (a trial): a start
-    /// after a shutdown makes a new cluster, which mounts again on it.
+    /// The license the clone asked for at its create (a trial), kept with
+    /// what it was made from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub license: Option<CloneLicense>,
     /// Whether the snapshot is pinned: a mount clone's until it is deleted,

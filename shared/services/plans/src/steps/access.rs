@@ -75,9 +75,7 @@ impl DeploymentSteps {
             http_port: self.settings.http_port,
         }))
     }
-}
 
-impl DeploymentSteps {
     /// The CAs a client of the cluster's HTTP layer trusts, given the CA
     /// parameter `ca`: the deployment's CA; or, for a deployment that moved
     /// to a stable endpoint with an HTTP CA of its own
@@ -159,7 +157,56 @@ pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
             if let Some(access) = &mut next.access {
                 access.nodes.clear();
             }
+            // The cluster went with its nodes; a start makes a new one, on
+            // the basic license.
+            next.license = None;
         }
         PlanKind::Delete | PlanKind::Restore => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::settle;
+    use floe_domain::deployment::Deployment;
+    use floe_domain::license::ClusterLicense;
+    use floe_domain::plan::{Plan, PlanParams, StepRecord};
+
+    fn spec() -> floe_domain::deployment::DeploymentSpec {
+        serde_json::from_value(serde_json::json!({
+            "name": "logs", "version": "8.15.3",
+            "node_groups": [{"id": "hot", "roles": ["master", "data_hot"], "instance_type": "m6g.xlarge",
+                             "count": 1, "zone_count": 1, "storage": {"size_gb": 20}}]
+        }))
+        .expect("spec")
+    }
+
+    /// The license a plan's `license` step found is the record's; a
+    /// shutdown, which takes the cluster, takes it too.
+    #[test]
+    fn the_record_keeps_the_license_its_cluster_runs() {
+        let now = chrono::Utc::now();
+        let trial = ClusterLicense {
+            license_type: "trial".into(),
+            expiry: Some(now),
+        };
+        let mut create = Plan::new("acme", "d1", PlanParams::Create(spec()), "t", "t", now);
+        let mut step = StepRecord::new(crate::steps::license::STEP);
+        step.output = serde_json::to_value(&trial).expect("output");
+        create.steps.push(step);
+        let mut d = Deployment::first_planned_by(&create, spec());
+        settle(&create, &mut d);
+        assert_eq!(d.license, Some(trial));
+
+        let shutdown = Plan::new(
+            "acme",
+            "d1",
+            PlanParams::Shutdown(serde_json::from_value(serde_json::json!({})).expect("params")),
+            "t",
+            "t",
+            now,
+        );
+        settle(&shutdown, &mut d);
+        assert_eq!(d.license, None);
     }
 }
