@@ -28,6 +28,7 @@ usage: floe [global options] <resource> <action> [arguments] [options]
   deployment shutdown ID [--skip-snapshot] [--track]
   deployment delete ID [--if-match VERSION]
   deployment clone SOURCE --name NAME [--instance-type TYPE] [--snapshot NAME]
+                   [--mode restore|mount] [--license trial]
                    [--idempotency-key K] [--track]
   snapshot take DEPLOYMENT [--name NAME] [--wait]
   snapshot list DEPLOYMENT
@@ -37,6 +38,7 @@ usage: floe [global options] <resource> <action> [arguments] [options]
   policy create -f POLICY.json
   policy list | show ID | delete ID [--if-match VERSION]
   policy update ID -f POLICY.json [--if-match VERSION|current]
+  license put -f LICENSE.json | show | delete
   plan show DEPLOYMENT
   plan cancel DEPLOYMENT [--force] [--track]
 
@@ -62,6 +64,8 @@ const VALUED: &[&str] = &[
     "name",
     "instance-type",
     "snapshot",
+    "mode",
+    "license",
     "status",
     "poll-ms",
 ];
@@ -243,6 +247,7 @@ async fn run() -> Result<(), Failure> {
         "repository" | "repositories" => repository(&client, &args, action).await?,
         "policy" | "policies" => policy(&client, &args, action).await?,
         "plan" | "plans" => plan(&client, &args, action).await?,
+        "license" => license(&client, &args, action).await?,
         other => return Err(Failure::Usage(format!("unknown resource {other}"))),
     };
     print(output, result.kind, &result.body);
@@ -263,6 +268,7 @@ async fn run() -> Result<(), Failure> {
 const DEPLOYMENTS: &str = "/api/v1/deployments";
 const REPOSITORIES: &str = "/api/v1/platform/configuration/snapshots/repositories";
 const POLICIES: &str = "/api/v1/snapshot-policies";
+const LICENSE: &str = "/api/v1/platform/license";
 
 /// The plan a deployment's answer says is pending, to follow.
 /// The deployment, its pending plan and that plan's kind, to follow.
@@ -411,6 +417,13 @@ async fn deployment(client: &Client, args: &Args, action: &str) -> Result<Done, 
                 "name": name,
                 "snapshot_name": args.opt("snapshot").unwrap_or("__latest_success__"),
             });
+            // As given: the API names what it refuses.
+            if let Some(mode) = args.opt("mode") {
+                body["mode"] = json!(mode);
+            }
+            if let Some(license) = args.opt("license") {
+                body["license"] = json!(license);
+            }
             if let Some(t) = args.opt("instance-type") {
                 // The source's node groups, on another instance type.
                 let src = client
@@ -526,6 +539,24 @@ async fn repository(client: &Client, args: &Args, action: &str) -> Result<Done, 
             Ok(done(json!({"deleted": name}), Kind::Nothing))
         }
         other => Err(Failure::Usage(format!("unknown repository action {other}"))),
+    }
+}
+
+/// The organization's platform license: the file Elastic sent, uploaded
+/// as it is; shown without its signature.
+async fn license(client: &Client, args: &Args, action: &str) -> Result<Done, Failure> {
+    match action {
+        "put" => {
+            let body = args.file()?;
+            let answer = client.call(Method::PUT, LICENSE, Some(&body), &[]).await?;
+            Ok(done(answer.body, Kind::Object))
+        }
+        "show" => Ok(done(client.get(LICENSE).await?, Kind::Object)),
+        "delete" => {
+            client.call(Method::DELETE, LICENSE, None, &[]).await?;
+            Ok(done(json!({"deleted": "license"}), Kind::Nothing))
+        }
+        other => Err(Failure::Usage(format!("unknown license action {other}"))),
     }
 }
 

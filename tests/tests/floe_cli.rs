@@ -230,6 +230,68 @@ async fn an_operator_drives_floe_through_a_deployments_life() -> TestResult {
         .json();
     assert_eq!(clone["node_groups"][0]["arch"], json!("x86_64"), "{clone}");
 
+    // A mount clone needs a license that allows searchable snapshots; a
+    // platform admin uploads the organization's, which the running
+    // deployments get by a license plan each, and the clone then runs on.
+    let refused = floe(&[
+        "deployment",
+        "clone",
+        &id,
+        "--name",
+        "mounted",
+        "--mode",
+        "mount",
+    ]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("HTTP 400 restore.license_required")
+            && refused.stderr.contains("(fields: license"),
+        "{}",
+        refused.stderr
+    );
+    let now = chrono::Utc::now().timestamp_millis();
+    let license_file = file(
+        "license.json",
+        &json!({"license": {
+            "uid": "cli-license-1", "type": "enterprise", "issuer": "API", "issued_to": "Acme",
+            "issue_date_in_millis": now - 86_400_000, "start_date_in_millis": now - 86_400_000,
+            "expiry_date_in_millis": now + 365 * 86_400_000_i64, "max_resource_units": 4,
+            "signature": "AAAABAAAAA-never-shown"}}),
+    )?;
+    let uploaded = floe(&["license", "put", "-f", &license_file, "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(
+        uploaded["plans"].as_array().map(Vec::len),
+        Some(2),
+        "a plan for each running deployment: {uploaded}"
+    );
+    let shown = floe(&["license", "show"]).ok();
+    assert!(shown.stdout.contains("cli-license-1"), "{}", shown.stdout);
+    assert!(!shown.stdout.contains("never-shown"), "{}", shown.stdout);
+    let mounted = floe(&[
+        "deployment",
+        "clone",
+        &id,
+        "--name",
+        "mounted",
+        "--mode",
+        "mount",
+        "--track",
+        "--poll-ms",
+        "20",
+    ])
+    .ok();
+    let mounted_id = mounted.field("id");
+    let mounted = floe(&["deployment", "show", &mounted_id, "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(
+        mounted["license"]["uid"],
+        json!("cli-license-1"),
+        "{mounted}"
+    );
+
     // Errors: the API's status, code and fields, and a non-zero exit.
     let mut bad = spec.clone();
     bad["node_groups"][0]["count"] = json!(0);
@@ -286,12 +348,12 @@ async fn an_operator_drives_floe_through_a_deployments_life() -> TestResult {
     let list = floe(&["deployment", "list", "-o", "json"]).ok().json();
     assert_eq!(
         list["deployments"].as_array().map(Vec::len),
-        Some(3),
+        Some(4),
         "{list}"
     );
 
     // Shut down (followed) and delete.
-    for d in [&id, &clone_id, &once_id] {
+    for d in [&id, &clone_id, &mounted_id, &once_id] {
         let down = floe(&[
             "deployment",
             "shutdown",

@@ -173,6 +173,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
             "wait-running",
             "wait-joined",
             "register-repository",
+            "license",
             "record-access"
         ]
     );
@@ -226,6 +227,7 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
                 "wait-retired",
                 "clear-exclusion",
                 "forget-templates",
+                "license",
                 "record-access"
             ]
         );
@@ -264,9 +266,10 @@ async fn create_resize_shutdown_delete_in_local_mode() -> TestResult {
     assert_eq!(c["node_groups"][0]["arch"], json!("x86_64"), "{c}");
     let (_, clone_steps) = last_plan(&s, &token, &clone_path).await?;
     assert_eq!(
-        clone_steps[clone_steps.len() - 4..],
+        clone_steps[clone_steps.len() - 5..],
         [
             "register-source",
+            "license",
             "restore",
             "wait-restored",
             "record-access"

@@ -4,7 +4,10 @@
 //! cannot avoid, measured in the same run: the bare store writes of such a
 //! plan, and the bare cluster calls (register the repository read-only,
 //! restore or mount, read the recoveries until done) against a fresh
-//! simulated cluster. Run: `cargo bench --workspace --bench clone`.
+//! simulated cluster. A mount clone runs on the trial it asks for
+//! (`mount`), or on the organization's platform license (`mount-pl`: its
+//! plan installs the license instead of starting the trial).
+//! Run: `cargo bench --workspace --bench clone`.
 
 mod support;
 
@@ -214,7 +217,7 @@ async fn bare_cluster_calls(
     source_id: &str,
     snapshot: &str,
     indices: &[String],
-    mount: bool,
+    mode: &str,
 ) -> Fallible<Duration> {
     let cluster =
         SimulatedCluster::start(SimConfig::new("bare").with_fs_root(w.root.join("repositories")))
@@ -233,9 +236,15 @@ async fn bare_cluster_calls(
             &floe_snapshots::repository_registration(&repo, source_id, true),
         )
         .await?;
-    if mount {
-        // As the clone's plan does: mounting needs the trial (or enterprise).
-        client.start_trial().await?;
+    if mode != "restore" {
+        // As the clone's plan does: mounting needs the trial or enterprise.
+        client.license().await?;
+        if mode == "mount" {
+            client.start_trial().await?;
+        } else {
+            client.put_license(&license().license.install_body()).await?;
+            client.license().await?;
+        }
         for index in indices {
             let request = MountRequest {
                 index: index.clone(),
@@ -258,6 +267,32 @@ async fn bare_cluster_calls(
         }
     }
     Ok(t.elapsed())
+}
+
+/// An enterprise license, as a platform admin uploads it.
+fn license() -> floe_domain::license::PlatformLicense {
+    let now = Utc::now();
+    let day = 86_400_000;
+    floe_domain::license::PlatformLicense {
+        org: ORG.into(),
+        license: floe_domain::license::LicenseDocument {
+            uid: "bench-license".into(),
+            license_type: "enterprise".into(),
+            issuer: "bench".into(),
+            issued_to: "bench".into(),
+            issue_date_in_millis: now.timestamp_millis() - day,
+            start_date_in_millis: now.timestamp_millis() - day,
+            expiry_date_in_millis: now.timestamp_millis() + 30 * day,
+            signature: "bench".into(),
+            max_nodes: None,
+            max_resource_units: Some(8),
+            max_instances: None,
+            version: None,
+            subscription_type: None,
+        },
+        uploaded: now,
+        uploaded_by: "bench".into(),
+    }
 }
 
 fn mean(v: &[Duration]) -> Duration {
@@ -286,7 +321,11 @@ async fn main() -> Fallible<()> {
         let (source_id, snapshot) = source(&w, indices).await?;
         let names: Vec<String> = (0..indices).map(|i| format!("index-{i:04}")).collect();
         let runs = if indices > 100 { 3 } else { 10 };
-        for mode in ["restore", "mount"] {
+        for mode in ["restore", "mount", "mount-pl"] {
+            // Only the `mount-pl` clones find a platform license.
+            if mode == "mount-pl" {
+                w.store.put_platform_license(&license(), None).await?;
+            }
             let mut clones = Vec::new();
             let mut writes = 0;
             let mut bare_cluster = Vec::new();
@@ -297,7 +336,8 @@ async fn main() -> Fallible<()> {
                         "POST",
                         &format!("/api/v1/deployments/{source_id}/_clone"),
                         Some(
-                            json!({"name": format!("clone-{mode}-{indices}-{run}"), "mode": mode,
+                            json!({"name": format!("clone-{mode}-{indices}-{run}"),
+                                   "mode": if mode == "restore" { "restore" } else { "mount" },
                                    "license": (mode == "mount").then_some("trial")}),
                         ),
                     )
@@ -314,7 +354,7 @@ async fn main() -> Fallible<()> {
                 let plan = w.store.get_plan(ORG, &id, plan_id).await?.ok_or("plan")?;
                 writes = plan.version - 1;
                 bare_cluster.push(
-                    bare_cluster_calls(&w, &source_id, &snapshot, &names, mode == "mount").await?,
+                    bare_cluster_calls(&w, &source_id, &snapshot, &names, mode).await?,
                 );
             }
             // The plan's writes, bare: the same count of conditional updates
@@ -360,6 +400,9 @@ async fn main() -> Fallible<()> {
                 "BENCH\tclone {mode}, {indices} indices: request to running ms\t{clone_ms:.1}\t{floor_ms:.1}\t{:.2}x\t-",
                 clone_ms / floor_ms.max(f64::MIN_POSITIVE)
             );
+            if let Some(stored) = w.store.get_platform_license(ORG).await? {
+                w.store.delete_platform_license(&stored).await?;
+            }
         }
     }
     Ok(())

@@ -149,6 +149,10 @@ impl From<AppError> for ApiError {
                             "no Elasticsearch resource {id}: a Floe deployment has one, main-elasticsearch"
                         ),
                     ),
+                    Resource::PlatformLicense => (
+                        Code::LICENSE_LICENSE_NOT_FOUND,
+                        format!("organization {id} has no platform license"),
+                    ),
                 };
                 ApiError::new(code, message)
             }

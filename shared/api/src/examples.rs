@@ -15,6 +15,24 @@ pub fn repository_request() -> Value {
         "max_snapshot_bytes_per_sec": "150mb", "max_restore_bytes_per_sec": "1gb"}})
 }
 
+/// An enterprise license as Elastic issues it (the signature shortened).
+pub fn license_object() -> Value {
+    json!({"license": {
+        "uid": "893361dc-9749-4997-93cb-802e3d7fa4a8", "type": "enterprise",
+        "issue_date_in_millis": 1767225600000_i64, "start_date_in_millis": 1767225600000_i64,
+        "expiry_date_in_millis": 1830297599999_i64, "max_resource_units": 10,
+        "issued_to": "Example Corp", "issuer": "API", "signature": "AAAABAAAAA3FXON9kGmNqmH+ASDWAAAAIAo5..."}})
+}
+
+pub fn license_info() -> Value {
+    json!({"uid": "893361dc-9749-4997-93cb-802e3d7fa4a8", "type": "enterprise",
+        "issuer": "API", "issued_to": "Example Corp",
+        "issue_date_in_millis": 1767225600000_i64, "start_date_in_millis": 1767225600000_i64,
+        "expiry_date_in_millis": 1830297599999_i64, "expiry": "2027-12-31T23:59:59.999Z",
+        "max_resource_units": 10, "status": "active", "allows_searchable_snapshots": true,
+        "uploaded": TIME, "uploaded_by": "admin@example.com"})
+}
+
 pub fn repository_view() -> Value {
     json!({"name": "main-backups", "type": "s3", "settings": {
         "bucket": "elastic-snapshots", "endpoint": "s3.example.com", "protocol": "https",

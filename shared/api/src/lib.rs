@@ -47,7 +47,7 @@ Platform roles may act in another organization with the `x-floe-organization` he
         (name = "snapshot-repositories", description = "Where snapshots are kept: S3 on AWS or any S3-compatible store, or a local folder."),
         (name = "deployments", description = "Elasticsearch deployments and their node groups."),
         (name = "snapshot-policies", description = "Snapshot schedules and retention."),
-        (name = "platform", description = "Health and the instance catalog."),
+        (name = "platform", description = "Health, the instance catalog and the platform license."),
     ),
     components(schemas(error::ErrorBody, error::ErrorItem))
 )]
@@ -72,6 +72,7 @@ impl Modify for BearerAuth {
 fn collected() -> utoipa::openapi::OpenApi {
     let (_, mut doc) = OpenApiRouter::<ApiState>::with_openapi(ApiDoc::openapi())
         .merge(routes::platform::router())
+        .merge(routes::license::router())
         .merge(routes::repositories::router())
         .merge(routes::deployments::router())
         .merge(routes::plans::router())
@@ -194,8 +195,9 @@ const COMMITTED_DOCUMENT: &str = include_str!("../../../openapi/openapi.json");
 pub fn app(state: impl Into<ApiState>) -> Router {
     let state: ApiState = state.into();
     // The routes only: the document is served as committed, not collected.
-    let serve: [fn(Router<ApiState>) -> Router<ApiState>; 7] = [
+    let serve: [fn(Router<ApiState>) -> Router<ApiState>; 8] = [
         routes::platform::serve,
+        routes::license::serve,
         routes::repositories::serve,
         routes::deployments::serve,
         routes::plans::serve,

@@ -13,12 +13,14 @@ use floe_app::catalog::InstanceTypeList;
 use floe_app::deployments::Creation;
 use floe_app::deployments::DeploymentList;
 use floe_app::former::{FormerDeploymentList, FormerSnapshotList};
+use floe_app::license::LicenseChange;
 use floe_app::plans::{DeploymentPlans, PlanView};
 use floe_app::policies::PolicyList;
 use floe_app::repositories::RepositoryList;
 use floe_app::snapshots::SnapshotList;
 use floe_app::validation::DeploymentValidation;
 use floe_domain::deployment::DeploymentView;
+use floe_domain::license::LicenseInfo;
 use floe_domain::policy::PolicyView;
 use floe_domain::repository::RepositoryView;
 use floe_domain::snapshot::SnapshotView;
@@ -128,6 +130,8 @@ documented! {
     DeploymentValidation => "what the call would do (nothing was stored): the outcome, the deployment as it would be, and the steps of the plan it would start", examples::deployment_validation();
     InstanceTypeList => "the instance catalog", serde_json::json!({"instance_types": [{"name": "m6g.xlarge", "family": "m6g", "arch": "arm64", "vcpus": 4, "memory_mib": 16384, "jvm_heap_mib": 8192}]});
     Health => "the API's status and version", serde_json::json!({"status": "ok", "version": "0.1.0"});
+    LicenseInfo => "the platform license, without its signature", examples::license_info();
+    LicenseChange => "the license as stored, the license plans it started and the deployments that get it with their next plan", serde_json::json!({"license": examples::license_info(), "plans": [{"deployment_id": examples::DEPLOYMENT_ID, "plan_id": examples::PLAN_ID}], "deferred": []});
 }
 
 fn json_list(field: &str, item: Value) -> Value {

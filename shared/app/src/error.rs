@@ -18,6 +18,8 @@ pub enum Resource {
     PendingPlan,
     /// A deployment's Elasticsearch resource (`id` is `{deployment}/{ref_id}`).
     Elasticsearch,
+    /// An organization's platform license (`id` is the organization).
+    PlatformLicense,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod deployments;
 pub mod error;
 pub mod former;
+pub mod license;
 pub mod plans;
 pub mod policies;
 pub mod proxy;

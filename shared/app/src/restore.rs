@@ -310,17 +310,41 @@ impl App {
             });
         };
         // Elasticsearch mounts searchable snapshots on the enterprise
-        // license or during its trial; a new cluster runs basic. The
-        // platform installs no license (yet), so a mount clone asks for the
-        // trial, or is refused before anything runs.
+        // license or during its trial; a new cluster runs basic. A mount
+        // clone runs on the platform license when that allows them, or on
+        // the trial it asks for; else it is refused before anything runs.
         if r.mode == RestoreMode::Mount && r.license.is_none() {
-            return Err(AppError::invalid(
-                Code::RESTORE_LICENSE_REQUIRED,
-                "restore_snapshot.license",
-                "mounting searchable snapshots needs an Elasticsearch enterprise license or its trial, \
-                 and the platform has no license that allows it: ask for the 30-day trial with \
-                 \"license\": \"trial\", or clone with mode restore",
-            ));
+            let now = chrono::Utc::now();
+            let platform = self.store.get_platform_license(org).await?;
+            let allows = platform.as_ref().is_some_and(|p| {
+                p.value
+                    .license
+                    .cluster_license()
+                    .allows_searchable_snapshots(now)
+            });
+            if !allows {
+                let has = match &platform {
+                    Some(p) => format!(
+                        "the platform license is {} ({}), which does not allow them",
+                        p.value.license.license_type,
+                        if p.value.license.expiry().is_some_and(|e| e > now) {
+                            "active"
+                        } else {
+                            "expired"
+                        }
+                    ),
+                    None => "the organization has no platform license".to_string(),
+                };
+                return Err(AppError::invalid(
+                    Code::RESTORE_LICENSE_REQUIRED,
+                    "restore_snapshot.license",
+                    format!(
+                        "mounting searchable snapshots needs an Elasticsearch enterprise license or its trial, \
+                         and {has}: upload an enterprise platform license (PUT /api/v1/platform/license), \
+                         ask for the 30-day trial with \"license\": \"trial\", or clone with mode restore"
+                    ),
+                ));
+            }
         }
         let source = self
             .store
@@ -531,7 +555,35 @@ impl App {
                 license: request.license,
             }),
         };
-        self.create_deployment(who, spec, idempotency_key).await
+        self.create_deployment(who, spec, idempotency_key)
+            .await
+            .map_err(clone_fields)
+    }
+}
+
+/// A clone request's fields are the create's `restore_snapshot` ones one
+/// level up: a refusal names them as the caller sent them (`license`, not
+/// `restore_snapshot.license`).
+fn clone_fields(e: AppError) -> AppError {
+    match e {
+        AppError::Invalid(mut invalid) => {
+            for f in &mut invalid.0 {
+                for (create, clone) in [
+                    ("restore_snapshot.snapshot_name", "snapshot_name"),
+                    ("restore_snapshot.indices", "indices"),
+                    ("restore_snapshot.mode", "mode"),
+                    ("restore_snapshot.license", "license"),
+                ] {
+                    if let Some(rest) = f.field.strip_prefix(create)
+                        && (rest.is_empty() || rest.starts_with(['.', '[']))
+                    {
+                        f.field = format!("{clone}{rest}");
+                    }
+                }
+            }
+            AppError::Invalid(invalid)
+        }
+        other => other,
     }
 }
 

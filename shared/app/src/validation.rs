@@ -31,7 +31,7 @@ pub enum ValidationOutcome {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct PlanPreview {
     pub kind: PlanKind,
-    #[schema(example = json!(["node-security", "template:hot", "launch:hot", "bootstrap-masters", "wait-running", "wait-joined", "register-repository", "record-access"]))]
+    #[schema(example = json!(["node-security", "template:hot", "launch:hot", "bootstrap-masters", "wait-running", "wait-joined", "register-repository", "license", "record-access"]))]
     pub steps: Vec<String>,
 }
 

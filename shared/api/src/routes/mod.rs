@@ -38,6 +38,7 @@ macro_rules! operations {
 }
 
 pub mod deployments;
+pub mod license;
 pub mod plans;
 pub mod platform;
 pub mod policies;

@@ -197,6 +197,10 @@ codes! {
     SNAPSHOTS_CLUSTER_UNAVAILABLE = "snapshots.cluster_unavailable", 503, "The deployment's cluster did not answer; retry later.";
     SNAPSHOTS_CLUSTER_ERROR = "snapshots.cluster_error", 502, "The deployment's cluster refused the snapshot request; the message gives its reason.";
 
+    // The platform license.
+    LICENSE_INVALID_LICENSE = "license.invalid_license", 400, "The license could not be taken: a field is missing or wrong, or the license has expired (the message names the field).";
+    LICENSE_LICENSE_NOT_FOUND = "license.license_not_found", 404, "The organization has no platform license.";
+
     // Restores and clones.
     RESTORE_REPOSITORY_REQUIRED = "restore.repository_required", 400, "The restore needs a repository, and the source has none.";
     RESTORE_REPOSITORY_NOT_FOUND = "restore.repository_not_found", 400, "The restore names a repository that does not exist.";
@@ -205,7 +209,7 @@ codes! {
     RESTORE_SNAPSHOT_NOT_FOUND = "restore.snapshot_not_found", 400, "The named snapshot is not in the repository.";
     RESTORE_NO_SUCCESSFUL_SNAPSHOT = "restore.no_successful_snapshot", 409, "The source has no successful snapshot to restore from yet.";
     RESTORE_SNAPSHOT_NOT_RESTORABLE = "restore.snapshot_not_restorable", 409, "The snapshot cannot be restored (it failed, is being deleted, or is of a newer version).";
-    RESTORE_LICENSE_REQUIRED = "restore.license_required", 400, "Mounting searchable snapshots needs an Elasticsearch enterprise license or a trial, and the platform has no license that allows it; ask for the trial (`license: trial`).";
+    RESTORE_LICENSE_REQUIRED = "restore.license_required", 400, "Mounting searchable snapshots needs an Elasticsearch enterprise license or a trial, and the organization's platform license does not allow it (or there is none); upload one, or ask for the trial (`license: trial`).";
     RESTORE_SOURCE_PATH_READ_ONLY = "restore.source_path_read_only", 409, "A clone mounts snapshots through that repository read-only at the source's path; it cannot be registered writable here.";
 
     // The cluster proxy.

@@ -996,7 +996,9 @@ impl DeploymentView {
             health_reason,
             nodes,
             health_warnings,
-            license: d.license.map(crate::license::LicenseView::from),
+            license: d
+                .license
+                .map(|l| crate::license::LicenseView::new(l, chrono::Utc::now())),
             resource_version: version,
             created: d.created,
             updated: d.updated,

@@ -22,6 +22,8 @@ pub enum PlanKind {
     ResetPassword,
     /// Nodes the health check found lost replaced, in their group and zone.
     Heal,
+    /// The organization's platform license installed on the running cluster.
+    License,
 }
 
 impl PlanKind {
@@ -35,6 +37,7 @@ impl PlanKind {
             PlanKind::Start => "start",
             PlanKind::ResetPassword => "reset_password",
             PlanKind::Heal => "heal",
+            PlanKind::License => "license",
         }
     }
 }
@@ -196,6 +199,9 @@ pub enum PlanParams {
     ResetPassword,
     /// Lost nodes replaced (the health check starts it).
     Heal(HealParams),
+    /// The organization's platform license, as it stands when the step
+    /// runs, installed on the running cluster (an upload starts it).
+    License,
 }
 
 /// What a heal replaces: the spec the deployment runs (its nodes' launch
@@ -255,6 +261,7 @@ impl PlanParams {
             PlanParams::Start(_) => PlanKind::Start,
             PlanParams::ResetPassword => PlanKind::ResetPassword,
             PlanParams::Heal(_) => PlanKind::Heal,
+            PlanParams::License => PlanKind::License,
         }
     }
 
@@ -295,7 +302,9 @@ impl PlanParams {
         let value = match self {
             PlanParams::Create(s) | PlanParams::Update(s) => serde_json::to_value(s),
             PlanParams::Shutdown(p) => serde_json::to_value(p),
-            PlanParams::Delete | PlanParams::ResetPassword => Ok(serde_json::Value::Null),
+            PlanParams::Delete | PlanParams::ResetPassword | PlanParams::License => {
+                Ok(serde_json::Value::Null)
+            }
             PlanParams::DeleteRemovingSnapshots => {
                 Ok(serde_json::json!({"remove_snapshots": true}))
             }
@@ -332,6 +341,7 @@ impl PlanParams {
             PlanKind::Restore => PlanParams::Restore(serde_json::from_value(value).map_err(e)?),
             PlanKind::Start => PlanParams::Start(serde_json::from_value(value).map_err(e)?),
             PlanKind::ResetPassword => PlanParams::ResetPassword,
+            PlanKind::License => PlanParams::License,
             PlanKind::Heal => PlanParams::Heal(serde_json::from_value(value).map_err(e)?),
         })
     }
@@ -547,7 +557,9 @@ pub mod lifecycle {
             PlanKind::Shutdown | PlanKind::Delete => DeploymentStatus::Stopping,
             // The cluster keeps serving while a snapshot is restored into
             // it, but a plan runs: clients wait for `running` again.
-            PlanKind::Restore | PlanKind::ResetPassword => DeploymentStatus::Reconfiguring,
+            PlanKind::Restore | PlanKind::ResetPassword | PlanKind::License => {
+                DeploymentStatus::Reconfiguring
+            }
             // Its cluster keeps serving on the nodes it has left while the
             // lost ones are replaced; clients wait for `running` again.
             PlanKind::Heal => DeploymentStatus::Reconfiguring,
@@ -595,6 +607,8 @@ pub mod lifecycle {
             (PlanKind::Restore, _) => DeploymentStatus::Running,
             // The cluster kept serving, with the old password or the new.
             (PlanKind::ResetPassword, _) => DeploymentStatus::Running,
+            // The cluster kept serving, on the old license or the new.
+            (PlanKind::License, _) => DeploymentStatus::Running,
             // A heal that did not finish left the cluster as it found it
             // (its undos terminate only the replacements): still running,
             // still unhealthy, for the next check to try again.

@@ -325,6 +325,7 @@ mod tests {
         d.license = Some(crate::license::ClusterLicense {
             license_type: "trial".into(),
             expiry: Some(d.created),
+            uid: None,
         });
         d
     }

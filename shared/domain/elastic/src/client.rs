@@ -362,6 +362,25 @@ impl ElasticClient {
         Ok(answer.get("license").cloned().unwrap_or(Value::Null))
     }
 
+    /// `PUT _license?acknowledge=true` with `body` (`{"license": {...}}`):
+    /// installs a license. Elasticsearch answers 200 whether it took it or
+    /// not; the answer's `license_status` says which (`valid` when it was
+    /// installed; `invalid` or `expired` when it was not).
+    pub async fn put_license(&self, license: &Value) -> Result<Value, ElasticError> {
+        let body = to_body(license)?;
+        let (status, answer) = self
+            .execute(
+                Method::PUT,
+                "_license",
+                &[("acknowledge", "true".to_string())],
+                Some(body),
+                Duration::ZERO,
+            )
+            .await?;
+        success(status, &answer)?;
+        parse(status, &answer)
+    }
+
     /// `POST _license/start_trial?acknowledge=true`: starts Elasticsearch's
     /// 30-day trial. `Ok(true)` when it started; `Ok(false)` when the
     /// cluster answered without starting one (its `error_message` in the

@@ -43,6 +43,8 @@ pub enum Kind {
     /// partition (`{endpoint}/{bucket}`), so that a repository of another
     /// organization on the same bucket is found with one read.
     BucketClaim,
+    /// An organization's platform license: one record, key `platform`.
+    PlatformLicense,
 }
 
 impl Kind {
@@ -62,6 +64,7 @@ impl Kind {
             Kind::Fleet => "FLEET",
             Kind::FormerDeployment => "FORMER",
             Kind::BucketClaim => "CLAIM",
+            Kind::PlatformLicense => "LICENSE",
         }
     }
 
@@ -80,6 +83,7 @@ impl Kind {
             Kind::Fleet,
             Kind::FormerDeployment,
             Kind::BucketClaim,
+            Kind::PlatformLicense,
         ]
         .into_iter()
         .find(|k| k.prefix() == p)

@@ -1351,13 +1351,77 @@ pub async fn bucket_claims_go_with_their_repositories(store: Store) -> TestResul
     Ok(())
 }
 
+/// A platform license is one record per organization: created once,
+/// replaced on the version read, deleted, and never seen by another.
+pub async fn platform_licenses_round_trip(store: Store) -> TestResult {
+    use floe_domain::license::{LicenseDocument, PlatformLicense};
+    let now = chrono::Utc::now();
+    let license = |org: &str, uid: &str| PlatformLicense {
+        org: org.into(),
+        license: LicenseDocument {
+            uid: uid.into(),
+            license_type: "enterprise".into(),
+            issuer: "elasticsearch".into(),
+            issued_to: "Example Corp".into(),
+            issue_date_in_millis: now.timestamp_millis(),
+            start_date_in_millis: now.timestamp_millis(),
+            expiry_date_in_millis: now.timestamp_millis() + 86_400_000,
+            signature: "c2lnbmF0dXJl".into(),
+            max_nodes: None,
+            max_resource_units: Some(4),
+            max_instances: None,
+            version: Some(5),
+            subscription_type: None,
+        },
+        uploaded: now,
+        uploaded_by: "admin".into(),
+    };
+    assert_eq!(store.get_platform_license("acme").await?, None);
+    assert_eq!(
+        store
+            .put_platform_license(&license("acme", "u1"), None)
+            .await?,
+        1
+    );
+    assert_eq!(
+        store
+            .put_platform_license(&license("acme", "u0"), None)
+            .await,
+        Err(StoreError::AlreadyExists)
+    );
+    let first = store.get_platform_license("acme").await?.ok_or("stored")?;
+    assert_eq!(first.value, license("acme", "u1"));
+    assert_eq!(store.get_platform_license("globex").await?, None);
+    assert_eq!(
+        store
+            .put_platform_license(&license("acme", "u2"), Some(&first))
+            .await?,
+        2
+    );
+    assert_eq!(
+        store
+            .put_platform_license(&license("acme", "u3"), Some(&first))
+            .await,
+        Err(StoreError::VersionMismatch { current: 2 })
+    );
+    assert_eq!(
+        store.delete_platform_license(&first).await,
+        Err(StoreError::VersionMismatch { current: 2 })
+    );
+    let second = store.get_platform_license("acme").await?.ok_or("stored")?;
+    assert_eq!(second.value.license.uid, "u2");
+    store.delete_platform_license(&second).await?;
+    assert_eq!(store.get_platform_license("acme").await?, None);
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance scenario, each on the store that
 /// `$make` (an async fn returning `Result<(Store, keep), Box<dyn Error>>`)
 /// builds. The calling crate needs `tokio` with `macros` and `rt-multi-thread`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:path) => {
-        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, a_pin_holds_only_the_snapshot_it_read, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version, a_deleted_deployments_kept_snapshots_hold_its_repository, bucket_claims_go_with_their_repositories);
+        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, a_pin_holds_only_the_snapshot_it_read, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version, a_deleted_deployments_kept_snapshots_hold_its_repository, bucket_claims_go_with_their_repositories, platform_licenses_round_trip);
     };
     (@tests $make:path; $($test:ident),* $(,)?) => {
         $(

@@ -36,6 +36,7 @@ fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
             restore: None,
         }),
         PlanKind::ResetPassword => PlanParams::ResetPassword,
+        PlanKind::License => PlanParams::License,
         PlanKind::Heal => unreachable!("heal plans are made with their replacements"),
     }
 }
@@ -260,6 +261,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
             "bootstrap-masters",
             "wait-running",
             "wait-joined",
+            "license",
             "record-access"
         ]
     );

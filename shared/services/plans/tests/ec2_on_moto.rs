@@ -809,6 +809,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             "wait-running",
             "wait-joined",
             "register-repository",
+            "license",
             "record-access"
         ]
     );
@@ -1171,6 +1172,7 @@ async fn a_failure_at_any_clone_step_leaves_nothing_of_the_clone_on_ec2() -> Tes
         "wait-running",
         "wait-joined",
         "register-source",
+        "license",
         "restore",
         "wait-restored",
         "record-access",

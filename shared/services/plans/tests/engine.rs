@@ -29,6 +29,7 @@ fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
             restore: None,
         }),
         PlanKind::ResetPassword => PlanParams::ResetPassword,
+        PlanKind::License => PlanParams::License,
         PlanKind::Heal => unreachable!("heal plans are made with their replacements"),
     }
 }

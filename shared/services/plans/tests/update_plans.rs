@@ -136,6 +136,7 @@ async fn resize_three_to_five_to_three_keeps_every_document() -> TestResult {
             "wait-retired",
             "clear-exclusion",
             "forget-templates",
+            "license",
             "record-access"
         ],
         "only the hot group changes"
@@ -202,6 +203,7 @@ async fn a_failure_after_any_update_step_unwinds_or_keeps_the_new_nodes() -> Tes
         "wait-retired",
         "clear-exclusion",
         "forget-templates",
+        "license",
         "record-access",
     ];
     for (i, at) in steps.iter().enumerate() {

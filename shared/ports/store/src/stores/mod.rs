@@ -5,7 +5,8 @@
 //! One file per aggregate, each adding its operations to [`Store`]:
 //! `repositories`, `policies`, `deployments` (with their fleet copies),
 //! `plans` (with the active-plan index), `snapshots`, `pins` (a clone's
-//! hold on its source's snapshot), `policy_runs` and `idempotency`.
+//! hold on its source's snapshot), `policy_runs`, `idempotency` and
+//! `license` (an organization's platform license).
 //! `batch` is how all of them write: one atomic batch, and what each
 //! write's failure means to the caller. This file holds what they share:
 //! the errors, versions and pages, the encoding of records and cursors,
@@ -15,6 +16,7 @@ mod batch;
 mod deployments;
 mod former;
 mod idempotency;
+mod license;
 mod pins;
 mod plans;
 mod policies;

@@ -91,6 +91,10 @@ pub struct OwnedFacts {
     /// The license type Floe's plans put in force (a mount clone's trial);
     /// `None`: the basic license a new cluster runs.
     pub expected_license: Option<String>,
+    /// When the license `GET _license` reported ends (`None`: never, or unread).
+    pub license_expiry: Option<DateTime<Utc>>,
+    /// When the cluster was asked.
+    pub checked: DateTime<Utc>,
 }
 
 /// What the cluster said, from a node that runs.
@@ -268,6 +272,15 @@ pub fn owned_warnings(owned: &OwnedFacts) -> Vec<String> {
                 ));
             }
         }
+    }
+    // A license that ends soon, or a trial, is said before it lapses.
+    if let Some(license) = &owned.license {
+        let reported = floe_domain::license::ClusterLicense {
+            license_type: license.clone(),
+            expiry: owned.license_expiry,
+            uid: None,
+        };
+        warnings.extend(reported.lapse_warning(owned.checked));
     }
     let expected = owned.expected_license.as_deref().unwrap_or(FLOE_LICENSE);
     if let Some(license) = &owned.license
@@ -650,6 +663,8 @@ mod tests {
             registered: Some(registered_as_set()),
             license: Some("basic".into()),
             expected_license: None,
+            license_expiry: None,
+            checked: chrono::Utc::now(),
         }
     }
 
@@ -675,6 +690,8 @@ mod tests {
             registered: Some(registered),
             license: Some("trial".into()),
             expected_license: None,
+            license_expiry: None,
+            checked: chrono::Utc::now(),
         }
     }
 
@@ -922,6 +939,44 @@ mod tests {
                 problems: &[],
                 replacements: vec![],
                 warnings: &[],
+            },
+            Row {
+                case: "a license that ends within 14 days: a warning, healthy, no heal",
+                facts: Facts {
+                    owned: OwnedFacts {
+                        license: Some("enterprise".into()),
+                        expected_license: Some("enterprise".into()),
+                        license_expiry: "2027-01-10T00:00:00Z".parse().ok(),
+                        checked: "2027-01-01T00:00:00Z".parse().unwrap_or_default(),
+                        ..owned_as_set()
+                    },
+                    ..facts(all(), &[], green(&["i-0", "i-1", "i-2"]))
+                },
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[
+                    "the cluster's license (the enterprise license) ends 2027-01-10 00:00 UTC, in 9 days: upload a new platform license (PUT /api/v1/platform/license) before then",
+                ],
+            },
+            Row {
+                case: "a trial that has ended: a warning, healthy, no heal",
+                facts: Facts {
+                    owned: OwnedFacts {
+                        license: Some("trial".into()),
+                        expected_license: Some("trial".into()),
+                        license_expiry: "2027-01-10T00:00:00Z".parse().ok(),
+                        checked: "2027-01-11T00:00:00Z".parse().unwrap_or_default(),
+                        ..owned_as_set()
+                    },
+                    ..facts(all(), &[], green(&["i-0", "i-1", "i-2"]))
+                },
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[
+                    "the cluster's license (Elasticsearch's trial) expired 2027-01-10 00:00 UTC: Elasticsearch refuses its licensed features (searchable snapshots, and on a secured cluster its health and stats) until another is installed",
+                ],
             },
             Row {
                 case: "a mount clone's trial replaced by a tenant: a warning",

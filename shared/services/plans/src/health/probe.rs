@@ -119,15 +119,18 @@ impl DeploymentSteps {
     /// the repository records now) and what the cluster reports of it and
     /// of its license. What cannot be read judges nothing this time.
     async fn owned_facts(&self, d: &Deployment, client: &ElasticClient) -> OwnedFacts {
+        let reported = client
+            .license()
+            .await
+            .ok()
+            .and_then(|l| floe_domain::license::ClusterLicense::from_reported(&l));
         OwnedFacts {
             repositories: self.floe_registrations(d).await,
             registered: client.repositories().await.ok(),
-            license: client.license().await.ok().and_then(|l| {
-                l.get("type")
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_string)
-            }),
+            license: reported.as_ref().map(|l| l.license_type.clone()),
             expected_license: d.license.as_ref().map(|l| l.license_type.clone()),
+            license_expiry: reported.and_then(|l| l.expiry),
+            checked: chrono::Utc::now(),
         }
     }
 

@@ -117,18 +117,17 @@ pub(crate) fn nodes_saga(
             action!(nothing),
         );
     }
+    // The platform license, before anything restores: Elasticsearch
+    // mounts only on the enterprise license or a trial.
+    saga.step(
+        crate::steps::license::STEP,
+        action!(ensure_license),
+        action!(nothing),
+    );
     if let Some(t) = restore {
         match t.mode {
             RestoreMode::Restore => saga.step("restore", action!(restore), action!(nothing)),
-            RestoreMode::Mount => {
-                // Elasticsearch mounts on the enterprise license or a trial.
-                saga.step(
-                    crate::steps::license::STEP,
-                    action!(ensure_license),
-                    action!(nothing),
-                );
-                saga.step("mount", action!(mount), action!(nothing))
-            }
+            RestoreMode::Mount => saga.step("mount", action!(mount), action!(nothing)),
         }
         saga.step("wait-restored", action!(wait_restored), action!(nothing));
     }

@@ -7,6 +7,7 @@
 pub mod create;
 pub mod delete;
 pub mod heal;
+pub mod license;
 pub mod reset_password;
 pub mod restore;
 pub mod shutdown;
@@ -34,5 +35,6 @@ pub fn saga(plan: &Plan, deployment: &Deployment) -> Saga {
         PlanParams::Start(params) => start::saga(params, deployment.clone_source.as_ref()),
         PlanParams::ResetPassword => reset_password::saga(),
         PlanParams::Heal(params) => heal::saga(params),
+        PlanParams::License => license::saga(),
     }
 }

@@ -139,6 +139,13 @@ pub fn saga(
         );
     }
     // Last: the nodes the deployment now runs on, for the api to reach.
+    // A deployment from before the platform license, or one busy when it
+    // changed, gets it with its next update.
+    saga.step(
+        crate::steps::license::STEP,
+        action!(ensure_license),
+        action!(nothing),
+    );
     saga.step("record-access", action!(record_access), action!(nothing));
     saga
 }

@@ -107,6 +107,17 @@ impl DeploymentSteps {
 /// nodes a create or update recorded replace the old record; a shutdown
 /// leaves no node to reach.
 pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
+    // The license the plan's `license` step found or put in force.
+    if let Some(license) = plan
+        .steps
+        .iter()
+        .find(|s| s.step_id == crate::steps::license::STEP)
+        .and_then(|s| {
+            serde_json::from_value::<floe_domain::license::ClusterLicense>(s.output.clone()).ok()
+        })
+    {
+        next.license = Some(license);
+    }
     match plan.kind() {
         PlanKind::Create
         | PlanKind::Update
@@ -133,18 +144,6 @@ pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
                     next.endpoint = Some(host);
                 }
             }
-            // The license a mount clone's create or start put in force.
-            if let Some(license) = plan
-                .steps
-                .iter()
-                .find(|s| s.step_id == crate::steps::license::STEP)
-                .and_then(|s| {
-                    serde_json::from_value::<floe_domain::license::ClusterLicense>(s.output.clone())
-                        .ok()
-                })
-            {
-                next.license = Some(license);
-            }
             // A heal that succeeded may be started again at once, should
             // another node be lost.
             if plan.kind() == PlanKind::Heal
@@ -161,7 +160,7 @@ pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
             // the basic license.
             next.license = None;
         }
-        PlanKind::Delete | PlanKind::Restore => {}
+        PlanKind::Delete | PlanKind::Restore | PlanKind::License => {}
     }
 }
 
@@ -189,6 +188,7 @@ mod tests {
         let trial = ClusterLicense {
             license_type: "trial".into(),
             expiry: Some(now),
+            uid: None,
         };
         let mut create = Plan::new("acme", "d1", PlanParams::Create(spec()), "t", "t", now);
         let mut step = StepRecord::new(crate::steps::license::STEP);
