@@ -242,7 +242,9 @@ async fn bare_cluster_calls(
         if mode == "mount" {
             client.start_trial().await?;
         } else {
-            client.put_license(&license().license.install_body()).await?;
+            client
+                .put_license(&license().license.install_body())
+                .await?;
             client.license().await?;
         }
         for index in indices {
@@ -335,11 +337,9 @@ async fn main() -> Fallible<()> {
                     .call(
                         "POST",
                         &format!("/api/v1/deployments/{source_id}/_clone"),
-                        Some(
-                            json!({"name": format!("clone-{mode}-{indices}-{run}"),
+                        Some(json!({"name": format!("clone-{mode}-{indices}-{run}"),
                                    "mode": if mode == "restore" { "restore" } else { "mount" },
-                                   "license": (mode == "mount").then_some("trial")}),
-                        ),
+                                   "license": (mode == "mount").then_some("trial")})),
                     )
                     .await?;
                 let id = created["id"].as_str().ok_or("id")?.to_string();
@@ -353,9 +353,8 @@ async fn main() -> Fallible<()> {
                     .ok_or("plan id")?;
                 let plan = w.store.get_plan(ORG, &id, plan_id).await?.ok_or("plan")?;
                 writes = plan.version - 1;
-                bare_cluster.push(
-                    bare_cluster_calls(&w, &source_id, &snapshot, &names, mode).await?,
-                );
+                bare_cluster
+                    .push(bare_cluster_calls(&w, &source_id, &snapshot, &names, mode).await?);
             }
             // The plan's writes, bare: the same count of conditional updates
             // of one plan record.
