@@ -220,8 +220,11 @@ async fn bare_cluster_calls(
     mode: &str,
 ) -> Fallible<Duration> {
     let cluster =
-        SimulatedCluster::start(SimConfig::new("bare").with_fs_root(w.root.join("repositories")))
-            .await?;
+        // The organization's `path.repo`, as local mode gives its clusters.
+        SimulatedCluster::start(SimConfig::new("bare").with_fs_root(
+            floe_clusters_sim::org_fs_root(&w.root.join("repositories"), ORG)?,
+        ))
+        .await?;
     let client = ElasticClient::new(cluster.url(), None, Duration::from_secs(30))?;
     let repo = w
         .store
