@@ -30,11 +30,25 @@ fn upload(uid: &str, license_type: &str) -> Value {
     json!({ "license": license })
 }
 
-fn admin() -> String {
-    token_with(ORG, &[Role::PlatformAdmin])
-}
+const LICENSE: &str = "/api/v1/platform/license";
 
 impl World {
+    /// `method` on the platform license, as a platform admin of `org`.
+    async fn license_as_admin(
+        &self,
+        org: &str,
+        method: &str,
+        body: Option<Value>,
+    ) -> Fallible<(StatusCode, Value)> {
+        self.call_with(
+            &token_with(org, &[Role::PlatformAdmin]),
+            method,
+            LICENSE,
+            body,
+        )
+        .await
+    }
+
     /// `GET /_license` on deployment `id`, through the proxy.
     async fn proxied_license(&self, id: &str) -> Fallible<Value> {
         let (status, body) = self
@@ -60,9 +74,7 @@ async fn a_platform_license_reaches_every_running_deployment_and_lets_mount_clon
         .create_at("/api/v1/deployments", spec("plain", None))
         .await?;
     assert_eq!(w.proxied_license(&plain).await?["type"], "basic");
-    let (status, body) = w
-        .call_with(&admin(), "GET", "/api/v1/platform/license", None)
-        .await?;
+    let (status, body) = w.license_as_admin(ORG, "GET", None).await?;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["errors"][0]["code"], "license.license_not_found");
 
@@ -98,20 +110,11 @@ async fn a_platform_license_reaches_every_running_deployment_and_lets_mount_clon
 
     // An upload is a platform admin's.
     let (status, _) = w
-        .call(
-            "PUT",
-            "/api/v1/platform/license",
-            Some(upload("u-1", "enterprise")),
-        )
+        .call("PUT", LICENSE, Some(upload("u-1", "enterprise")))
         .await?;
     assert_eq!(status, StatusCode::FORBIDDEN);
     let (status, answer) = w
-        .call_with(
-            &admin(),
-            "PUT",
-            "/api/v1/platform/license",
-            Some(upload("u-1", "enterprise")),
-        )
+        .license_as_admin(ORG, "PUT", Some(upload("u-1", "enterprise")))
         .await?;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert!(!answer.to_string().contains("not-shown"), "{answer}");
@@ -143,9 +146,7 @@ async fn a_platform_license_reaches_every_running_deployment_and_lets_mount_clon
 
     // Viewers read it, without its signature.
     let viewer = token_with(ORG, &[Role::DeploymentViewer]);
-    let (status, shown) = w
-        .call_with(&viewer, "GET", "/api/v1/platform/license", None)
-        .await?;
+    let (status, shown) = w.call_with(&viewer, "GET", LICENSE, None).await?;
     assert_eq!(status, StatusCode::OK, "{shown}");
     assert_eq!(shown["uid"], "u-1");
     assert_eq!(shown["issued_to"], "Example Corp");
@@ -188,21 +189,11 @@ async fn a_platform_license_reaches_every_running_deployment_and_lets_mount_clon
 
     // The same license again plans nothing; another reaches all three.
     let (_, again) = w
-        .call_with(
-            &admin(),
-            "PUT",
-            "/api/v1/platform/license",
-            Some(upload("u-1", "enterprise")),
-        )
+        .license_as_admin(ORG, "PUT", Some(upload("u-1", "enterprise")))
         .await?;
     assert_eq!(again["plans"], json!([]), "{again}");
     let (status, next) = w
-        .call_with(
-            &admin(),
-            "PUT",
-            "/api/v1/platform/license",
-            Some(upload("u-2", "enterprise")),
-        )
+        .license_as_admin(ORG, "PUT", Some(upload("u-2", "enterprise")))
         .await?;
     assert_eq!(status, StatusCode::OK, "{next}");
     assert_eq!(next["plans"].as_array().map(Vec::len), Some(3), "{next}");
@@ -213,9 +204,7 @@ async fn a_platform_license_reaches_every_running_deployment_and_lets_mount_clon
     assert_eq!(w.count(&clone, "orders").await?, Some(30));
 
     // Deleted: clusters keep what they run; mount clones need a trial again.
-    let (status, _) = w
-        .call_with(&admin(), "DELETE", "/api/v1/platform/license", None)
-        .await?;
+    let (status, _) = w.license_as_admin(ORG, "DELETE", None).await?;
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert_eq!(w.proxied_license(&plain).await?["uid"], "u-2");
     let (status, body) = w
@@ -281,14 +270,7 @@ async fn a_license_elasticsearch_would_refuse_is_refused_naming_the_field() -> T
         (json!({}), "validation.required", "license"),
     ];
     for (body, code, field) in cases {
-        let (status, answer) = w
-            .call_with(
-                &admin(),
-                "PUT",
-                "/api/v1/platform/license",
-                Some(body.clone()),
-            )
-            .await?;
+        let (status, answer) = w.license_as_admin(ORG, "PUT", Some(body.clone())).await?;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
         assert_eq!(answer["errors"][0]["code"], code, "{body}: {answer}");
         assert_eq!(
@@ -296,29 +278,15 @@ async fn a_license_elasticsearch_would_refuse_is_refused_naming_the_field() -> T
             json!([field]),
             "{body}: {answer}"
         );
-        let (status, _) = w
-            .call_with(&admin(), "GET", "/api/v1/platform/license", None)
-            .await?;
+        let (status, _) = w.license_as_admin(ORG, "GET", None).await?;
         assert_eq!(status, StatusCode::NOT_FOUND, "nothing was stored");
     }
     // One organization's license is not another's.
     let (status, _) = w
-        .call_with(
-            &admin(),
-            "PUT",
-            "/api/v1/platform/license",
-            Some(upload("u-acme", "enterprise")),
-        )
+        .license_as_admin(ORG, "PUT", Some(upload("u-acme", "enterprise")))
         .await?;
     assert_eq!(status, StatusCode::OK);
-    let (status, _) = w
-        .call_with(
-            &token_with("globex", &[Role::PlatformAdmin]),
-            "GET",
-            "/api/v1/platform/license",
-            None,
-        )
-        .await?;
+    let (status, _) = w.license_as_admin("globex", "GET", None).await?;
     assert_eq!(status, StatusCode::NOT_FOUND);
     Ok(())
 }
