@@ -427,8 +427,28 @@ impl LicenseInfo {
             allows_searchable_snapshots: cluster.allows_searchable_snapshots(now),
             uploaded: stored.uploaded,
             uploaded_by: stored.uploaded_by.clone(),
-            warnings: cluster.warning(now).into_iter().collect(),
+            warnings: platform_lapse(&cluster, now).into_iter().collect(),
         }
+    }
+}
+
+/// That the platform license ends within [`EXPIRY_WARNING_DAYS`], or has.
+fn platform_lapse(license: &ClusterLicense, now: DateTime<Utc>) -> Option<String> {
+    let expiry = license.expiry?;
+    let left = expiry - now;
+    let when = expiry.format("%Y-%m-%d %H:%M UTC");
+    if left <= chrono::Duration::zero() {
+        Some(format!(
+            "the platform license expired {when}: no cluster gets it any more, and mount clones need a trial; \
+             upload a new one (PUT /api/v1/platform/license)"
+        ))
+    } else if left <= chrono::Duration::days(EXPIRY_WARNING_DAYS) {
+        Some(format!(
+            "the platform license ends {when}, in {} days: upload a new one (PUT /api/v1/platform/license) before then",
+            left.num_days()
+        ))
+    } else {
+        None
     }
 }
 
@@ -611,6 +631,39 @@ mod tests {
         assert_eq!(body["license"]["max_resource_units"], 5);
         assert!(body["license"].get("max_nodes").is_none());
         assert_eq!(body["license"]["signature"], "AAAA");
+    }
+
+    /// The platform license's own view warns of its end, in its own words.
+    #[test]
+    fn the_platform_license_view_warns_of_its_end() {
+        let now = Utc::now();
+        let info = |days: i64| {
+            let mut d = document("enterprise");
+            d.expiry_date_in_millis = (now + chrono::Duration::days(days)).timestamp_millis();
+            let stored = PlatformLicense {
+                org: "acme".into(),
+                license: d,
+                uploaded: now,
+                uploaded_by: "admin".into(),
+            };
+            LicenseInfo::new(&stored, now)
+        };
+        assert!(info(60).warnings.is_empty());
+        let soon = info(5);
+        assert_eq!(soon.status, "active");
+        assert!(
+            soon.warnings[0].starts_with("the platform license ends"),
+            "{:?}",
+            soon.warnings
+        );
+        let gone = info(-1);
+        assert_eq!(gone.status, "expired");
+        assert!(!gone.allows_searchable_snapshots);
+        assert!(
+            gone.warnings[0].starts_with("the platform license expired"),
+            "{:?}",
+            gone.warnings
+        );
     }
 
     /// What the license step does, for every case that matters.
