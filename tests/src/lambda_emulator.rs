@@ -74,6 +74,8 @@ pub struct Function {
     memory_mb: u32,
     timeout: Duration,
     env: Vec<(String, String)>,
+    /// Names the function resolves from this file instead of /etc/hosts.
+    hosts: Option<PathBuf>,
 }
 
 impl Function {
@@ -91,6 +93,7 @@ impl Function {
             memory_mb: 512,
             timeout: Duration::from_secs(30),
             env: Vec::new(),
+            hosts: None,
         }
     }
 
@@ -107,6 +110,16 @@ impl Function {
     /// The function's timeout: each invocation's deadline is this far away.
     pub fn timeout(mut self, timeout: Duration) -> Function {
         self.timeout = timeout;
+        self
+    }
+
+    /// Runs the function with `hosts` as its `/etc/hosts`, in a mount
+    /// namespace of its own (`unshare --mount`, which needs root): what a
+    /// function in a VPC gets from the VPC's resolver for a private hosted
+    /// zone's names, the test serves by rewriting the file in place (the
+    /// bind mount follows the file's contents, not its name).
+    pub fn with_hosts(mut self, hosts: impl Into<PathBuf>) -> Function {
+        self.hosts = Some(hosts.into());
         self
     }
 
@@ -151,7 +164,23 @@ impl Function {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        let mut cmd = tokio::process::Command::new(&self.binary);
+        let mut cmd = match &self.hosts {
+            None => tokio::process::Command::new(&self.binary),
+            Some(hosts) => {
+                // unshare execs the shell, which execs the binary: the
+                // process the test sees (and kills) is the function's.
+                let mut cmd = tokio::process::Command::new("/usr/bin/unshare");
+                cmd.args(["--mount", "--propagation", "private", "--"])
+                    .args([
+                        "/bin/sh",
+                        "-c",
+                        r#"mount --bind "$0" /etc/hosts && exec "$1""#,
+                    ])
+                    .arg(hosts)
+                    .arg(&self.binary);
+                cmd
+            }
+        };
         cmd.env_clear();
         for (k, v) in lambda_environment(&self, &addr.to_string(), &task_root) {
             cmd.env(k, v);

@@ -4,8 +4,9 @@ outputs and resources as JSON on stdout.
 
 What it does, in order, every step against FLOE_TEST_AWS_ENDPOINT only:
 1. makes what the template's parameters name and the stack does not make
-   itself: a VPC with a subnet in each of three zones, a security group,
-   and a bucket holding the functions' code;
+   itself: a VPC (of `--cidr`) with a subnet in each of three zones, a
+   security group, the snapshot buckets `SnapshotBuckets` names, and a
+   bucket holding the functions' code;
 2. packages: uploads each function's zip to that bucket and points its
    CodeUri there (what `sam package` leaves in the template);
 3. transforms the SAM template with aws-sam-translator, offline;
@@ -15,11 +16,12 @@ What it does, in order, every step against FLOE_TEST_AWS_ENDPOINT only:
    template with the parameters `--set` changes, and waits for
    UPDATE_COMPLETE.
 
-usage: deploy_stack.py create TEMPLATE STACK_NAME [--zip-dir DIR] [--set PARAMETER=VALUE ...]
+usage: deploy_stack.py create TEMPLATE STACK_NAME [--zip-dir DIR] [--cidr CIDR] [--set PARAMETER=VALUE ...]
        deploy_stack.py update TEMPLATE STACK_NAME [--zip-dir DIR] --set PARAMETER=VALUE ...
 """
 
 import argparse
+import ipaddress
 import json
 import os
 import sys
@@ -56,19 +58,21 @@ def client(name):
     )
 
 
-def network():
-    """A VPC with one subnet in each of three zones, and a security group."""
+def network(cidr):
+    """A VPC of `cidr` with one /24 subnet in each of three zones (its
+    second, third and fourth), and a security group."""
     ec2 = client("ec2")
-    vpc = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
+    vpc = ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
     zones = [z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"]][:3]
+    blocks = list(ipaddress.ip_network(cidr).subnets(new_prefix=24))[1:4]
     subnets = [
-        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.40.{i}.0/24", AvailabilityZone=zone)[
+        ec2.create_subnet(VpcId=vpc, CidrBlock=str(block), AvailabilityZone=zone)[
             "Subnet"
         ]["SubnetId"]
-        for i, zone in enumerate(zones)
+        for block, zone in zip(blocks, zones)
     ]
     group = ec2.create_security_group(
-        GroupName="floe-nodes", Description="Elasticsearch nodes", VpcId=vpc
+        GroupName=f"floe-nodes-{vpc}", Description="Elasticsearch nodes", VpcId=vpc
     )["GroupId"]
     images = {}
     for arch in ["arm64", "x86_64"]:
@@ -182,6 +186,17 @@ def report(cfn, stack, transformed, parameters):
     )
 
 
+def snapshot_buckets(parameters):
+    """The buckets `SnapshotBuckets` names: the operator's, made before the
+    stack that names them."""
+    s3 = client("s3")
+    for bucket in filter(None, parameters.get("SnapshotBuckets", "").split(",")):
+        try:
+            s3.create_bucket(Bucket=bucket)
+        except s3.exceptions.BucketAlreadyOwnedByYou:
+            pass
+
+
 def apply(parameters, changes):
     """`--set PARAMETER=VALUE` changes, over the parameters."""
     for change in changes:
@@ -193,7 +208,7 @@ CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAN
 
 
 def create(args):
-    vpc, subnets, group, images = network()
+    vpc, subnets, group, images = network(args.cidr)
     parameters = {
         "JwtIssuer": "https://issuer.example.com/",
         "JwtAudience": "floe-api",
@@ -211,6 +226,7 @@ def create(args):
         "SnapshotBuckets": "floe-snapshots",
     }
     apply(parameters, args.set)
+    snapshot_buckets(parameters)
     transformed = transformed_template(args.template, args.zip_dir, parameters)
     cfn = client("cloudformation")
     cfn.create_stack(
@@ -244,6 +260,7 @@ def main():
     args.add_argument("template")
     args.add_argument("stack")
     args.add_argument("--zip-dir", default="")
+    args.add_argument("--cidr", default="10.40.0.0/16", help="the VPC's range (create only)")
     args.add_argument("--set", action="append", default=[], metavar="PARAMETER=VALUE")
     args = args.parse_args()
     # aws-sam-translator reads the region (for ARNs) from the environment.

@@ -17,11 +17,10 @@
 
 use floe_store::Store;
 use floe_store_dynamo::DynamoBackend;
+use floe_tests::stack::{Deploy, environment, loopback_endpoint};
 use floe_wiring::{ApiConfig, Env, SnapshotterConfig, WorkerConfig};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -49,17 +48,6 @@ const MOTO_SKIPS: [&str; 15] = [
     "WorkerSchedulesPolicy",
 ];
 
-fn loopback_endpoint() -> Result<String, Box<dyn std::error::Error>> {
-    let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
-        "FLOE_TEST_AWS_ENDPOINT is not set: run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
-    })?;
-    let host = endpoint.strip_prefix("http://").unwrap_or_default();
-    if !(host.starts_with("127.") || host.starts_with("localhost")) {
-        return Err(format!("FLOE_TEST_AWS_ENDPOINT {endpoint} is not a loopback address").into());
-    }
-    Ok(endpoint)
-}
-
 fn sdk(endpoint: &str) -> aws_config::SdkConfig {
     aws_config::SdkConfig::builder()
         .behavior_version(aws_config::BehaviorVersion::latest())
@@ -71,60 +59,8 @@ fn sdk(endpoint: &str) -> aws_config::SdkConfig {
         .build()
 }
 
-/// Runs the deploy script's `action` (`create` or `update`) on stack
-/// `name` with the parameter changes `set`, and returns what it saw, or
-/// what it said on failing.
-fn deploy(
-    endpoint: &str,
-    action: &str,
-    name: &str,
-    set: &[&str],
-) -> Result<Result<Value, String>, Box<dyn std::error::Error>> {
-    let python = std::env::var("FLOE_TEST_PYTHON")
-        .map_err(|_| "FLOE_TEST_PYTHON is not set: run scripts/test.sh, which installs .venv")?;
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(PathBuf::from)
-        .ok_or("no workspace root")?;
-    // The release zips scripts/test.sh builds into target/lambda before the
-    // tests run (the script packages a stand-in where one is missing).
-    let mut command = Command::new(python);
-    command
-        .arg(root.join("tests/stack/deploy_stack.py"))
-        .arg(action)
-        .arg(root.join("infra/template.yaml"))
-        .arg(name)
-        .arg("--zip-dir")
-        .arg(root.join("target/lambda"))
-        .env("FLOE_TEST_AWS_ENDPOINT", endpoint)
-        .env("AWS_REGION", "us-east-1");
-    for change in set {
-        command.arg("--set").arg(change);
-    }
-    let out = command.output()?;
-    if !out.status.success() {
-        return Ok(Err(String::from_utf8_lossy(&out.stderr).into_owned()));
-    }
-    Ok(Ok(serde_json::from_slice(&out.stdout)?))
-}
-
 fn text<'a>(v: &'a Value, what: &str) -> Result<&'a str, String> {
     v.as_str().ok_or_else(|| format!("no {what} in {v}"))
-}
-
-/// A function's environment as it starts: the variables the stack set,
-/// and the one Lambda's runtime sets that the functions read (`AWS_REGION`).
-fn environment(stack: &Value, function: &str) -> Vec<(String, String)> {
-    let mut vars: Vec<(String, String)> = stack["functions"][function]["environment"]
-        .as_object()
-        .map(|vars| {
-            vars.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
-    vars.push(("AWS_REGION".into(), "us-east-1".into()));
-    vars
 }
 
 fn env_of(pairs: &[(String, String)]) -> Env {
@@ -140,7 +76,14 @@ async fn the_template_deploys_and_what_it_makes_fits_the_code() -> TestResult {
     let endpoint = loopback_endpoint()?;
     let sdk = sdk(&endpoint);
     let name = format!("floe-{}", floe_domain::names::new_resource_id());
-    let stack = deploy(&endpoint, "create", &name, &[])?.map_err(|e| format!("create: {e}"))?;
+    let create = |name| Deploy {
+        action: "create",
+        name,
+        ..Deploy::default()
+    };
+    let stack = create(&name)
+        .run(&endpoint)?
+        .map_err(|e| format!("create: {e}"))?;
     assert_eq!(stack["status"], "CREATE_COMPLETE", "{stack}");
     fits_the_code(&sdk, &stack, &name).await?;
 
@@ -149,8 +92,17 @@ async fn the_template_deploys_and_what_it_makes_fits_the_code() -> TestResult {
     // stack's resources, and refuses the template. A second create proves
     // the changed template instead; should moto learn to update, the update
     // is held to the same checks.
-    let changes = ["LogRetentionDays=14", "WorkerMaxConcurrency=7"];
-    let second = match deploy(&endpoint, "update", &name, &changes)? {
+    let changes = vec![
+        "LogRetentionDays=14".into(),
+        "WorkerMaxConcurrency=7".into(),
+    ];
+    let update = Deploy {
+        action: "update",
+        name: &name,
+        set: changes.clone(),
+        cidr: None,
+    };
+    let second = match update.run(&endpoint)? {
         Ok(updated) => {
             assert_eq!(updated["status"], "UPDATE_COMPLETE", "{updated}");
             (updated, name)
@@ -161,8 +113,12 @@ async fn the_template_deploys_and_what_it_makes_fits_the_code() -> TestResult {
                 "the update failed otherwise than moto's known gap: {refused}"
             );
             let name = format!("floe-{}", floe_domain::names::new_resource_id());
-            let created = deploy(&endpoint, "create", &name, &changes)?
-                .map_err(|e| format!("create: {e}"))?;
+            let created = Deploy {
+                set: changes,
+                ..create(&name)
+            }
+            .run(&endpoint)?
+            .map_err(|e| format!("create: {e}"))?;
             assert_eq!(created["status"], "CREATE_COMPLETE", "{created}");
             (created, name)
         }
