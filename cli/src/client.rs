@@ -94,11 +94,20 @@ fn api_errors(body: &str) -> Vec<ApiError> {
         .collect()
 }
 
-/// The API's address and the caller's token, from flags, the environment
-/// (`FLOE_API_URL`, `FLOE_TOKEN`) or the config file, in that order.
+/// The API's address and the caller's credential, from flags, the
+/// environment (`FLOE_API_URL`, `FLOE_TOKEN`, `FLOE_API_KEY`) or the config
+/// file, in that order.
 pub struct Settings {
     pub api_url: String,
-    pub token: Option<String>,
+    pub credential: Option<Credential>,
+}
+
+/// How the CLI proves who it acts for.
+pub enum Credential {
+    /// `Authorization: Bearer {token}`.
+    Token(String),
+    /// `Authorization: ApiKey {key}`.
+    ApiKey(String),
 }
 
 /// `$XDG_CONFIG_HOME/floe/config.toml`, else `~/.config/floe/config.toml`.
@@ -110,7 +119,7 @@ fn default_config() -> Option<PathBuf> {
 }
 
 /// The `key = "value"` lines of the config file (the subset of TOML it
-/// needs: `api_url` and `token`).
+/// needs: `api_url`, and `token` or `api_key`).
 fn read_config(path: &Path, explicit: bool) -> Result<Vec<(String, String)>, Failure> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -170,11 +179,19 @@ fn check_mode(_: &Path) -> Result<(), Failure> {
 }
 
 impl Settings {
+    /// The first credential found wins: `--token`, `--api-key`,
+    /// `FLOE_TOKEN`, `FLOE_API_KEY`, then the file's `token` or `api_key`.
     pub fn resolve(
         api_url: Option<String>,
         token: Option<String>,
+        api_key: Option<String>,
         config: Option<PathBuf>,
     ) -> Result<Settings, Failure> {
+        if token.is_some() && api_key.is_some() {
+            return Err(Failure::Usage(
+                "--token and --api-key: give one of them".into(),
+            ));
+        }
         let explicit = config.is_some();
         let file = match config.or_else(default_config) {
             Some(p) => read_config(&p, explicit)?,
@@ -196,15 +213,19 @@ impl Settings {
                         .into(),
                 )
             })?;
-        let token = token
-            .or_else(|| env("FLOE_TOKEN"))
-            .or_else(|| from_file("token"));
+        let credential = token
+            .map(Credential::Token)
+            .or_else(|| api_key.map(Credential::ApiKey))
+            .or_else(|| env("FLOE_TOKEN").map(Credential::Token))
+            .or_else(|| env("FLOE_API_KEY").map(Credential::ApiKey))
+            .or_else(|| from_file("token").map(Credential::Token))
+            .or_else(|| from_file("api_key").map(Credential::ApiKey));
         // Either the server's root or its /api/v1: paths are added to the root.
         let api_url = api_url.trim_end_matches('/');
         let api_url = api_url.strip_suffix("/api/v1").unwrap_or(api_url);
         Ok(Settings {
             api_url: api_url.to_string(),
-            token,
+            credential,
         })
     }
 }
@@ -241,8 +262,12 @@ impl Client {
     ) -> Result<Answer, Failure> {
         let url = format!("{}{path}", self.settings.api_url);
         let mut req = self.http.request(method, &url);
-        if let Some(t) = &self.settings.token {
-            req = req.bearer_auth(t);
+        match &self.settings.credential {
+            Some(Credential::Token(t)) => req = req.bearer_auth(t),
+            Some(Credential::ApiKey(k)) => {
+                req = req.header(reqwest::header::AUTHORIZATION, format!("ApiKey {k}"));
+            }
+            None => {}
         }
         for (k, v) in headers {
             req = req.header(*k, v);

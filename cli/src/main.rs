@@ -39,12 +39,16 @@ usage: floe [global options] <resource> <action> [arguments] [options]
   policy list | show ID | delete ID [--if-match VERSION]
   policy update ID -f POLICY.json [--if-match VERSION|current]
   license put -f LICENSE.json | show | delete
+  auth key create --description TEXT [--expiration 90d] [--roles ROLE,ROLE]
+  auth key list [--all]
+  auth key delete ID [--user USER_ID]
   plan show DEPLOYMENT
   plan cancel DEPLOYMENT [--force] [--track]
 
 global options:
   --api-url URL      the API (else FLOE_API_URL, else api_url in the config file)
   --token TOKEN      a bearer token (else FLOE_TOKEN, else token in the config file)
+  --api-key KEY      an API key instead (else FLOE_API_KEY, else api_key in the config file)
   --config PATH      the config file (default ~/.config/floe/config.toml; mode 600)
   -o, --output json|text   (default text)
 
@@ -56,6 +60,11 @@ exit status: 0 success, 1 API error, 2 usage, 3 API unreachable,
 const VALUED: &[&str] = &[
     "api-url",
     "token",
+    "api-key",
+    "description",
+    "expiration",
+    "roles",
+    "user",
     "config",
     "output",
     "file",
@@ -75,6 +84,7 @@ const SWITCHES: &[&str] = &[
     "validate-only",
     "wait",
     "force",
+    "all",
     "help",
 ];
 
@@ -185,6 +195,8 @@ enum Kind {
     Plans,
     Plan,
     Object,
+    NewKey,
+    Keys,
     Nothing,
 }
 
@@ -225,6 +237,7 @@ async fn run() -> Result<(), Failure> {
     let settings = Settings::resolve(
         args.opt("api-url").map(str::to_string),
         args.opt("token").map(str::to_string),
+        args.opt("api-key").map(str::to_string),
         args.opt("config").map(PathBuf::from),
     )?;
     let client = Client::new(settings)?;
@@ -238,7 +251,7 @@ async fn run() -> Result<(), Failure> {
 
     let resource = args.word(
         0,
-        "a resource (deployment, snapshot, repository, policy, plan)",
+        "a resource (deployment, snapshot, repository, policy, plan, license, auth)",
     )?;
     let action = args.word(1, "an action")?;
     let result = match resource {
@@ -248,6 +261,7 @@ async fn run() -> Result<(), Failure> {
         "policy" | "policies" => policy(&client, &args, action).await?,
         "plan" | "plans" => plan(&client, &args, action).await?,
         "license" => license(&client, &args, action).await?,
+        "auth" => auth(&client, &args, action).await?,
         other => return Err(Failure::Usage(format!("unknown resource {other}"))),
     };
     print(output, result.kind, &result.body);
@@ -268,6 +282,7 @@ async fn run() -> Result<(), Failure> {
 const DEPLOYMENTS: &str = "/api/v1/deployments";
 const REPOSITORIES: &str = "/api/v1/platform/configuration/snapshots/repositories";
 const POLICIES: &str = "/api/v1/snapshot-policies";
+const KEYS: &str = "/api/v1/users/auth/keys";
 const LICENSE: &str = "/api/v1/platform/license";
 
 /// The plan a deployment's answer says is pending, to follow.
@@ -542,6 +557,50 @@ async fn repository(client: &Client, args: &Args, action: &str) -> Result<Done, 
     }
 }
 
+/// API keys: `auth key create|list|delete`. A new key is printed once.
+async fn auth(client: &Client, args: &Args, action: &str) -> Result<Done, Failure> {
+    if action != "key" && action != "keys" {
+        return Err(Failure::Usage(format!(
+            "unknown auth action {action} (auth key ...)"
+        )));
+    }
+    match args.word(2, "a key action (create, list, delete)")? {
+        "create" => {
+            let description = args
+                .opt("description")
+                .ok_or_else(|| Failure::Usage("missing --description TEXT".into()))?;
+            let mut body = json!({ "description": description });
+            if let Some(e) = args.opt("expiration") {
+                body["expiration"] = json!(e);
+            }
+            if let Some(r) = args.opt("roles") {
+                let roles: Vec<&str> = r.split(',').map(str::trim).collect();
+                body["roles"] = json!(roles);
+            }
+            let answer = client.call(Method::POST, KEYS, Some(&body), &[]).await?;
+            Ok(done(answer.body, Kind::NewKey))
+        }
+        "list" => {
+            let path = if args.on("all") {
+                format!("{KEYS}/_all")
+            } else {
+                KEYS.to_string()
+            };
+            Ok(done(client.get(&path).await?, Kind::Keys))
+        }
+        "delete" => {
+            let id = args.word(3, "a key id")?;
+            let path = match args.opt("user") {
+                Some(user) => format!("/api/v1/users/{}/auth/keys/{}", encode(user), encode(id)),
+                None => format!("{KEYS}/{}", encode(id)),
+            };
+            client.call(Method::DELETE, &path, None, &[]).await?;
+            Ok(done(json!({"deleted": id}), Kind::Nothing))
+        }
+        other => Err(Failure::Usage(format!("unknown key action {other}"))),
+    }
+}
+
 /// The organization's platform license: the file Elastic sent, uploaded
 /// as it is; shown without its signature.
 async fn license(client: &Client, args: &Args, action: &str) -> Result<Done, Failure> {
@@ -801,6 +860,26 @@ fn print(output: Output, kind: Kind, body: &Value) {
             }
         }
         Kind::Object => object(body),
+        Kind::NewKey => {
+            object(body);
+            println!("keep the key now: it is not shown again");
+        }
+        Kind::Keys => table(
+            &["ID", "USER", "ROLES", "EXPIRES", "LAST USED", "DESCRIPTION"],
+            items(body, "keys")
+                .map(|k| {
+                    let roles: Vec<String> = items(k, "roles").map(s).collect();
+                    vec![
+                        s(&k["id"]),
+                        s(&k["user_id"]),
+                        roles.join(","),
+                        s(&k["expiration_date"]),
+                        s(&k["last_used_date"]),
+                        s(&k["description"]),
+                    ]
+                })
+                .collect(),
+        ),
         Kind::Nothing => {
             if let Some(d) = body["deleted"].as_str() {
                 println!("deleted {d}");

@@ -141,6 +141,7 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
         clusters: platform.clusters,
         resolver: endpoint_check.resolver.clone(),
         views: Default::default(),
+        hashing_keys: Default::default(),
     };
     let app = floe_api::app(floe_api::ApiState::new(app, Arc::new(verifier)));
     let listener = tokio::net::TcpListener::bind(&config.listen)

@@ -548,3 +548,126 @@ async fn a_tracked_plan_that_fails_or_is_cancelled_exits_non_zero() -> TestResul
     assert!(failed.stderr.contains("127.0.0.1:9"), "{}", failed.stderr);
     Ok(())
 }
+
+/// A script's credential: an API key made with `floe auth key create`,
+/// then used alone (`FLOE_API_KEY`, `--api-key`, or `api_key` in the
+/// config file), listed without its text, and refused once deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_works_with_an_api_key_made_by_the_cli() -> TestResult {
+    let s = Server::start_quick();
+    let token = s.token("acme", &["deployment_manager"]);
+    let home = tempfile::tempdir()?;
+    let url = s.base_url().to_string();
+    let with_token = [
+        ("FLOE_API_URL", url.as_str()),
+        ("FLOE_TOKEN", token.as_str()),
+    ];
+
+    let made = floe_in(
+        home.path(),
+        &with_token,
+        &[
+            "auth",
+            "key",
+            "create",
+            "--description",
+            "nightly job",
+            "--expiration",
+            "30d",
+            "-o",
+            "json",
+        ],
+    )
+    .ok();
+    let key = made.json()["key"].as_str().unwrap_or_default().to_string();
+    assert!(!key.is_empty(), "{}", made.stdout);
+    assert_eq!(made.json()["roles"], json!(["deployment_manager"]));
+    let id = made.json()["id"].as_str().unwrap_or_default().to_string();
+    // As text it is printed once, with the warning.
+    let text = floe_in(
+        home.path(),
+        &with_token,
+        &[
+            "auth",
+            "key",
+            "create",
+            "--description",
+            "another",
+            "--roles",
+            "deployment_manager",
+        ],
+    )
+    .ok();
+    assert!(text.stdout.contains("not shown again"), "{}", text.stdout);
+
+    // The key alone, from the environment.
+    let with_key = [
+        ("FLOE_API_URL", url.as_str()),
+        ("FLOE_API_KEY", key.as_str()),
+    ];
+    let listed = floe_in(
+        home.path(),
+        &with_key,
+        &["deployment", "list", "-o", "json"],
+    )
+    .ok();
+    assert_eq!(listed.json()["deployments"], json!([]));
+    let keys = floe_in(home.path(), &with_key, &["auth", "key", "list"]).ok();
+    assert!(
+        keys.stdout.contains(&id) && keys.stdout.contains("nightly job"),
+        "{}",
+        keys.stdout
+    );
+    assert!(!keys.stdout.contains(&key), "the listing shows the key");
+    // From a flag, and from the config file.
+    let flagged = floe_in(
+        home.path(),
+        &[],
+        &["--api-url", &url, "--api-key", &key, "deployment", "list"],
+    )
+    .ok();
+    assert_eq!(flagged.code, 0);
+    let config = home.path().join("floe.toml");
+    std::fs::write(
+        &config,
+        format!("api_url = \"{url}\"\napi_key = \"{key}\"\n"),
+    )?;
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600))?;
+    let configured = floe_in(
+        home.path(),
+        &[],
+        &[
+            "--config",
+            &config.display().to_string(),
+            "deployment",
+            "list",
+        ],
+    );
+    assert_eq!(configured.code, 0, "{}", configured.stderr);
+    let both = floe_in(
+        home.path(),
+        &[],
+        &["--token", "t", "--api-key", "k", "deployment", "list"],
+    );
+    assert_eq!(both.code, 2, "{}", both.stderr);
+    // A key makes no keys.
+    let refused = floe_in(
+        home.path(),
+        &with_key,
+        &["auth", "key", "create", "--description", "x"],
+    );
+    assert_eq!(refused.code, 1);
+    assert!(refused.stderr.contains("403"), "{}", refused.stderr);
+
+    // Deleted, it is refused at once.
+    floe_in(home.path(), &with_token, &["auth", "key", "delete", &id]).ok();
+    let after = floe_in(home.path(), &with_key, &["deployment", "list"]);
+    assert_eq!(after.code, 1);
+    assert!(
+        after.stderr.contains("auth.invalid_api_key"),
+        "{}",
+        after.stderr
+    );
+    Ok(())
+}

@@ -163,6 +163,7 @@ async fn fits_the_code(sdk: &aws_config::SdkConfig, stack: &Value, name: &str) -
     c::health_is_recorded_without_a_new_version(store()).await?;
     c::bucket_claims_go_with_their_repositories(store()).await?;
     c::platform_licenses_round_trip(store()).await?;
+    c::api_keys_round_trip(store()).await?;
 
     // The queue: a job is invisible for longer than six worker timeouts,
     // and goes to the dead-letter queue after five receives.

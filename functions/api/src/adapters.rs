@@ -54,6 +54,7 @@ pub async fn state() -> Result<ApiState, WiringError> {
         schedules,
         resolver: Arc::new(floe_ports::SystemResolver),
         views: Default::default(),
+        hashing_keys: Default::default(),
     };
     Ok(ApiState::new(app, Arc::new(verifier)))
 }

@@ -151,6 +151,7 @@ async fn world(root: &std::path::Path) -> Fallible<World> {
             )),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
             views: Default::default(),
+            hashing_keys: Default::default(),
         },
         support::verifier()?,
     );

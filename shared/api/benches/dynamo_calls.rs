@@ -242,6 +242,7 @@ async fn world() -> Fallible<World> {
             schedules: Arc::new(ToTheWorker),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
             views: Default::default(),
+            hashing_keys: Default::default(),
         },
         support::verifier()?,
     );

@@ -196,6 +196,7 @@ fn router(backend: Arc<dyn Backend>) -> Fallible<axum::Router> {
             )),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
             views: Default::default(),
+            hashing_keys: Default::default(),
         },
         support::verifier()?,
     );

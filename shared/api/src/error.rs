@@ -121,6 +121,7 @@ impl From<AppError> for ApiError {
     fn from(e: AppError) -> ApiError {
         match e {
             AppError::Forbidden(message) => ApiError::forbidden(message),
+            AppError::Unauthorized { code, message } => ApiError::new(code, message),
             AppError::NotFound { what, id } => {
                 let (code, message) = match what {
                     Resource::Deployment => (
@@ -152,6 +153,10 @@ impl From<AppError> for ApiError {
                     Resource::PlatformLicense => (
                         Code::LICENSE_LICENSE_NOT_FOUND,
                         format!("organization {id} has no platform license"),
+                    ),
+                    Resource::ApiKey => (
+                        Code::API_KEYS_API_KEY_NOT_FOUND,
+                        format!("API key {id} was not found"),
                     ),
                 };
                 ApiError::new(code, message)

@@ -138,3 +138,19 @@ pub fn deployment_validation() -> Value {
             "template:hot", "launch:hot", "bootstrap-masters", "wait-running", "wait-joined",
             "register-repository", "record-access"]}})
 }
+
+pub fn api_key() -> Value {
+    json!({"id": "0193a0c4d2b87c3e9a4b5c6d7e8f9a0e", "description": "nightly export job",
+        "user_id": "ops@example.com", "roles": ["deployment_manager"],
+        "creation_date": TIME, "expiration_date": "2027-03-01T12:00:00Z",
+        "last_used_date": TIME, "expired": false})
+}
+
+pub fn created_api_key() -> Value {
+    let mut key = api_key();
+    key["key"] = json!("YWNtZTowMTkzYTBjNGQyYjg3YzNlOWE0YjVjNmQ3ZThmOWEwZTpleGFtcGxlLW9ubHk");
+    if let Some(k) = key.as_object_mut() {
+        k.remove("last_used_date");
+    }
+    key
+}

@@ -162,28 +162,47 @@ impl FromRequestParts<ApiState> for Caller {
         let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
             unauthorized(
                 Code::AUTH_MISSING_TOKEN,
-                "send a bearer token: Authorization: Bearer <jwt>",
+                "send a bearer token (Authorization: Bearer <jwt>) or an API key (Authorization: ApiKey <key>)",
             )
         })?;
-        let token = header
+        let credential = header
             .to_str()
             .ok()
-            .and_then(|h| {
-                h.strip_prefix("Bearer ")
-                    .or_else(|| h.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
+            .and_then(Credential::read)
             .ok_or_else(|| {
                 unauthorized(
                     Code::AUTH_MISSING_TOKEN,
-                    "the Authorization header must be: Bearer <jwt>",
+                    "the Authorization header must be: Bearer <jwt>, or ApiKey <key>",
                 )
             })?;
-        let principal = state.verifier.verify(token).await.map_err(|e| {
-            tracing::info!(reason = %e, "token refused");
-            unauthorized(e.code(), &e.to_string())
-        })?;
+        let principal = match credential {
+            Credential::Bearer(token) => {
+                let p = state.verifier.verify(token).await.map_err(|e| {
+                    tracing::info!(reason = %e, "token refused");
+                    unauthorized(e.code(), &e.to_string())
+                })?;
+                Principal {
+                    org: p.org,
+                    subject: p.subject,
+                    issuer: p.issuer,
+                    roles: p.roles,
+                    api_key: None,
+                }
+            }
+            Credential::ApiKey(key) => {
+                let holder = state.app.authenticate_api_key(key).await.map_err(|e| {
+                    tracing::info!(reason = %e, "API key refused");
+                    ApiError::from(e)
+                })?;
+                Principal {
+                    org: holder.org,
+                    subject: holder.subject,
+                    issuer: holder.issuer,
+                    roles: holder.roles,
+                    api_key: Some(holder.key_id),
+                }
+            }
+        };
         let (org, roles) = match parts
             .headers
             .get(ORG_HEADER)
@@ -219,7 +238,50 @@ impl FromRequestParts<ApiState> for Caller {
             issuer: principal.issuer,
             token_org: principal.org,
             roles,
+            api_key: principal.api_key,
         }))
+    }
+}
+
+/// What the `Authorization` header carries.
+enum Credential<'a> {
+    Bearer(&'a str),
+    ApiKey(&'a str),
+}
+
+impl<'a> Credential<'a> {
+    /// The scheme is matched without regard to case (RFC 9110); an empty
+    /// credential is none.
+    fn read(header: &'a str) -> Option<Credential<'a>> {
+        let (scheme, rest) = header.split_once(' ')?;
+        let value = rest.trim();
+        if value.is_empty() {
+            return None;
+        }
+        if scheme.eq_ignore_ascii_case("bearer") {
+            Some(Credential::Bearer(value))
+        } else if scheme.eq_ignore_ascii_case("apikey") {
+            Some(Credential::ApiKey(value))
+        } else {
+            None
+        }
+    }
+}
+
+/// The verified caller before an organization is picked.
+struct Principal {
+    org: String,
+    subject: String,
+    issuer: String,
+    roles: Vec<Role>,
+    api_key: Option<String>,
+}
+
+impl Principal {
+    fn is_platform(&self) -> bool {
+        self.roles
+            .iter()
+            .any(|r| matches!(r, Role::PlatformAdmin | Role::PlatformViewer))
     }
 }
 

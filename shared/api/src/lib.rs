@@ -23,7 +23,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use floe_domain::Code;
 use tower_http::catch_panic::CatchPanicLayer;
-use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
@@ -48,6 +48,7 @@ Platform roles may act in another organization with the `x-floe-organization` he
         (name = "deployments", description = "Elasticsearch deployments and their node groups."),
         (name = "snapshot-policies", description = "Snapshot schedules and retention."),
         (name = "platform", description = "Health, the instance catalog and the platform license."),
+        (name = "api-keys", description = "API keys for scripts, sent as `Authorization: ApiKey {key}` wherever a bearer token is taken."),
     ),
     components(schemas(error::ErrorBody, error::ErrorItem))
 )]
@@ -64,6 +65,40 @@ impl Modify for BearerAuth {
             "A JWT with claims `sub`, `org`, `roles` (platform_admin, platform_viewer, deployment_manager, deployment_viewer), `iss`, `aud`, `exp`.".into(),
         );
         components.add_security_scheme("bearer", SecurityScheme::Http(http));
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "Authorization",
+                "An API key (`POST /api/v1/users/auth/keys`), sent as `Authorization: ApiKey {key}`: it acts with its maker's organization and the roles it was given.",
+            ))),
+        );
+    }
+}
+
+/// Every operation that takes a bearer token takes an API key instead.
+fn api_keys_stand_for_tokens(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::SecurityRequirement;
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ];
+        for op in operations.into_iter().flatten() {
+            let Some(security) = op.security.as_mut() else {
+                continue;
+            };
+            // Public operations declare no security; every other one takes
+            // the bearer token.
+            if !security.is_empty() {
+                security.push(SecurityRequirement::new("api_key", Vec::<String>::new()));
+            }
+        }
     }
 }
 
@@ -73,6 +108,7 @@ fn collected() -> utoipa::openapi::OpenApi {
     let (_, mut doc) = OpenApiRouter::<ApiState>::with_openapi(ApiDoc::openapi())
         .merge(routes::platform::router())
         .merge(routes::license::router())
+        .merge(routes::api_keys::router())
         .merge(routes::repositories::router())
         .merge(routes::deployments::router())
         .merge(routes::plans::router())
@@ -85,6 +121,7 @@ fn collected() -> utoipa::openapi::OpenApi {
     doc.merge(routes::proxy::ProxyDoc::openapi());
     links::add(&mut doc);
     headers_are_never_null(&mut doc);
+    api_keys_stand_for_tokens(&mut doc);
     // The answers document themselves by reference to their bodies'
     // schemas; the components hold each one.
     let components = doc.components.get_or_insert_with(Default::default);
@@ -195,9 +232,10 @@ const COMMITTED_DOCUMENT: &str = include_str!("../../../openapi/openapi.json");
 pub fn app(state: impl Into<ApiState>) -> Router {
     let state: ApiState = state.into();
     // The routes only: the document is served as committed, not collected.
-    let serve: [fn(Router<ApiState>) -> Router<ApiState>; 8] = [
+    let serve: [fn(Router<ApiState>) -> Router<ApiState>; 9] = [
         routes::platform::serve,
         routes::license::serve,
+        routes::api_keys::serve,
         routes::repositories::serve,
         routes::deployments::serve,
         routes::plans::serve,

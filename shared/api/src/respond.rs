@@ -19,6 +19,7 @@ use floe_app::policies::PolicyList;
 use floe_app::repositories::RepositoryList;
 use floe_app::snapshots::SnapshotList;
 use floe_app::validation::DeploymentValidation;
+use floe_domain::api_key::{ApiKeys, CreatedApiKey};
 use floe_domain::deployment::DeploymentView;
 use floe_domain::license::LicenseInfo;
 use floe_domain::policy::PolicyView;
@@ -131,6 +132,8 @@ documented! {
     InstanceTypeList => "the instance catalog", serde_json::json!({"instance_types": [{"name": "m6g.xlarge", "family": "m6g", "arch": "arm64", "vcpus": 4, "memory_mib": 16384, "jvm_heap_mib": 8192}]});
     Health => "the API's status and version", serde_json::json!({"status": "ok", "version": "0.1.0"});
     LicenseInfo => "the platform license, without its signature", examples::license_info();
+    CreatedApiKey => "the new API key with its text, shown this once", examples::created_api_key();
+    ApiKeys => "the API keys, oldest first, without their text", serde_json::json!({"keys": [examples::api_key()]});
     LicenseChange => "the license as stored, the license plans it started and the deployments that get it with their next plan", serde_json::json!({"license": examples::license_info(), "plans": [{"deployment_id": examples::DEPLOYMENT_ID, "plan_id": examples::PLAN_ID}], "deferred": []});
 }
 
@@ -297,6 +300,25 @@ impl<T: Documented> IntoResponses for Plain<T> {
         one(
             "200",
             answer::<T>(format!("{}.", sentence(T::WHAT)), T::example()),
+        )
+    }
+}
+
+/// 201 with a JSON body that carries no version and has no address of its
+/// own (an API key, shown once).
+pub struct Made<T>(pub T);
+
+impl<T: Serialize> IntoResponse for Made<T> {
+    fn into_response(self) -> Response {
+        (StatusCode::CREATED, Json(self.0)).into_response()
+    }
+}
+
+impl<T: Documented> IntoResponses for Made<T> {
+    fn responses() -> BTreeMap<String, RefOr<DocResponse>> {
+        one(
+            "201",
+            answer::<T>(format!("Created: {}.", T::WHAT), T::example()),
         )
     }
 }

@@ -1,8 +1,10 @@
 //! The authorisation matrix, generated from the OpenAPI document: every
 //! operation it lists, crossed with every way a caller can be wrong (no
-//! token, a malformed, expired, foreign or unsigned one), every role alone
-//! and in pairs, platform roles acting in another organization, and
-//! another organization's resource. A new operation is covered the moment
+//! token, a malformed, expired, foreign or unsigned one, a key that is
+//! none), every role alone and in pairs, platform roles acting in another
+//! organization, another organization's resource, and API keys of each
+//! role, which are allowed what tokens of their roles are (but making
+//! keys). A new operation is covered the moment
 //! the document lists it, with the roles its `x-floe-roles` names.
 //!
 //! A refused cell asserts its status and error code, and that the call
@@ -241,9 +243,20 @@ enum Expect {
     Allowed,
 }
 
+/// How a cell's caller proves who it is.
+enum Auth {
+    /// `Authorization: Bearer {token}`, or no header.
+    Token(Option<String>),
+    /// This `Authorization` header as it is.
+    Header(&'static str),
+    /// An API key made, in the cell's world, by a token of `org` with
+    /// `roles`, with all of them.
+    Key { org: &'static str, roles: Vec<Role> },
+}
+
 struct Cell {
     name: String,
-    token: Option<String>,
+    auth: Auth,
     org_header: Option<&'static str>,
     /// The organization whose ids fill the path.
     target: &'static str,
@@ -271,7 +284,7 @@ fn role_cell(
     };
     Cell {
         name,
-        token: Some(roles_token(token_org, roles)),
+        auth: Auth::Token(Some(roles_token(token_org, roles))),
         org_header: header,
         target: ACME,
         expect: if op.allows(&effective) {
@@ -280,6 +293,56 @@ fn role_cell(
             FORBIDDEN
         },
     }
+}
+
+/// As [`role_cell`], with an API key of the roles instead of a token: the
+/// key is allowed what the token is, but making keys.
+fn key_cell(
+    op: &Operation,
+    name: String,
+    key_org: &'static str,
+    roles: &[Role],
+    header: Option<&'static str>,
+) -> Cell {
+    let as_token = role_cell(op, name, key_org, roles, header);
+    let makes_keys = op.method == "POST" && op.template == "/api/v1/users/auth/keys";
+    Cell {
+        auth: Auth::Key {
+            org: key_org,
+            roles: roles.to_vec(),
+        },
+        expect: if makes_keys {
+            FORBIDDEN
+        } else {
+            as_token.expect
+        },
+        ..as_token
+    }
+}
+
+/// The `Authorization` header of `auth` in `world` (a key is made there).
+async fn authorization(world: &World, auth: &Auth) -> Result<Option<String>, Error> {
+    Ok(match auth {
+        Auth::Token(token) => token.as_ref().map(|t| format!("Bearer {t}")),
+        Auth::Header(header) => Some((*header).to_string()),
+        Auth::Key { org, roles } => {
+            let made = world
+                .api
+                .call(
+                    "POST",
+                    "/api/v1/users/auth/keys",
+                    Some(&roles_token(org, roles)),
+                    &[],
+                    Some(json!({"description": "authorization matrix"})),
+                )
+                .await?;
+            assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+            Some(format!(
+                "ApiKey {}",
+                made.body["key"].as_str().ok_or("no key")?
+            ))
+        }
+    })
 }
 
 /// Runs the cells of every operation; returns how many ran.
@@ -310,21 +373,19 @@ async fn run(cells_of: impl Fn(&Operation) -> Vec<Cell>) -> Result<usize, Error>
             } else {
                 &world.globex
             };
-            let headers: Vec<(&str, &str)> = cell
+            let authorization = authorization(world, &cell.auth).await?;
+            let mut headers: Vec<(&str, &str)> = cell
                 .org_header
                 .map(|o| (ORG_HEADER, o))
                 .into_iter()
                 .collect();
+            if let Some(a) = &authorization {
+                headers.push(("authorization", a));
+            }
             let path = op.path(ids);
             let reply = world
                 .api
-                .call(
-                    &op.method,
-                    &path,
-                    cell.token.as_deref(),
-                    &headers,
-                    op.body.clone(),
-                )
+                .call(&op.method, &path, None, &headers, op.body.clone())
                 .await?;
             let at = format!(
                 "{} as {}: {} {}",
@@ -411,48 +472,70 @@ fn every_secured_operation_says_who_may_call_it() -> TestResult {
 #[tokio::test]
 async fn every_operation_refuses_a_missing_or_bad_token() -> TestResult {
     let late = now() + 600;
-    let tokens: Vec<(&str, Option<String>, &'static [&'static str])> = vec![
-        ("no token", None, &["auth.missing_token"]),
+    // A token (`Ok`) or a header as it is (`Err`).
+    type Credential = Result<Option<String>, &'static str>;
+    let tokens: Vec<(&str, Credential, &'static [&'static str])> = vec![
+        ("no token", Ok(None), &["auth.missing_token"]),
         (
             "a malformed token",
-            Some("not-a-jwt".into()),
+            Ok(Some("not-a-jwt".into())),
             &["auth.invalid_token"],
         ),
         (
             "an expired token",
-            Some(signed(&claims(AUDIENCE, ISSUER, now() - 3600), SECRET)?),
+            Ok(Some(signed(
+                &claims(AUDIENCE, ISSUER, now() - 3600),
+                SECRET,
+            )?)),
             &["auth.token_expired"],
         ),
         (
             "another audience's token",
-            Some(signed(&claims("another-api", ISSUER, late), SECRET)?),
+            Ok(Some(signed(&claims("another-api", ISSUER, late), SECRET)?)),
             &["auth.wrong_audience"],
         ),
         (
             "another issuer's token",
-            Some(signed(&claims(AUDIENCE, "someone-else", late), SECRET)?),
+            Ok(Some(signed(
+                &claims(AUDIENCE, "someone-else", late),
+                SECRET,
+            )?)),
             &["auth.wrong_issuer"],
         ),
         (
             "a token signed with another key",
-            Some(signed(
+            Ok(Some(signed(
                 &claims(AUDIENCE, ISSUER, late),
                 b"another-hs256-secret-0123456789abcdefgh",
-            )?),
+            )?)),
             &["auth.bad_signature"],
         ),
         (
             "an unsigned token (alg: none)",
-            Some(unsigned(&claims(AUDIENCE, ISSUER, late))),
+            Ok(Some(unsigned(&claims(AUDIENCE, ISSUER, late)))),
             &["auth.unsupported_algorithm"],
+        ),
+        (
+            "an API key this platform never made",
+            Err("ApiKey YWNtZTowMTkzYTBjNGQyYjg3YzNlOWE0YjVjNmQ3ZThmOWEwZTpub3QtYS1rZXk"),
+            &["auth.invalid_api_key"],
+        ),
+        ("an empty API key", Err("ApiKey "), &["auth.missing_token"]),
+        (
+            "another scheme",
+            Err("Basic ZWxhc3RpYzpjaGFuZ2VtZQ"),
+            &["auth.missing_token"],
         ),
     ];
     let cells = run(|_| {
         tokens
             .iter()
-            .map(|(name, token, codes)| Cell {
+            .map(|(name, auth, codes)| Cell {
                 name: (*name).to_string(),
-                token: token.clone(),
+                auth: match auth {
+                    Ok(token) => Auth::Token(token.clone()),
+                    Err(header) => Auth::Header(header),
+                },
                 org_header: None,
                 target: ACME,
                 expect: Expect::Refused(StatusCode::UNAUTHORIZED, codes),
@@ -511,7 +594,7 @@ async fn outside_its_organization_a_token_holds_only_its_platform_roles() -> Tes
             // Every role, but the id is another organization's.
             cells.push(Cell {
                 name: "acme's every role on globex's resource".into(),
-                token: Some(roles_token(ACME, &Role::ALL)),
+                auth: Auth::Token(Some(roles_token(ACME, &Role::ALL))),
                 org_header: None,
                 target: GLOBEX,
                 expect: Expect::Refused(StatusCode::NOT_FOUND, &["*_not_found"]),
@@ -521,5 +604,35 @@ async fn outside_its_organization_a_token_holds_only_its_platform_roles() -> Tes
     })
     .await?;
     eprintln!("{cells} cells across organizations");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_api_key_is_allowed_what_a_token_of_its_roles_is_but_making_keys() -> TestResult {
+    let cells = run(|op| {
+        let mut cells: Vec<Cell> = Role::ALL
+            .iter()
+            .map(|r| key_cell(op, format!("a key of {r}"), ACME, &[*r], None))
+            .collect();
+        for r in [Role::PlatformAdmin, Role::PlatformViewer] {
+            cells.push(key_cell(
+                op,
+                format!("a key of globex's {r} in acme"),
+                GLOBEX,
+                &[r],
+                Some(ACME),
+            ));
+        }
+        cells.push(key_cell(
+            op,
+            "a key of globex's deployment_manager in acme".into(),
+            GLOBEX,
+            &[Role::DeploymentManager],
+            Some(ACME),
+        ));
+        cells
+    })
+    .await?;
+    eprintln!("{cells} cells of API keys");
     Ok(())
 }

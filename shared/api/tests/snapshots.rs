@@ -192,6 +192,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
             )),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
             views: Default::default(),
+            hashing_keys: Default::default(),
         },
         Arc::new(verifier),
     );

@@ -22,6 +22,8 @@ pub struct Caller {
     pub issuer: String,
     pub token_org: String,
     pub roles: Vec<Role>,
+    /// The id of the API key the request came with; `None` for a token.
+    pub api_key: Option<String>,
 }
 
 macro_rules! capability {
@@ -110,6 +112,7 @@ mod tests {
             issuer: "floe-local".into(),
             token_org: "acme".into(),
             roles: roles.to_vec(),
+            api_key: None,
         }
     }
 

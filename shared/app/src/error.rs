@@ -20,6 +20,8 @@ pub enum Resource {
     Elasticsearch,
     /// An organization's platform license (`id` is the organization).
     PlatformLicense,
+    /// An API key (`id` is the key's).
+    ApiKey,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -27,6 +29,9 @@ pub enum AppError {
     /// The caller's roles do not allow this.
     #[error("forbidden: {0}")]
     Forbidden(&'static str),
+    /// The request's credential is refused (an API key that is not live).
+    #[error("{code}: {message}")]
+    Unauthorized { code: Code, message: String },
     /// No such resource in the caller's organization.
     #[error("{what:?} {id} was not found")]
     NotFound { what: Resource, id: String },

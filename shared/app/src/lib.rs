@@ -9,6 +9,7 @@
 //! plan engine or a scheduler; it links the plans crate only to lay out the
 //! steps of a plan that `validate_only` shows.
 
+pub mod api_keys;
 pub mod caller;
 pub mod catalog;
 pub mod deployments;
@@ -55,6 +56,8 @@ pub struct App {
     /// The deployments' views as last shown, answered again while their
     /// records are unchanged.
     pub views: Arc<shown::DeploymentViews>,
+    /// The organizations' API-key hashing keys, opened once.
+    pub hashing_keys: Arc<api_keys::HashingKeys>,
 }
 
 /// A page of a listing: `size` (1 to the store's maximum) and the cursor

@@ -129,6 +129,7 @@ fn world_on(inner: SqliteBackend) -> Result<World, Box<dyn std::error::Error>> {
                 ),
         ),
         views: Default::default(),
+        hashing_keys: Default::default(),
     };
     Ok(World {
         app,
@@ -145,6 +146,7 @@ fn caller(roles: &[Role]) -> Caller {
         issuer: "floe-local".into(),
         token_org: "acme".into(),
         roles: roles.to_vec(),
+        api_key: None,
     }
 }
 

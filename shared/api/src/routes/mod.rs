@@ -37,6 +37,7 @@ macro_rules! operations {
     };
 }
 
+pub mod api_keys;
 pub mod deployments;
 pub mod license;
 pub mod plans;

@@ -178,6 +178,7 @@ pub async fn world() -> Fallible<World> {
             )),
             resolver: Arc::new(floe_ports::FixedResolver::default()),
             views: Default::default(),
+            hashing_keys: Default::default(),
         },
         Arc::new(verifier),
     );

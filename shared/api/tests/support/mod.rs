@@ -63,6 +63,11 @@ pub fn roles_token(org: &str, roles: &[Role]) -> String {
 }
 
 pub fn api() -> Result<Api, Box<dyn std::error::Error>> {
+    Ok(api_and_store()?.0)
+}
+
+/// The API and the store it keeps its records in.
+pub fn api_and_store() -> Result<(Api, Store), Box<dyn std::error::Error>> {
     let verifier = Verifier::new(VerifierConfig {
         issuer: ISSUER.into(),
         audience: AUDIENCE.into(),
@@ -74,6 +79,7 @@ pub fn api() -> Result<Api, Box<dyn std::error::Error>> {
     let scheduler = Arc::new(floe_schedules::LocalScheduler::new(Arc::new(
         floe_schedules::SystemClock,
     )));
+    let kept = store.clone();
     let app_layer = floe_app::App {
         store: store.clone(),
         cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
@@ -89,9 +95,10 @@ pub fn api() -> Result<Api, Box<dyn std::error::Error>> {
         )),
         resolver: Arc::new(floe_ports::FixedResolver::default()),
         views: Default::default(),
+        hashing_keys: Default::default(),
     };
     let state = ApiState::new(app_layer, Arc::new(verifier));
-    Ok(Api { app: app(state) })
+    Ok((Api { app: app(state) }, kept))
 }
 
 impl Api {

@@ -7,6 +7,7 @@
 //! organization, with which of ECE's four roles.
 
 mod accepted;
+pub mod api_key;
 mod error;
 mod issue;
 mod jwks;

@@ -97,6 +97,8 @@ codes! {
     AUTH_INVALID_CLAIMS = "auth.invalid_claims", 401, "The token's claims (organization, roles) are missing or malformed.";
     AUTH_NO_ROLE = "auth.no_role", 401, "The token grants none of the platform's roles.";
     AUTH_FORBIDDEN = "auth.forbidden", 403, "The caller's roles do not allow this operation, or this organization.";
+    AUTH_INVALID_API_KEY = "auth.invalid_api_key", 401, "The API key is not one this platform issued, or it was deleted.";
+    AUTH_API_KEY_EXPIRED = "auth.api_key_expired", 401, "The API key has expired; make a new one.";
 
     // The request itself, before any use case runs.
     REQUEST_BODY_REQUIRED = "request.body_required", 400, "The operation needs a JSON body and none was sent.";
@@ -200,6 +202,10 @@ codes! {
     // The platform license.
     LICENSE_INVALID_LICENSE = "license.invalid_license", 400, "The license could not be taken: a field is missing or wrong, or the license has expired (the message names the field).";
     LICENSE_LICENSE_NOT_FOUND = "license.license_not_found", 404, "The organization has no platform license.";
+
+    // API keys.
+    API_KEYS_API_KEY_NOT_FOUND = "api_keys.api_key_not_found", 404, "No such API key of the caller (or, for a platform admin, of that user in the organization).";
+    API_KEYS_TOO_MANY = "api_keys.too_many", 409, "The caller holds as many API keys as one person may (100); delete one first.";
 
     // Restores and clones.
     RESTORE_REPOSITORY_REQUIRED = "restore.repository_required", 400, "The restore needs a repository, and the source has none.";

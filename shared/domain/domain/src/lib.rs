@@ -3,6 +3,7 @@
 //! can use it and its tests run in milliseconds.
 
 pub mod access;
+pub mod api_key;
 pub mod bucket_claim;
 pub mod bytesize;
 pub mod catalog;

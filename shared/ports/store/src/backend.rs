@@ -45,6 +45,11 @@ pub enum Kind {
     BucketClaim,
     /// An organization's platform license: one record, key `platform`.
     PlatformLicense,
+    /// An API key, by id (its maker is in the body).
+    ApiKey,
+    /// The organization's sealed key for hashing its API keys: one record,
+    /// key `api-keys`.
+    KeyHashingKey,
 }
 
 impl Kind {
@@ -65,6 +70,8 @@ impl Kind {
             Kind::FormerDeployment => "FORMER",
             Kind::BucketClaim => "CLAIM",
             Kind::PlatformLicense => "LICENSE",
+            Kind::ApiKey => "APIKEY",
+            Kind::KeyHashingKey => "KEYHASH",
         }
     }
 
@@ -84,6 +91,8 @@ impl Kind {
             Kind::FormerDeployment,
             Kind::BucketClaim,
             Kind::PlatformLicense,
+            Kind::ApiKey,
+            Kind::KeyHashingKey,
         ]
         .into_iter()
         .find(|k| k.prefix() == p)

@@ -1415,13 +1415,118 @@ pub async fn platform_licenses_round_trip(store: Store) -> TestResult {
     Ok(())
 }
 
+/// API keys are records of their organization: created once by id, listed
+/// oldest first a page at a time, their last use written on the version
+/// read, deleted; the organization's hashing key is made once.
+pub async fn api_keys_round_trip(store: Store) -> TestResult {
+    use floe_domain::api_key::{ApiKey, KeyHashingKey};
+    let now = chrono::Utc::now();
+    let key = |org: &str, n: u32| ApiKey {
+        id: format!("0190000000000000000000000000{n:04}"),
+        org: org.into(),
+        issuer: "floe-local".into(),
+        subject: "ops".into(),
+        description: format!("key {n}"),
+        roles: vec!["deployment_manager".into()],
+        created: now,
+        expiration: None,
+        last_used: None,
+        mac: format!("mac-{n}"),
+    };
+    for n in 0..3 {
+        store.create_api_key(&key("acme", n)).await?;
+    }
+    assert_eq!(
+        store.create_api_key(&key("acme", 1)).await,
+        Err(StoreError::AlreadyExists)
+    );
+    let first = store
+        .list_api_keys(
+            "acme",
+            &PageRequest {
+                size: Some(2),
+                cursor: None,
+            },
+        )
+        .await?;
+    assert_eq!(
+        first
+            .items
+            .iter()
+            .map(|k| k.value.id.clone())
+            .collect::<Vec<_>>(),
+        [key("acme", 0).id, key("acme", 1).id]
+    );
+    let rest = store
+        .list_api_keys(
+            "acme",
+            &PageRequest {
+                size: Some(2),
+                cursor: first.next_cursor.clone(),
+            },
+        )
+        .await?;
+    assert_eq!(rest.items.len(), 1);
+    assert_eq!(rest.next_cursor, None);
+    assert!(
+        store
+            .list_api_keys("globex", &PageRequest::default())
+            .await?
+            .items
+            .is_empty()
+    );
+    assert_eq!(store.get_api_key("globex", &key("acme", 0).id).await?, None);
+
+    let read = store
+        .get_api_key("acme", &key("acme", 0).id)
+        .await?
+        .ok_or("stored")?;
+    let mut used = read.value.clone();
+    used.last_used = Some(now);
+    assert_eq!(store.update_api_key(&used, &read).await?, 2);
+    assert_eq!(
+        store.update_api_key(&used, &read).await,
+        Err(StoreError::VersionMismatch { current: 2 })
+    );
+    assert_eq!(
+        store.delete_api_key(&read).await,
+        Err(StoreError::VersionMismatch { current: 2 })
+    );
+    let current = store.get_api_key("acme", &used.id).await?.ok_or("stored")?;
+    assert_eq!(current.value, used);
+    store.delete_api_key(&current).await?;
+    assert_eq!(store.get_api_key("acme", &used.id).await?, None);
+
+    let hashing = |org: &str, sealed: &str| KeyHashingKey {
+        org: org.into(),
+        sealed: sealed.into(),
+        created: now,
+    };
+    assert_eq!(store.get_key_hashing_key("acme").await?, None);
+    store
+        .create_key_hashing_key(&hashing("acme", "first"))
+        .await?;
+    assert_eq!(
+        store
+            .create_key_hashing_key(&hashing("acme", "second"))
+            .await,
+        Err(StoreError::AlreadyExists)
+    );
+    assert_eq!(
+        store.get_key_hashing_key("acme").await?,
+        Some(hashing("acme", "first"))
+    );
+    assert_eq!(store.get_key_hashing_key("globex").await?, None);
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance scenario, each on the store that
 /// `$make` (an async fn returning `Result<(Store, keep), Box<dyn Error>>`)
 /// builds. The calling crate needs `tokio` with `macros` and `rt-multi-thread`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:path) => {
-        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, a_pin_holds_only_the_snapshot_it_read, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version, a_deleted_deployments_kept_snapshots_hold_its_repository, bucket_claims_go_with_their_repositories, platform_licenses_round_trip);
+        $crate::conformance_suite!(@tests $make; repositories_round_trip, organizations_are_isolated, references_guard_deletes, dangling_references_write_nothing, deployments_move_references_and_keep_plans, lists_page_and_filter, idempotency_keys, concurrent_updates_one_wins, snapshots_newest_first_by_name_and_paged, policy_runs_round_trip, active_plans_are_listed, clone_pins_guard_snapshots, a_pin_holds_only_the_snapshot_it_read, the_fleet_lists_running_deployments, health_is_recorded_without_a_new_version, a_deleted_deployments_kept_snapshots_hold_its_repository, bucket_claims_go_with_their_repositories, platform_licenses_round_trip, api_keys_round_trip);
     };
     (@tests $make:path; $($test:ident),* $(,)?) => {
         $(

@@ -16,6 +16,7 @@ fn who() -> Caller {
         issuer: "floe-local".into(),
         token_org: "acme".into(),
         roles: Vec::new(),
+        api_key: None,
     }
 }
 

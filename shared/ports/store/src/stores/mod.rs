@@ -6,12 +6,14 @@
 //! `repositories`, `policies`, `deployments` (with their fleet copies),
 //! `plans` (with the active-plan index), `snapshots`, `pins` (a clone's
 //! hold on its source's snapshot), `policy_runs`, `idempotency` and
-//! `license` (an organization's platform license).
+//! `license` (an organization's platform license) and `api_keys` (API keys
+//! and the organization's key for hashing them).
 //! `batch` is how all of them write: one atomic batch, and what each
 //! write's failure means to the caller. This file holds what they share:
 //! the errors, versions and pages, the encoding of records and cursors,
 //! and the reads.
 
+mod api_keys;
 mod batch;
 mod deployments;
 mod former;
