@@ -28,9 +28,10 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 /// What moto 5.2.5's CloudFormation does not create from the transformed
 /// template: the HTTP API and its stage, EventBridge Scheduler's group and
 /// schedule, Lambda's event invoke configs, IAM inline policies
-/// (`AWS::IAM::Policy`), and security group ingress rules whose condition
-/// is false (those two real CloudFormation leaves out too).
-const MOTO_SKIPS: [&str; 15] = [
+/// (`AWS::IAM::Policy`), the queue's policy (`AWS::SQS::QueuePolicy`), and
+/// security group ingress rules whose condition is false (those two real
+/// CloudFormation leaves out too).
+const MOTO_SKIPS: [&str; 16] = [
     "ApiCredentialsKeyPolicy",
     "HttpApi",
     "HttpApiApiGatewayDefaultStage",
@@ -40,6 +41,7 @@ const MOTO_SKIPS: [&str; 15] = [
     "SnapshotScheduleGroup",
     "SnapshotterFunctionEventInvokeConfig",
     "SweepSchedule",
+    "WorkQueueEventsPolicy",
     "WorkerCredentialsKeyPolicy",
     "WorkerEndpointRecordsPolicy",
     "WorkerFunctionEventInvokeConfig",
@@ -235,6 +237,37 @@ async fn fits_the_code(sdk: &aws_config::SdkConfig, stack: &Value, name: &str) -
     assert!(
         named.ends_with(&format!(":function:{snapshotter}")),
         "FLOE_SNAPSHOTTER_ARN {named} is not {snapshotter}"
+    );
+
+    // EC2's notifications of nodes that stop serving reach the worker: the
+    // rule matches exactly the states the worker takes for a loss, and
+    // sends them to the work queue, which lets EventBridge send only it.
+    let rule = &stack["template"]["Resources"]["InstanceStateRule"]["Properties"];
+    let pattern = &rule["EventPattern"];
+    use floe_ports::InstanceStateChange as Change;
+    assert_eq!(pattern["source"], serde_json::json!([Change::SOURCE]));
+    assert_eq!(
+        pattern["detail-type"],
+        serde_json::json!([Change::DETAIL_TYPE])
+    );
+    assert_eq!(
+        pattern["detail"]["state"],
+        serde_json::json!(Change::LOST_STATES)
+    );
+    assert_eq!(
+        rule["Targets"][0]["Arn"],
+        serde_json::json!({"Fn::GetAtt": ["WorkQueue", "Arn"]})
+    );
+    assert!(
+        stack["resources"]["InstanceStateRule"]["id"].is_string(),
+        "no rule made"
+    );
+    let policy = &stack["template"]["Resources"]["WorkQueueEventsPolicy"]["Properties"];
+    let allowed = &policy["PolicyDocument"]["Statement"][0];
+    assert_eq!(allowed["Principal"]["Service"], "events.amazonaws.com");
+    assert_eq!(
+        allowed["Condition"]["ArnEquals"]["aws:SourceArn"],
+        serde_json::json!({"Fn::GetAtt": ["InstanceStateRule", "Arn"]})
     );
 
     // Each function's environment is a configuration its start-up reads.

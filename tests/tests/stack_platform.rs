@@ -9,8 +9,10 @@
 //! repository, creates a deployment with a snapshot policy (nodes on moto's
 //! EC2), takes the policy's snapshot through the schedule the worker made
 //! (its target, role and input, as EventBridge Scheduler would invoke it),
-//! clones the deployment from its latest successful snapshot, shuts both
-//! down and deletes them, and checks what each left in AWS.
+//! clones the deployment from its latest successful snapshot, loses a node
+//! (EC2 terminates it, and the stack's EventBridge rule's notification
+//! alone, the sweep turned off, starts the heal), shuts both down and
+//! deletes them, and checks what each left in AWS.
 //!
 //! What the test adds to what the stack made, and why:
 //! - `AWS_ENDPOINT_URL` (moto) on every function, the one way to reach it;
@@ -218,6 +220,8 @@ struct Platform {
     hosts: PathBuf,
     sweep: Value,
     last_sweep: Instant,
+    /// Whether the sweep schedule fires (off: only the queue runs plans).
+    sweeping: bool,
     /// Invocations of the worker, by trigger.
     batches: u32,
     sweeps: u32,
@@ -340,7 +344,7 @@ impl Platform {
             if Instant::now() > deadline {
                 return Err(format!("plans still pending after {PLAN_WITHIN:?}: {views:?}").into());
             }
-            if self.last_sweep.elapsed() > SWEEP_EVERY {
+            if self.sweeping && self.last_sweep.elapsed() > SWEEP_EVERY {
                 let swept = self.worker.invoke(&self.sweep).await?;
                 assert!(
                     swept.response_json()["requeued"].is_u64(),
@@ -461,6 +465,18 @@ impl Platform {
             .filter(|i| matches!(i.state, InstanceState::Running | InstanceState::Pending))
             .count())
     }
+}
+
+/// One of the deployment's running instances.
+async fn running_instance(p: &Platform, id: &str) -> TestResult<String> {
+    use floe_compute::InstanceState;
+    p.compute
+        .instances(id)
+        .await?
+        .into_iter()
+        .find(|i| i.state == InstanceState::Running)
+        .map(|i| i.id)
+        .ok_or_else(|| format!("{id} has no running instance").into())
 }
 
 /// A user's HTTPS client of a deployment: its endpoint name resolved from
@@ -700,6 +716,7 @@ async fn the_platform_runs_on_what_the_stack_made() -> TestResult {
         hosts,
         sweep,
         last_sweep: Instant::now(),
+        sweeping: true,
         batches: 0,
         sweeps: 0,
     };
@@ -844,7 +861,69 @@ async fn the_platform_runs_on_what_the_stack_made() -> TestResult {
     proxied.expect_status(200);
     assert_eq!(proxied.json()["count"], 3, "{}", proxied.describe());
 
-    // 5. Both shut down, then deleted.
+    // 5. A node lost: EC2 terminates one of the source's instances, the
+    //    stack's rule puts EC2's notification on the queue, and the worker
+    //    starts the heal from it alone, the sweep turned off.
+    p.sweeping = false;
+    let sweeps_before = p.sweeps;
+    let victim = running_instance(&p, &source).await?;
+    let ec2 = aws_sdk_ec2::Client::new(&sdk);
+    ec2.terminate_instances()
+        .instance_ids(&victim)
+        .send()
+        .await?;
+    let rule = &stack["template"]["Resources"]["InstanceStateRule"]["Properties"];
+    assert_eq!(
+        rule["Targets"][0]["Arn"],
+        json!({"Fn::GetAtt": ["WorkQueue", "Arn"]})
+    );
+    let notification = json!({
+        "version": "0", "id": floe_domain::names::new_resource_id(),
+        "detail-type": rule["EventPattern"]["detail-type"][0], "source": rule["EventPattern"]["source"][0],
+        "account": floe_tests::lambda_emulator::ACCOUNT, "time": chrono::Utc::now().to_rfc3339(),
+        "region": "us-east-1",
+        "resources": [format!("arn:aws:ec2:us-east-1:{}:instance/{victim}", floe_tests::lambda_emulator::ACCOUNT)],
+        "detail": {"instance-id": victim, "state": "terminated"},
+    });
+    assert!(
+        rule["EventPattern"]["detail"]["state"]
+            .as_array()
+            .is_some_and(|states| states.contains(&json!("terminated"))),
+        "{rule}"
+    );
+    p.sqs
+        .send_message()
+        .queue_url(&p.queue_url)
+        .message_body(notification.to_string())
+        .send()
+        .await?;
+    let mut delivered = false;
+    for _ in 0..10 {
+        let batch = p.receive().await?;
+        if !batch.is_empty() {
+            p.deliver(batch).await?;
+            delivered = true;
+            break;
+        }
+    }
+    assert!(delivered, "the notification never reached the worker");
+    let healing = p
+        .call("GET", &format!("/api/v1/deployments/{source}"), None)
+        .await?;
+    assert_eq!(
+        healing.json()["plans"]["pending"]["kind"],
+        "heal",
+        "the notification started no heal: {}",
+        healing.describe()
+    );
+    let views = p.settle(&[&source]).await?;
+    assert_eq!(views[0].as_ref().ok_or("gone")?["status"], "running");
+    expect_succeeded(&mut p, &source, "heal").await?;
+    assert_eq!(p.live_instances(&source).await?, 3);
+    assert_eq!(p.sweeps, sweeps_before, "a sweep ran");
+    p.sweeping = true;
+
+    // 6. Both shut down, then deleted.
     for id in [&source, &clone] {
         let down = p
             .call("POST", &format!("/api/v1/deployments/{id}/_shutdown"), None)

@@ -29,6 +29,9 @@ pub struct Adapters {
     /// The health check each sweep runs (its place in the fleet is kept
     /// while the function stays warm).
     pub health: Arc<floe_plans::HealthCheck>,
+    /// EC2's notifications of nodes that stopped serving: the same check,
+    /// of their deployments, at once.
+    pub instances: floe_plans::InstanceEvents,
 }
 
 /// How long the final snapshot step waits for its snapshot in one go.
@@ -53,6 +56,7 @@ impl Adapters {
             parameters,
             identity,
         } = nodes(config, sdk)?;
+        let owners = compute.clone();
         // A plan step (the final snapshot) waits at most this long at once:
         // a snapshot still running then makes the step wait and look again,
         // so no wait outlasts the function's 120 s timeout.
@@ -126,6 +130,7 @@ impl Adapters {
             steps,
             engine: EngineConfig::default(),
             schedules,
+            instances: floe_plans::InstanceEvents::new(health.clone(), owners),
             health,
         })
     }

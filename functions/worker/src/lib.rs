@@ -14,7 +14,7 @@ pub mod adapters;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use floe_plans::engine::EngineError;
-use floe_plans::{Engine, RunResult};
+use floe_plans::{Engine, InstanceEvents, RunResult};
 use floe_ports::{ScheduleSync, WorkMessage};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -74,9 +74,36 @@ pub async fn handle_with(
     schedules: Option<&dyn ScheduleSync>,
     event: Value,
 ) -> Result<Value, WorkerError> {
+    handle_all(
+        engine,
+        Handlers {
+            schedules,
+            instances: None,
+        },
+        event,
+    )
+    .await
+}
+
+/// What handles the queue's messages besides the engine's plan jobs.
+#[derive(Clone, Copy, Default)]
+pub struct Handlers<'a> {
+    /// Schedule reconciliations (`None`: dropped, and said so).
+    pub schedules: Option<&'a dyn ScheduleSync>,
+    /// EC2's instance state-change notifications (`None`: dropped, and
+    /// said so; the sweep's health check finds the losses).
+    pub instances: Option<&'a InstanceEvents>,
+}
+
+/// As [`handle_with`], with every handler the function has.
+pub async fn handle_all(
+    engine: &Engine,
+    handlers: Handlers<'_>,
+    event: Value,
+) -> Result<Value, WorkerError> {
     if event.get("Records").is_some() {
         let batch: SqsEvent = serde_json::from_value(event).map_err(WorkerError::SqsEvent)?;
-        let response = run_batch(engine, schedules, &batch.records).await?;
+        let response = run_batch(engine, handlers, &batch.records).await?;
         return serde_json::to_value(response).map_err(WorkerError::Response);
     }
     match serde_json::from_value::<SweepEvent>(event.clone()) {
@@ -126,11 +153,11 @@ enum RecordOutcome {
 /// records of one plan are safe together: the lease lets one of them run.
 async fn run_batch(
     engine: &Engine,
-    schedules: Option<&dyn ScheduleSync>,
+    handlers: Handlers<'_>,
     records: &[SqsMessage],
 ) -> Result<SqsBatchResponse, WorkerError> {
     let outcomes =
-        futures_util::future::join_all(records.iter().map(|r| run_record(engine, schedules, r)))
+        futures_util::future::join_all(records.iter().map(|r| run_record(engine, handlers, r)))
             .await;
     let mut response = SqsBatchResponse::default();
     let mut unreportable = None;
@@ -156,11 +183,7 @@ async fn run_batch(
     }
 }
 
-async fn run_record(
-    engine: &Engine,
-    schedules: Option<&dyn ScheduleSync>,
-    record: &SqsMessage,
-) -> RecordOutcome {
+async fn run_record(engine: &Engine, handlers: Handlers<'_>, record: &SqsMessage) -> RecordOutcome {
     let message_id = record.message_id.as_deref().unwrap_or("");
     let receive_count = record
         .attributes
@@ -176,7 +199,7 @@ async fn run_record(
         Some(Ok(WorkMessage::Reconcile {
             reconcile_schedules: job,
         })) => {
-            let Some(schedules) = schedules else {
+            let Some(schedules) = handlers.schedules else {
                 tracing::warn!(message_id, org = %job.org, "dropping a schedule reconciliation: this worker has no schedule settings");
                 return RecordOutcome::Dropped;
             };
@@ -185,6 +208,23 @@ async fn run_record(
                 // Reconciling is idempotent: SQS delivers it again.
                 Err(e) => {
                     tracing::warn!(message_id, error = %e, "schedule reconciliation failed; SQS will deliver it again");
+                    RecordOutcome::Retry
+                }
+            };
+        }
+        Some(Ok(WorkMessage::InstanceState(change))) => {
+            let Some(instances) = handlers.instances else {
+                tracing::warn!(message_id, instance = %change.detail.instance_id, "dropping an instance state change: this worker has no compute to look it up");
+                return RecordOutcome::Dropped;
+            };
+            return match instances.handle(&change).await {
+                Ok(outcome) => {
+                    tracing::info!(message_id, instance = %change.detail.instance_id, state = %change.detail.state, outcome = ?outcome, "instance state change handled");
+                    RecordOutcome::Handled
+                }
+                // Looking again is harmless: SQS delivers it again.
+                Err(e) => {
+                    tracing::warn!(message_id, error = %e, "instance state change not handled; SQS will deliver it again");
                     RecordOutcome::Retry
                 }
             };

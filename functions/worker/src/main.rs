@@ -34,11 +34,14 @@ async fn main() -> ExitCode {
             .duration_since(SystemTime::now())
             .unwrap_or_default();
         let engine = adapters.engine(&event.context.request_id, remaining);
-        let schedules = adapters
-            .schedules
-            .as_deref()
-            .map(|s| s as &dyn floe_ports::ScheduleSync);
-        floe_worker::handle_with(&engine, schedules, event.payload)
+        let handlers = floe_worker::Handlers {
+            schedules: adapters
+                .schedules
+                .as_deref()
+                .map(|s| s as &dyn floe_ports::ScheduleSync),
+            instances: Some(&adapters.instances),
+        };
+        floe_worker::handle_all(&engine, handlers, event.payload)
             .await
             .map_err(|e| {
                 tracing::error!(error = %e, kind = e.kind(), "invocation failed");

@@ -594,6 +594,17 @@ impl Compute for Ec2Compute {
         Ok(found.iter().filter_map(to_instance).collect())
     }
 
+    async fn instance(&self, id: &str) -> Result<Option<Instance>, ComputeError> {
+        // By filter, not by id: an unknown id is then no instance rather
+        // than an InvalidInstanceID error.
+        let found = self
+            .describe(vec![
+                Filter::builder().name("instance-id").values(id).build(),
+            ])
+            .await?;
+        Ok(found.iter().filter_map(to_instance).find(|i| i.id == id))
+    }
+
     async fn terminate(&self, ids: &[String]) -> Result<(), ComputeError> {
         let mut seen = HashSet::new();
         let ids: Vec<&str> = ids

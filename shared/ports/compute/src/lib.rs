@@ -196,6 +196,16 @@ pub trait Compute: Send + Sync + 'static {
         let _ = ids;
         Ok(Vec::new())
     }
+    /// One instance by id, whatever made it (`None`: no such instance).
+    /// EC2's state-change notifications name an instance and nothing else:
+    /// its tags say whether it is a node, and whose.
+    ///
+    /// The default knows none, for a test's stand-in whose instances send
+    /// no such notifications. Both adapters of this workspace know theirs.
+    async fn instance(&self, id: &str) -> Result<Option<Instance>, ComputeError> {
+        let _ = id;
+        Ok(None)
+    }
 }
 
 #[cfg(test)]

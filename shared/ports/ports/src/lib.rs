@@ -11,7 +11,9 @@ pub mod scheduler;
 pub use listener::PlanListener;
 pub use queue::{LocalQueue, PlanJob, QueueError, WorkQueue};
 pub use resolver::{FixedResolver, OfflineResolver, ResolveError, Resolver, SystemResolver};
-pub use schedule_sync::{ReconcileJob, ScheduleSync, WorkMessage};
+pub use schedule_sync::{
+    InstanceStateChange, InstanceStateDetail, ReconcileJob, ScheduleSync, WorkMessage,
+};
 pub use scheduler::{
     ExistingSchedule, NoScheduler, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,
 };

@@ -53,13 +53,75 @@ pub trait ScheduleSync: Send + Sync + 'static {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum WorkMessage {
-    Reconcile { reconcile_schedules: ReconcileJob },
+    Reconcile {
+        reconcile_schedules: ReconcileJob,
+    },
     Plan(PlanJob),
+    /// An EC2 instance changed state: the stack's EventBridge rule puts
+    /// EC2's notifications on the queue as they are.
+    InstanceState(InstanceStateChange),
+}
+
+/// EC2's "EC2 Instance State-change Notification", as EventBridge sends
+/// it: `{"source": "aws.ec2", "detail-type": …, "detail": {"instance-id",
+/// "state"}, …}` (the other fields are not read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceStateChange {
+    pub source: String,
+    #[serde(rename = "detail-type")]
+    pub detail_type: String,
+    pub detail: InstanceStateDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceStateDetail {
+    #[serde(rename = "instance-id")]
+    pub instance_id: String,
+    pub state: String,
+}
+
+impl InstanceStateChange {
+    pub const SOURCE: &'static str = "aws.ec2";
+    pub const DETAIL_TYPE: &'static str = "EC2 Instance State-change Notification";
+    /// The states in which an instance no longer serves: each starts its
+    /// deployment's health check at once.
+    pub const LOST_STATES: [&'static str; 4] =
+        ["stopping", "stopped", "shutting-down", "terminated"];
+
+    /// Whether this is EC2's notification of an instance that stopped
+    /// serving.
+    pub fn is_loss(&self) -> bool {
+        self.source == Self::SOURCE
+            && self.detail_type == Self::DETAIL_TYPE
+            && Self::LOST_STATES.contains(&self.detail.state.as_str())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ec2_state_change_notifications_are_read_as_eventbridge_sends_them() {
+        let event = r#"{"version":"0","id":"7bf73129-1428-4cd3-a780-95db273d1602",
+            "detail-type":"EC2 Instance State-change Notification","source":"aws.ec2",
+            "account":"123456789012","time":"2026-12-05T12:00:00Z","region":"us-east-1",
+            "resources":["arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"],
+            "detail":{"instance-id":"i-0123456789abcdef0","state":"terminated"}}"#;
+        let WorkMessage::InstanceState(change) =
+            serde_json::from_str::<WorkMessage>(event).expect("a message")
+        else {
+            panic!("not read as an instance's state change");
+        };
+        assert_eq!(change.detail.instance_id, "i-0123456789abcdef0");
+        assert!(change.is_loss());
+        let running = event.replace("\"terminated\"", "\"running\"");
+        let Ok(WorkMessage::InstanceState(change)) = serde_json::from_str::<WorkMessage>(&running)
+        else {
+            panic!("not read");
+        };
+        assert!(!change.is_loss(), "a running instance is no loss");
+    }
 
     #[test]
     fn plan_jobs_keep_their_layout_and_reconcile_jobs_are_told_apart() {

@@ -587,6 +587,23 @@ impl SimulatedCompute {
     fn zone_name(&self, zone: usize) -> String {
         self.zones.get(zone).cloned().unwrap_or_default()
     }
+
+    /// An instance as EC2 would describe it at `now`.
+    fn seen(&self, i: &SimInstance, now: Instant) -> Instance {
+        let state = i.state(now, self.boot_delay, self.terminate_delay);
+        Instance {
+            id: i.id.clone(),
+            state,
+            instance_type: i.instance_type.clone(),
+            zone: self.zone_name(i.zone),
+            // A terminated instance has lost its network interface.
+            private_ip: (state != InstanceState::Terminated).then(|| match i.loopback {
+                Some(ip) => ip.to_string(),
+                None => format!("10.0.{}.{}", i.zone, i.host),
+            }),
+            tags: i.tags.clone(),
+        }
+    }
 }
 
 #[async_trait]
@@ -782,22 +799,21 @@ impl Compute for SimulatedCompute {
                     .get(TAG_DEPLOYMENT)
                     .is_some_and(|d| d == deployment_id)
             })
-            .map(|i| {
-                let state = i.state(now, self.boot_delay, self.terminate_delay);
-                Instance {
-                    id: i.id.clone(),
-                    state,
-                    instance_type: i.instance_type.clone(),
-                    zone: self.zone_name(i.zone),
-                    // A terminated instance has lost its network interface.
-                    private_ip: (state != InstanceState::Terminated).then(|| match i.loopback {
-                        Some(ip) => ip.to_string(),
-                        None => format!("10.0.{}.{}", i.zone, i.host),
-                    }),
-                    tags: i.tags.clone(),
-                }
-            })
+            .map(|i| self.seen(i, now))
             .collect())
+    }
+
+    async fn instance(&self, id: &str) -> Result<Option<Instance>, ComputeError> {
+        self.faults_requested();
+        let mut state = self.lock();
+        self.enter(&mut state, OP_INSTANCES)?;
+        let now = Instant::now();
+        Ok(state
+            .world
+            .instances
+            .iter()
+            .find(|i| i.id == id)
+            .map(|i| self.seen(i, now)))
     }
 
     async fn terminate(&self, ids: &[String]) -> Result<(), ComputeError> {

@@ -203,6 +203,21 @@ impl HealthCheck {
 
     /// Probes one deployment and records what changed; `(healthy, heal
     /// started)`, or `None` when it could not be checked this time.
+    /// One deployment's check, now (an instance of it stopped serving):
+    /// whether it is healthy and whether a heal started; `None` when it is
+    /// gone, not running, or has a plan pending (which the check leaves
+    /// alone, as the sweep does).
+    pub async fn check_now(
+        &self,
+        org: &str,
+        deployment_id: &str,
+    ) -> Result<Option<(bool, bool)>, StoreError> {
+        match self.store.get_deployment(org, deployment_id).await? {
+            Some(d) => Ok(self.check_one(d).await),
+            None => Ok(None),
+        }
+    }
+
     async fn check_one(&self, d: Versioned<Deployment>) -> Option<(bool, bool)> {
         if d.value.status != DeploymentStatus::Running || d.value.pending_plan.is_some() {
             return None;

@@ -20,9 +20,11 @@
 //!   [`crate::sweep::SweepTask`] and knows nothing else of it.
 
 pub mod check;
+pub mod events;
 pub mod judge;
 pub mod probe;
 
 pub use check::{HEALTH_CHECK_USER, HealthCheck, HealthConfig, HealthSummary, assess};
+pub use events::{EventError, EventOutcome, InstanceEvents};
 pub use judge::{ClusterFacts, Facts, MountSourceFacts, Observation, SourceRecord, judge};
 pub use probe::Probe;
