@@ -361,11 +361,28 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
         axum::extract::Path::<String>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Path(p)| PathParam(p))
-            .map_err(|_| {
-                ApiError::new(
-                    Code::ROOT_NOT_FOUND,
-                    "no such resource: the path is not valid UTF-8",
-                )
-            })
+            .map_err(|_| undecodable())
     }
+}
+
+/// Two path segments (`{id}` and `{name}`, in the route's order); as with
+/// [`PathParam`], a segment axum cannot decode names nothing.
+pub struct PathPair(pub String, pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathPair {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path((a, b))| PathPair(a, b))
+            .map_err(|_| undecodable())
+    }
+}
+
+fn undecodable() -> ApiError {
+    ApiError::new(
+        Code::ROOT_NOT_FOUND,
+        "no such resource: the path is not valid UTF-8",
+    )
 }

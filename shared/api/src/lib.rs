@@ -78,26 +78,13 @@ impl Modify for BearerAuth {
 /// Every operation that takes a bearer token takes an API key instead.
 fn api_keys_stand_for_tokens(doc: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::security::SecurityRequirement;
-    for item in doc.paths.paths.values_mut() {
-        let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.options,
-            &mut item.head,
-            &mut item.patch,
-            &mut item.trace,
-        ];
-        for op in operations.into_iter().flatten() {
-            let Some(security) = op.security.as_mut() else {
-                continue;
-            };
-            // Public operations declare no security; every other one takes
-            // the bearer token.
-            if !security.is_empty() {
-                security.push(SecurityRequirement::new("api_key", Vec::<String>::new()));
-            }
+    for op in links::operations_mut(doc) {
+        // Public operations declare no security; every other one takes
+        // the bearer token.
+        if let Some(security) = op.security.as_mut()
+            && !security.is_empty()
+        {
+            security.push(SecurityRequirement::new("api_key", Vec::<String>::new()));
         }
     }
 }

@@ -2,13 +2,11 @@
 //! `Authorization: ApiKey {key}` wherever a bearer token is taken.
 
 use crate::error::ApiError;
-use crate::extract::{Caller, JsonBody, PathParam};
+use crate::extract::{Caller, JsonBody, PathPair, PathParam};
 use crate::respond::{Made, NoContent, Plain};
 use crate::responses::{AdminErrors, BodyErrors, Conflict, Invalid, NotFound, ReadErrors};
 use crate::state::ApiState;
-use axum::extract::{FromRequestParts, State};
-use axum::http::request::Parts;
-use floe_domain::Code;
+use axum::extract::State;
 use floe_domain::api_key::{ApiKeys, CreatedApiKey, NewApiKey};
 
 operations!(
@@ -17,29 +15,6 @@ operations!(
     [list_all_api_keys],
     [delete_user_api_key],
 );
-
-/// `{user_id}` and `{api_key_id}`; a segment axum cannot decode names
-/// nothing.
-struct UserKeyPath {
-    user_id: String,
-    id: String,
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for UserKeyPath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
-            .await
-            .map(|axum::extract::Path((user_id, id))| UserKeyPath { user_id, id })
-            .map_err(|_| {
-                ApiError::new(
-                    Code::ROOT_NOT_FOUND,
-                    "no such resource: the path is not valid UTF-8",
-                )
-            })
-    }
-}
 
 /// Make an API key for your scripts.
 ///
@@ -158,12 +133,9 @@ async fn list_all_api_keys(
 async fn delete_user_api_key(
     State(state): State<ApiState>,
     caller: Caller,
-    path: UserKeyPath,
+    PathPair(user_id, id): PathPair,
 ) -> Result<NoContent, ApiError> {
     let who = caller.admin()?;
-    state
-        .app
-        .delete_user_api_key(&who, &path.user_id, &path.id)
-        .await?;
+    state.app.delete_user_api_key(&who, &user_id, &id).await?;
     Ok(NoContent)
 }

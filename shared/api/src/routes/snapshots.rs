@@ -2,16 +2,14 @@
 //! an ECE-like health summary), look at one, delete one.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, Params, PathParam, parse_json};
+use crate::extract::{Caller, Params, PathPair, PathParam, parse_json};
 use crate::params::{PageParams, flag};
 use crate::respond::{Accepted, DoneOr, NoContent, Plain};
 use crate::responses::{Conflict, Invalid, ManageErrors, NotFound, ReadErrors, Upstream};
 use crate::state::ApiState;
 use axum::body::Bytes;
-use axum::extract::{FromRequestParts, State};
-use axum::http::request::Parts;
+use axum::extract::State;
 use floe_app::snapshots::{SnapshotList, SnapshotRequest};
-use floe_domain::Code;
 use floe_domain::snapshot::SnapshotView;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -20,28 +18,6 @@ operations!(
     [take_snapshot, list_snapshots],
     [get_snapshot, delete_snapshot],
 );
-
-/// `{id}` and `{name}`; a segment axum cannot decode names nothing.
-struct SnapshotPath {
-    id: String,
-    name: String,
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for SnapshotPath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
-            .await
-            .map(|axum::extract::Path((id, name))| SnapshotPath { id, name })
-            .map_err(|_| {
-                ApiError::new(
-                    Code::ROOT_NOT_FOUND,
-                    "no such resource: the path is not valid UTF-8",
-                )
-            })
-    }
-}
 
 /// Take a snapshot of the deployment now, into its repository.
 ///
@@ -131,12 +107,10 @@ async fn list_snapshots(
 async fn get_snapshot(
     State(state): State<ApiState>,
     caller: Caller,
-    path: SnapshotPath,
+    PathPair(id, name): PathPair,
 ) -> Result<Plain<SnapshotView>, ApiError> {
     let who = caller.reader()?;
-    Ok(Plain(
-        state.app.get_snapshot(&who, &path.id, &path.name).await?,
-    ))
+    Ok(Plain(state.app.get_snapshot(&who, &id, &name).await?))
 }
 
 /// Delete a snapshot from the repository and forget it.
@@ -163,13 +137,10 @@ async fn get_snapshot(
 async fn delete_snapshot(
     State(state): State<ApiState>,
     caller: Caller,
-    path: SnapshotPath,
+    PathPair(id, name): PathPair,
 ) -> Result<NoContent, ApiError> {
     let who = caller.manager()?;
-    state
-        .app
-        .delete_snapshot(&who, &path.id, &path.name)
-        .await?;
+    state.app.delete_snapshot(&who, &id, &name).await?;
     Ok(NoContent)
 }
 
