@@ -1,7 +1,8 @@
 //! The official Elasticsearch Python client, as operators use it, against
 //! local deployments, directly at each deployment's endpoint (its CA and
 //! the `elastic` password alone) and through the control plane's proxy (a
-//! bearer token): the 8.x client
+//! bearer token, or a Floe API key as the client's own `api_key`): the 8.x
+//! client
 //! against an 8.x deployment and the 9.x client against a 9.x one (each
 //! asks for its own major's REST API, `compatible-with=N`); then the 8.x
 //! client against the 9.x deployment, which serves the major before its
@@ -104,6 +105,9 @@ async fn running(s: &Server, token: &str, name: &str, version: &str) -> Result<R
 enum Reach {
     /// Through the control plane's proxy, with a bearer token.
     Proxy { url: String, token: String },
+    /// Through the proxy, with a Floe API key as the client's own
+    /// `api_key` (it sends `Authorization: ApiKey {key}`, as Floe takes it).
+    ProxyKey { url: String, key: String },
     /// At the deployment's endpoint, with its CA and the password alone.
     Direct {
         endpoint: String,
@@ -116,6 +120,7 @@ impl Reach {
     fn label(&self, version: &str) -> String {
         match self {
             Reach::Proxy { .. } => format!("{version} via proxy"),
+            Reach::ProxyKey { .. } => format!("{version} via proxy, key"),
             Reach::Direct { .. } => format!("{version} direct"),
         }
     }
@@ -140,6 +145,7 @@ fn run_client(major: u8, path: &Reach, version: &str, prefix: &str) -> (Vec<Valu
         .env("FLOE_NAME_PREFIX", prefix);
     match path {
         Reach::Proxy { url, token } => command.env("FLOE_PROXY_URL", url).env("FLOE_TOKEN", token),
+        Reach::ProxyKey { url, key } => command.env("FLOE_PROXY_URL", url).env("FLOE_API_KEY", key),
         Reach::Direct {
             endpoint,
             ca_file,
@@ -186,6 +192,19 @@ async fn the_official_python_clients_work_directly_and_through_the_proxy() -> Te
     let admin = s.token(ORG, &["platform_admin"]);
     s.put_fs_repository(&admin, "local-backups", "client-backups")
         .await;
+    // A script's credential: an API key of the same manager.
+    let key = s
+        .call(
+            Call::post("/api/v1/users/auth/keys")
+                .bearer(&token)
+                .json(&json!({"description": "official clients"})),
+        )
+        .await
+        .expect_status(201)
+        .json()["key"]
+        .as_str()
+        .ok_or("no key")?
+        .to_string();
 
     let mut report = String::new();
     let mut failed = Vec::new();
@@ -196,14 +215,19 @@ async fn the_official_python_clients_work_directly_and_through_the_proxy() -> Te
         let d = running(&s, &token, name, version).await?;
         let ca_file = s.data_dir().join(format!("{name}-ca.pem"));
         std::fs::write(&ca_file, &d.ca_certificate)?;
+        let proxy = format!(
+            "{}{DEPLOYMENTS}/{}/elasticsearch/main-elasticsearch/proxy",
+            s.base_url(),
+            d.id
+        );
         let paths = [
             Reach::Proxy {
-                url: format!(
-                    "{}{DEPLOYMENTS}/{}/elasticsearch/main-elasticsearch/proxy",
-                    s.base_url(),
-                    d.id
-                ),
+                url: proxy.clone(),
                 token: token.clone(),
+            },
+            Reach::ProxyKey {
+                url: proxy,
+                key: key.clone(),
             },
             Reach::Direct {
                 endpoint: d.endpoint.clone(),

@@ -3,7 +3,9 @@
 Run by tests/tests/official_clients.rs with the client under test on
 PYTHONPATH (8.x or 9.x, pinned in requirements-es8.txt / -es9.txt and
 installed by scripts/test.sh). Reaches the cluster either through the
-control plane's proxy with a bearer token (FLOE_PROXY_URL, FLOE_TOKEN), or
+control plane's proxy with a bearer token (FLOE_PROXY_URL, FLOE_TOKEN) or a
+Floe API key given to the client as its `api_key` (FLOE_PROXY_URL,
+FLOE_API_KEY: the client sends `Authorization: ApiKey ...`), or
 directly at the deployment's endpoint with nothing but its CA and the
 `elastic` user's password (FLOE_ENDPOINT, FLOE_CA_FILE, FLOE_PASSWORD): no
 host name override, no unverified TLS.
@@ -29,6 +31,10 @@ def client():
             ca_certs=os.environ["FLOE_CA_FILE"],
             basic_auth=("elastic", os.environ["FLOE_PASSWORD"]),
             **common,
+        )
+    if "FLOE_API_KEY" in os.environ:
+        return Elasticsearch(
+            os.environ["FLOE_PROXY_URL"], api_key=os.environ["FLOE_API_KEY"], **common
         )
     return Elasticsearch(
         os.environ["FLOE_PROXY_URL"], bearer_auth=os.environ["FLOE_TOKEN"], **common
