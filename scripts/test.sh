@@ -40,6 +40,10 @@ phase install
 if ! command -v shellcheck >/dev/null; then
   apt-get install -y shellcheck || { apt-get update && apt-get install -y shellcheck; }
 fi
+# The Terraform provider's gRPC code is generated at build time by protoc.
+if ! command -v protoc >/dev/null; then
+  apt-get install -y protobuf-compiler || { apt-get update && apt-get install -y protobuf-compiler; }
+fi
 venv=${FLOE_VENV:-$root/.venv}
 req=scripts/requirements-test.txt
 if [ ! -x "$venv/bin/moto_server" ] || ! cmp -s "$req" "$venv/.requirements"; then
@@ -120,6 +124,7 @@ cfn-lint infra/template.yaml
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+cargo fmt --manifest-path terraform/provider/Cargo.toml -- --check
 
 phase "build+clippy"
 # Every target the tests run, in the one feature set they are tested with
@@ -141,6 +146,11 @@ clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driv
 export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 cargo build --workspace --all-targets --quiet
+# The Terraform provider, a workspace of its own (its Cargo.toml says why),
+# built into the same target folder, where tests/tests/terraform.rs finds it.
+provider_target=${CARGO_TARGET_DIR:-$root/target}
+echo "== cargo build the Terraform provider, linted by clippy"
+CARGO_TARGET_DIR="$provider_target" cargo build --manifest-path terraform/provider/Cargo.toml --all-targets --quiet
 
 # The functions as Lambda runs them: `bootstrap` in a zip per function, where
 # infra/template.yaml's CodeUri points. Built with the lambda-ci profile
@@ -171,6 +181,7 @@ env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo lambda build --quiet --profi
 
 phase tests
 echo "== tests"
+CARGO_TARGET_DIR="$provider_target" cargo test --manifest-path terraform/provider/Cargo.toml --quiet
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
 else
