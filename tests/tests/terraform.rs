@@ -178,6 +178,19 @@ terraform {
 provider "floe" {}
 "#;
 
+/// The pipeline's credential: an API key, made once.
+async fn api_key(server: &Server, admin: &str) -> String {
+    let key = server
+        .call(
+            Call::post("/api/v1/users/auth/keys")
+                .bearer(admin)
+                .json(&json!({"description": "terraform pipeline"})),
+        )
+        .await;
+    key.expect_status(201);
+    key.json()["key"].as_str().expect("the key").to_string()
+}
+
 async fn get(server: &Server, token: &str, path: &str) -> Value {
     let reply = server.call(Call::get(path).bearer(token)).await;
     reply.expect_status(200);
@@ -188,17 +201,7 @@ async fn get(server: &Server, token: &str, path: &str) -> Value {
 async fn terraform_declares_repositories_policies_and_deployments() {
     let server = Server::start_quick();
     let admin = server.token("acme", &["platform_admin"]);
-    // The pipeline's credential: an API key, made once.
-    let key = server
-        .call(
-            Call::post("/api/v1/users/auth/keys")
-                .bearer(&admin)
-                .json(&json!({"description": "terraform pipeline"})),
-        )
-        .await;
-    key.expect_status(201);
-    let api_key = key.json()["key"].as_str().expect("the key").to_string();
-    let tf = Terraform::new(&server, &api_key);
+    let tf = Terraform::new(&server, &api_key(&server, &admin).await);
 
     // 1. The example, as written: repository, policy, Graviton deployment.
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/terraform/main.tf");
@@ -585,4 +588,69 @@ output \"prod_ids\" {{
         )
         .await;
     assert_eq!(gone.status, 404);
+}
+
+/// A deployment whose create plan fails: the apply fails with the plan's
+/// error and the step it failed in, and the deployment stays in state,
+/// tainted, so that the next plan replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_plan_fails_the_apply_with_its_step_and_error() {
+    let server = Server::start_quick_with(&[(
+        "FLOE_SIM_FAULTS",
+        "launch:1:1:permanent=insufficient_capacity",
+    )]);
+    let admin = server.token("acme", &["platform_admin"]);
+    let tf = Terraform::new(&server, &api_key(&server, &admin).await);
+    let dir = config(&[(
+        "main.tf",
+        &format!(
+            "{REQUIRED_PROVIDERS}
+resource \"floe_deployment\" \"doomed\" {{
+  name    = \"doomed\"
+  version = \"8.15.3\"
+  node_group {{
+    id            = \"hot\"
+    roles         = [\"master\", \"data_hot\"]
+    instance_type = \"c6g.large\"
+    count         = 1
+    storage {{
+      size_gb = 20
+    }}
+  }}
+}}
+"
+        ),
+    )]);
+    let failed = tf.run(dir.path(), &["apply", "-auto-approve", "-no-color"]);
+    assert_eq!(failed.code, 1, "{}", failed.text());
+    assert!(
+        failed
+            .stderr
+            .contains("the create plan failed at step launch:hot"),
+        "the error names no step:\n{}",
+        failed.text()
+    );
+    assert!(
+        failed.stderr.contains("failure type insufficient_capacity")
+            && !failed.stderr.contains("tf_provider::"),
+        "{}",
+        failed.text()
+    );
+    assert!(
+        tf.log().contains("create plan") && tf.log().contains("failed at step launch:hot"),
+        "the provider's log has no failed step"
+    );
+    let state = tf.run(dir.path(), &["state", "list"]).ok();
+    assert!(
+        state.stdout.contains("floe_deployment.doomed"),
+        "{}",
+        state.text()
+    );
+    let replan = tf.plan(dir.path(), &[]);
+    assert_eq!(replan.code, 2, "{}", replan.text());
+    assert!(
+        replan.stdout.contains("is tainted, so must be replaced"),
+        "{}",
+        replan.text()
+    );
 }

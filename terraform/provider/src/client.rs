@@ -126,6 +126,30 @@ impl Client {
         body: Option<&Value>,
         version: Option<i64>,
     ) -> Result<Answer, CallError> {
+        self.send(method, path, body, version, None).await
+    }
+
+    /// A create that a retry cannot make twice: one `Idempotency-Key` for
+    /// every attempt, so that an answer lost to a gateway error (and tried
+    /// again) answers the first create's result.
+    pub async fn create(&self, path: &str, body: &Value) -> Result<Answer, CallError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let key = format!("terraform-{nanos:x}-{:x}", std::process::id());
+        self.send(Method::POST, path, Some(body), None, Some(&key))
+            .await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        version: Option<i64>,
+        idempotency_key: Option<&str>,
+    ) -> Result<Answer, CallError> {
         let url = format!("{}{path}", self.base);
         let mut attempt = 0;
         loop {
@@ -139,6 +163,9 @@ impl Client {
             };
             if let Some(v) = version {
                 req = req.header(reqwest::header::IF_MATCH, format!("\"{v}\""));
+            }
+            if let Some(k) = idempotency_key {
+                req = req.header("Idempotency-Key", k);
             }
             if let Some(b) = body {
                 req = req.json(b);

@@ -94,6 +94,13 @@ pub fn report(
         return;
     }
     let status = err.status().unwrap_or_default();
+    if status == 412 {
+        diags.root_error(
+            format!("{doing}: it changed outside Terraform since it was read"),
+            format!("{err}. Nothing was changed: run terraform plan again to see the change, then apply."),
+        );
+        return;
+    }
     for item in err.items() {
         let detail = format!("{} ({status} {})", item.message, item.code);
         let at = item.fields.iter().find_map(|f| locate(f));

@@ -137,6 +137,7 @@ impl NodeGroup {
                 unknown(&self.id),
                 unknown(&self.instance_type),
                 unknown(&self.count),
+                unknown(&self.zone_count),
                 unknown(&self.shared_cache),
                 self.roles.is_unknown() || self.roles.iter().flatten().any(|r| r.is_unknown()),
             ])
@@ -266,6 +267,8 @@ impl DeploymentState {
                 unknown(&r.snapshot_name),
                 unknown(&r.repository),
                 unknown(&r.mode),
+                unknown(&r.rename_pattern),
+                unknown(&r.rename_replacement),
                 r.indices.is_unknown(),
             ]),
             Value::Null => false,
@@ -910,11 +913,7 @@ impl Resource for DeploymentResource {
                 return None;
             }
         };
-        let created = match configured
-            .client
-            .call(Method::POST, "/api/v1/deployments", Some(&body), None)
-            .await
-        {
+        let created = match configured.client.create("/api/v1/deployments", &body).await {
             Ok(a) => a.body,
             Err(e) => {
                 report(diags, "creating the deployment", &e, locate);

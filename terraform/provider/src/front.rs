@@ -138,6 +138,10 @@ pub async fn run(client_cert_pem: &str) -> anyhow::Result<i32> {
     let mut inner = tokio::process::Command::new(exe)
         .env_remove("PLUGIN_CLIENT_CERT")
         .env(INNER, "1")
+        // tf-provider appends a backtrace to every diagnostic when
+        // backtraces are on (a shell's RUST_BACKTRACE=1): Terraform would
+        // show it under each error. Panics keep theirs (RUST_BACKTRACE).
+        .env("RUST_LIB_BACKTRACE", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -20,6 +20,7 @@ pub enum PlanFailure {
     },
     /// It was still running when the provider's timeout passed.
     TimedOut {
+        deployment: String,
         plan_id: String,
         running: Option<String>,
     },
@@ -47,8 +48,12 @@ impl PlanFailure {
     pub fn detail(&self) -> String {
         match self {
             PlanFailure::Failed { message, .. } => message.clone(),
-            PlanFailure::TimedOut { plan_id, running } => format!(
-                "plan {plan_id} is still running{}; it goes on in the platform: follow it with `floe deployment plans`, or raise the provider's plan_timeout_seconds",
+            PlanFailure::TimedOut {
+                deployment,
+                plan_id,
+                running,
+            } => format!(
+                "plan {plan_id} is still running{}; it goes on in the platform: follow it with `floe plan show {deployment}`, or raise the provider's plan_timeout_seconds",
                 running
                     .as_ref()
                     .map(|s| format!(" (step {s})"))
@@ -99,6 +104,7 @@ pub async fn wait(
             report_steps(id, pending, &mut seen);
             if started.elapsed() >= timeout {
                 return Err(PlanFailure::TimedOut {
+                    deployment: id.to_string(),
                     plan_id: plan_id.to_string(),
                     running: running_step(pending),
                 });
@@ -115,6 +121,7 @@ pub async fn wait(
             // write): look again until the timeout.
             if started.elapsed() >= timeout {
                 return Err(PlanFailure::TimedOut {
+                    deployment: id.to_string(),
                     plan_id: plan_id.to_string(),
                     running: None,
                 });
@@ -128,19 +135,33 @@ pub async fn wait(
         if status == "succeeded" {
             return Ok(());
         }
-        let failed_step = plan["steps"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|s| s["status"] == "failed" || s["error"].is_object());
-        let message = plan["error"]["message"]
+        // The step that failed: the one marked so, or, once the plan has
+        // unwound (its steps then read `undone`), the last one that ran.
+        let steps: Vec<&Value> = plan["steps"].as_array().into_iter().flatten().collect();
+        let failed_step = steps
+            .iter()
+            .find(|s| s["status"] == "failed" || s["error"].is_object())
+            .or_else(|| steps.iter().rev().find(|s| s["status"] != "pending"));
+        let error = if plan["error"].is_object() {
+            &plan["error"]
+        } else {
+            failed_step.map(|s| &s["error"]).unwrap_or(&Value::Null)
+        };
+        let mut message = error["message"]
             .as_str()
-            .or_else(|| failed_step.and_then(|s| s["error"]["message"].as_str()))
             .unwrap_or("the plan gave no error message")
             .to_string();
+        if let Some(kind) = error["failure_type"].as_str() {
+            message = format!("{message} (failure type {kind})");
+        }
+        let step = failed_step.and_then(|s| s["step_id"].as_str().map(str::to_string));
+        log::warn(format!(
+            "deployment {id}: {what} plan {plan_id} {status} at step {}: {message}",
+            step.as_deref().unwrap_or("-")
+        ));
         return Err(PlanFailure::Failed {
             status,
-            step: failed_step.and_then(|s| s["step_id"].as_str().map(str::to_string)),
+            step,
             message,
         });
     }

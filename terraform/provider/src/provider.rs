@@ -38,11 +38,12 @@ const DEFAULT_PLAN_TIMEOUT: u64 = 3600;
 
 /// The first known, non-empty value of the attribute and the environment.
 fn setting(value: &Str, env: &str) -> Option<String> {
+    let given = |s: &String| !s.trim().is_empty();
     value
         .as_ref_option()
+        .filter(|s| given(s))
         .cloned()
-        .or_else(|| std::env::var(env).ok())
-        .filter(|s| !s.trim().is_empty())
+        .or_else(|| std::env::var(env).ok().filter(given))
 }
 
 #[async_trait]
@@ -200,5 +201,90 @@ impl Provider for FloeProvider {
                 Box::new(data_sources::SnapshotData(s.clone())),
             ),
         ]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tf_provider::schema::{AttributeType, Block, NestedBlock};
+
+    /// Every name a block declares: attributes, nested blocks and their
+    /// attributes, and the fields of object-typed attributes.
+    fn names(block: &Block, out: &mut Vec<String>) {
+        fn of_type(t: &AttributeType, out: &mut Vec<String>) {
+            match t {
+                AttributeType::List(inner)
+                | AttributeType::Set(inner)
+                | AttributeType::Map(inner) => of_type(inner, out),
+                AttributeType::Object(fields) => {
+                    for (name, field) in fields {
+                        out.push(name.clone());
+                        of_type(field, out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (name, attribute) in &block.attributes {
+            out.push(name.clone());
+            of_type(&attribute.attr_type, out);
+        }
+        for (name, nested) in &block.blocks {
+            out.push(name.clone());
+            let (NestedBlock::Single(b)
+            | NestedBlock::List(b)
+            | NestedBlock::Set(b)
+            | NestedBlock::Map(b)
+            | NestedBlock::Group(b)
+            | NestedBlock::Optional(b)) = nested;
+            names(b, out);
+        }
+    }
+
+    fn page(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/terraform")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn undocumented(block: &Block, page_name: &str) -> Vec<String> {
+        let text = page(page_name);
+        let mut all = Vec::new();
+        names(block, &mut all);
+        all.sort();
+        all.dedup();
+        all.into_iter()
+            .filter(|n| !text.contains(&format!("`{n}`")))
+            .collect()
+    }
+
+    /// Each resource and data source has its page, naming every attribute.
+    #[test]
+    fn every_attribute_is_documented_on_its_page() {
+        let provider = FloeProvider::default();
+        let mut diags = Diagnostics::default();
+        let mut missing = Vec::new();
+        let provider_schema = provider.schema(&mut diags).expect("the provider's schema");
+        for n in undocumented(&provider_schema.block, "README.md") {
+            missing.push(format!("provider: {n}"));
+        }
+        for (name, resource) in provider.get_resources(&mut diags).expect("resources") {
+            let schema = resource.schema(&mut diags).expect("a schema");
+            for n in undocumented(&schema.block, &format!("{name}.md")) {
+                missing.push(format!("floe_{name}: {n}"));
+            }
+        }
+        for (name, data) in provider.get_data_sources(&mut diags).expect("data sources") {
+            let schema = data.schema(&mut diags).expect("a schema");
+            for n in undocumented(&schema.block, &format!("data-{name}.md")) {
+                missing.push(format!("data floe_{name}: {n}"));
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "undocumented in docs/terraform: {missing:?}"
+        );
     }
 }

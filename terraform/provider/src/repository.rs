@@ -154,8 +154,12 @@ impl RepositoryState {
             chunk_size: str_of(&s["chunk_size"]),
             max_snapshot_bytes_per_sec: str_of(&s["max_snapshot_bytes_per_sec"]),
             max_restore_bytes_per_sec: str_of(&s["max_restore_bytes_per_sec"]),
+            // An fs repository has no such setting: the configuration's stands.
             shared_across_organizations: if view["type"] == "fs" {
-                Value::Value(false)
+                match prior.shared_across_organizations {
+                    Value::Value(b) => Value::Value(b),
+                    _ => Value::Value(false),
+                }
             } else {
                 Value::Value(s["shared_across_organizations"].as_bool().unwrap_or(false))
             },
