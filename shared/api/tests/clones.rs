@@ -1270,3 +1270,46 @@ async fn a_snapshot_taken_before_its_repository_moved_is_no_clones_source() -> T
     );
     Ok(())
 }
+
+/// A snapshot Floe takes records each index's document count just before
+/// it started and when it ended (what a restore of it is checked against);
+/// one taken through the cluster's own API, adopted, has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_floe_takes_records_each_index_s_document_counts() -> TestResult {
+    let w = world().await?;
+    let (id, snapshot) = w.source().await?;
+    let (status, view) = w
+        .call(
+            "GET",
+            &format!("/api/v1/deployments/{id}/snapshots/{snapshot}"),
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(
+        view["document_counts"],
+        json!({"orders": {"before": 30, "after": 30}, "logs-1": {"before": 10, "after": 10}}),
+        "{view}"
+    );
+    let (status, taken) = w
+        .call(
+            "PUT",
+            &format!(
+                "/api/v1/deployments/{id}/elasticsearch/main-elasticsearch/proxy/_snapshot/main/by-hand?wait_for_completion=true"
+            ),
+            Some(json!({})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{taken}");
+    let (_, listed) = w
+        .call("GET", &format!("/api/v1/deployments/{id}/snapshots"), None)
+        .await?;
+    let adopted = listed["snapshots"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["snapshot"] == "by-hand")
+        .ok_or_else(|| format!("the hand-taken snapshot is not listed: {listed}"))?;
+    assert!(adopted.get("document_counts").is_none(), "{adopted}");
+    Ok(())
+}

@@ -463,6 +463,7 @@ async fn unhealthy_when_the_latest_failed_and_no_success_is_recent() -> TestResu
             deleting: None,
             place: None,
             missing: None,
+            document_counts: None,
         }
     };
     api.store

@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 /// Elasticsearch's snapshot states, spelled as Elasticsearch spells them.
@@ -98,6 +99,25 @@ pub struct SnapshotRecord {
     /// repository lists it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing: Option<DateTime<Utc>>,
+    /// Each index's document count as Floe read it just before it started
+    /// the snapshot and again when it saw the snapshot end, so that a
+    /// restore of it can be checked: a restored index's count lies between
+    /// the two (equal when nothing was written meanwhile). Only for the
+    /// snapshots Floe took itself; `None` for adopted ones (taken through
+    /// the cluster's own API) and for records from before Floe kept counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_counts: Option<BTreeMap<String, DocumentCount>>,
+}
+
+/// One index's document count around a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DocumentCount {
+    /// Its count just before the snapshot started.
+    pub before: u64,
+    /// Its count when Floe saw the snapshot end; absent until then (and when
+    /// the index was gone by then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
 }
 
 /// A snapshot as the API shows it.
@@ -139,6 +159,11 @@ pub struct SnapshotView {
     /// When Floe first found it missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing_since: Option<DateTime<Utc>>,
+    /// Each index's document count just before the snapshot started and
+    /// when it ended, as Floe read them (`_cat/indices`), for checking a
+    /// restore of it. Absent for snapshots Floe did not take itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_counts: Option<BTreeMap<String, DocumentCount>>,
 }
 
 impl SnapshotView {
@@ -167,6 +192,7 @@ impl SnapshotView {
             pinned: false,
             missing: r.missing.is_some(),
             missing_since: r.missing,
+            document_counts: r.document_counts.clone(),
         }
     }
 }

@@ -3,9 +3,9 @@
 use crate::encode::{exact_name, index_list, new_snapshot_name};
 use crate::error::{ElasticError, failure_from_object, snippet};
 use crate::model::{
-    ClusterHealth, CreateSnapshot, CreateSnapshotResponse, HealthStatus, MountRequest, NodeRow,
-    RepositoryRegistration, RestoreInfo, RestoreRequest, RestoreResponse, ShardRow, SnapshotInfo,
-    SnapshotStatus, VotingConfiguration,
+    ClusterHealth, CreateSnapshot, CreateSnapshotResponse, HealthStatus, IndexRow, MountRequest,
+    NodeRow, RepositoryRegistration, RestoreInfo, RestoreRequest, RestoreResponse, ShardRow,
+    SnapshotInfo, SnapshotStatus, VotingConfiguration,
 };
 use crate::recovery::{IndexRecovery, RecoveryProgress};
 use chrono::Utc;
@@ -614,6 +614,21 @@ impl ElasticClient {
         ];
         let (status, body) = self
             .execute(Method::GET, "_cat/nodes", &query, None, Duration::ZERO)
+            .await?;
+        success(status, &body)?;
+        parse(status, &body)
+    }
+
+    /// `GET _cat/indices`: every open, visible index (hidden and system
+    /// indices are left out, as `_cat/indices` does by default), its health
+    /// and its primaries' document count.
+    pub async fn indices(&self) -> Result<Vec<IndexRow>, ElasticError> {
+        let query = [
+            ("format", "json".to_string()),
+            ("h", "index,health,status,docs.count".to_string()),
+        ];
+        let (status, body) = self
+            .execute(Method::GET, "_cat/indices", &query, None, Duration::ZERO)
             .await?;
         success(status, &body)?;
         parse(status, &body)

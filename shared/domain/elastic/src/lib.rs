@@ -22,7 +22,7 @@ pub use encode::encode_snapshot_name;
 pub use error::{Cause, ElasticError, Failure};
 pub use forward::{FORWARDED_REQUEST_HEADERS, ForwardRequest, Forwarded};
 pub use model::{
-    ClusterHealth, CreateSnapshot, CreateSnapshotResponse, FileStats, HealthStatus,
+    ClusterHealth, CreateSnapshot, CreateSnapshotResponse, FileStats, HealthStatus, IndexRow,
     IndexSnapshotStatus, MountRequest, MountStorage, NodeRow, RepositoryRegistration, RestoreInfo,
     RestoreRequest, RestoreResponse, ShardCounts, ShardRow, ShardsStats, SnapshotInfo,
     SnapshotShardFailure, SnapshotState, SnapshotStats, SnapshotStatus, SnapshotStatusState,

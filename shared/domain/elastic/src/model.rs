@@ -473,6 +473,31 @@ impl VotingConfiguration {
     }
 }
 
+/// A row of `_cat/indices`: one index, its health and its documents.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct IndexRow {
+    pub index: String,
+    /// `green`, `yellow` or `red`; none for a closed index.
+    #[serde(default)]
+    pub health: Option<String>,
+    /// `open` or `close`.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// The primaries' documents, as text (`_cat`'s JSON gives numbers as
+    /// strings); none for a closed index.
+    #[serde(default, rename = "docs.count")]
+    pub docs_count: Option<String>,
+}
+
+impl IndexRow {
+    /// The document count, when the cluster gave a readable one.
+    pub fn documents(&self) -> Option<u64> {
+        self.docs_count
+            .as_deref()
+            .and_then(|c| c.trim().parse().ok())
+    }
+}
+
 /// A row of `_cat/shards`: one copy of one shard.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ShardRow {

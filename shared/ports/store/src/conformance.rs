@@ -576,6 +576,7 @@ fn snapshot(
         deleting: None,
         place: None,
         missing: None,
+        document_counts: None,
     }
 }
 

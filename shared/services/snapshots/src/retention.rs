@@ -212,6 +212,7 @@ mod tests {
                     deleting: None,
                     place: None,
                     missing: None,
+                    document_counts: None,
                 }
             })
             .collect()

@@ -11,11 +11,14 @@ use floe_clusters::Clusters;
 use floe_domain::deployment::{Deployment, DeploymentStatus};
 use floe_domain::policy::{Policy, validate_index_pattern};
 use floe_domain::repository::Repository;
-use floe_domain::snapshot::{PolicyRun, RunOutcome, SnapshotRecord, SnapshotShards, SnapshotState};
+use floe_domain::snapshot::{
+    DocumentCount, PolicyRun, RunOutcome, SnapshotRecord, SnapshotShards, SnapshotState,
+};
 use floe_domain::snapshot_name::resolve_snapshot_name;
 use floe_elastic::{CreateSnapshot, ElasticClient, ElasticError, SnapshotInfo};
 use floe_store::{PageRequest, Store, StoreError, Versioned};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -142,6 +145,39 @@ fn failure_reason(info: &SnapshotInfo) -> Option<String> {
     ))
 }
 
+/// Each open, visible index's document count, or `None` when the cluster
+/// cannot say: the snapshot is then recorded without counts (a restore of
+/// it is checked without them), never refused for it.
+async fn document_counts(client: &ElasticClient) -> Option<BTreeMap<String, u64>> {
+    match client.indices().await {
+        Ok(rows) => Some(
+            rows.into_iter()
+                .filter_map(|r| Some((r.index.clone(), r.documents()?)))
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "document counts unavailable: the snapshot is recorded without them");
+            None
+        }
+    }
+}
+
+/// Completes a finished snapshot's counts: only the indices it holds
+/// stay, each with its count now (`after`). Without a count now (the
+/// cluster could not say) the `after`s stay empty.
+fn count_after(record: &mut SnapshotRecord, now: Option<&BTreeMap<String, u64>>) {
+    let held: Option<std::collections::BTreeSet<&String>> =
+        (!record.indices.is_empty()).then(|| record.indices.iter().collect());
+    if let Some(counts) = record.document_counts.as_mut() {
+        if let Some(held) = &held {
+            counts.retain(|index, _| held.contains(index));
+        }
+        for (index, count) in counts.iter_mut() {
+            count.after = now.and_then(|n| n.get(index).copied());
+        }
+    }
+}
+
 /// The record of a snapshot of `deployment` started at `start`, before the
 /// cluster has said more about it. Its storage key sorts by `start`.
 fn started_record(
@@ -170,6 +206,7 @@ fn started_record(
         deleting: None,
         place: Some(snapshot_place(repository, &deployment.id)),
         missing: None,
+        document_counts: None,
     }
 }
 
@@ -299,6 +336,9 @@ impl Snapshotter {
         wait: bool,
     ) -> Result<Versioned<SnapshotRecord>, SnapshotError> {
         self.ensure_repository(client, repo, &deployment.id).await?;
+        // Counted before the snapshot starts: a restore of it holds at
+        // least these documents (of what was not deleted meanwhile).
+        let before = document_counts(client).await;
         // Started without waiting: the client's timeout would cut a long
         // wait short and lose the answer; polling is bounded by our own.
         client
@@ -315,6 +355,20 @@ impl Snapshotter {
         let mut record = started_record(deployment, repo, name, now);
         record.indices.clone_from(&request.indices);
         record.policy_id = policy_id.map(str::to_string);
+        record.document_counts = before.map(|counts| {
+            counts
+                .into_iter()
+                .map(|(index, before)| {
+                    (
+                        index,
+                        DocumentCount {
+                            before,
+                            after: None,
+                        },
+                    )
+                })
+                .collect()
+        });
         self.store.create_snapshot(&record).await?;
         let stored = Versioned {
             value: record,
@@ -348,6 +402,10 @@ impl Snapshotter {
                 Ok(info) => {
                     let mut next = stored.value.clone();
                     apply_info(&mut next, &info, Utc::now());
+                    if next.state.is_finished() && next.document_counts.is_some() {
+                        let after = document_counts(client).await;
+                        count_after(&mut next, after.as_ref());
+                    }
                     if next.state.is_finished() {
                         next.size_in_bytes = client
                             .snapshot_status(&repo, &name)
