@@ -26,7 +26,7 @@ use aws_sdk_ec2::types::{
 use base64::Engine as _;
 use floe_compute::{
     CheckStatus, Compute, ComputeError, Instance, InstanceState, LaunchRequest, LaunchTemplateSpec,
-    StatusChecks, TAG_DEPLOYMENT,
+    ScheduledEvent, StatusChecks, TAG_DEPLOYMENT,
 };
 use floe_domain::catalog::{self, Arch};
 use floe_domain::deployment::VolumeType;
@@ -692,6 +692,22 @@ fn to_status_checks(status: &aws_sdk_ec2::types::InstanceStatus) -> Option<Statu
             .and_then(|s| s.status())
             .map(check_status)
             .unwrap_or(CheckStatus::InsufficientData),
+        scheduled_events: status.events().iter().filter_map(scheduled_event).collect(),
+    })
+}
+
+/// One of EC2's scheduled events for an instance; one without a code (which
+/// EC2 always gives) is no event to report.
+fn scheduled_event(event: &aws_sdk_ec2::types::InstanceStatusEvent) -> Option<ScheduledEvent> {
+    let time = |t: Option<&aws_sdk_ec2::primitives::DateTime>| {
+        t.and_then(|t| t.to_millis().ok())
+            .and_then(chrono::DateTime::from_timestamp_millis)
+    };
+    Some(ScheduledEvent {
+        code: event.code()?.as_str().to_string(),
+        description: event.description().unwrap_or_default().to_string(),
+        not_before: time(event.not_before()),
+        not_after: time(event.not_after()),
     })
 }
 
@@ -827,6 +843,35 @@ mod tests {
     fn filter_values_match_literally() {
         assert_eq!(escape_filter_value("plan-1:hot"), "plan-1:hot");
         assert_eq!(escape_filter_value("a*b?c\\d"), "a\\*b\\?c\\\\d");
+    }
+
+    /// moto reports no scheduled events: what EC2 says of one (a
+    /// retirement with its window) is read here.
+    #[test]
+    fn scheduled_events_are_read_with_their_window() {
+        use aws_sdk_ec2::types::{EventCode, InstanceStatus, InstanceStatusEvent};
+        let status = InstanceStatus::builder()
+            .instance_id("i-1")
+            .events(
+                InstanceStatusEvent::builder()
+                    .code(EventCode::InstanceRetirement)
+                    .description("The instance is running on degraded hardware")
+                    .not_before(aws_sdk_ec2::primitives::DateTime::from_secs(1_800_000_000))
+                    .not_after(aws_sdk_ec2::primitives::DateTime::from_secs(1_800_086_400))
+                    .build(),
+            )
+            .build();
+        let checks = to_status_checks(&status).expect("checks");
+        assert_eq!(
+            checks.scheduled_events,
+            vec![ScheduledEvent {
+                code: "instance-retirement".into(),
+                description: "The instance is running on degraded hardware".into(),
+                not_before: chrono::DateTime::from_timestamp(1_800_000_000, 0),
+                not_after: chrono::DateTime::from_timestamp(1_800_086_400, 0),
+            }]
+        );
+        assert!(checks.scheduled_events[0].pending());
     }
 
     /// moto reports every running instance's checks as `ok`: what EC2

@@ -920,9 +920,11 @@ pub struct DeploymentView {
     pub nodes: Vec<crate::health::NodeStatus>,
     /// What the last health check found changed of what Floe owns on the
     /// cluster (its repository registrations, the license, whether the
-    /// `elastic` password Floe holds is still accepted). Warnings beside
-    /// `healthy`, which stays about the nodes: none starts a heal, and the
-    /// next plan that registers repositories restores them.
+    /// `elastic` password Floe holds is still accepted), and the
+    /// maintenance EC2 has scheduled for a node (`scheduled maintenance:
+    /// EC2 plans instance-retirement for instance …`, with its window).
+    /// Warnings beside `healthy`, which stays about the nodes: none starts
+    /// a heal, and the next plan that registers repositories restores them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(example = json!(["repository main: base_path is tenant/elsewhere on the cluster, Floe registered deployments/0193a0c4e1f07d2a8b9c0d1e2f3a4b5c"]))]
     pub health_warnings: Vec<String>,

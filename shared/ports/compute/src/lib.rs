@@ -121,6 +121,38 @@ pub struct StatusChecks {
     /// emulator) may leave it out: then it judges nothing.
     #[serde(default = "no_verdict")]
     pub attached_ebs: CheckStatus,
+    /// The maintenance EC2 has scheduled for the instance (its status's
+    /// `Events`): a reboot, a stop or a retirement AWS will carry out in a
+    /// window. Not a failure: the node works until then.
+    #[serde(default)]
+    pub scheduled_events: Vec<ScheduledEvent>,
+}
+
+/// A maintenance event EC2 has scheduled for an instance.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ScheduledEvent {
+    /// EC2's code: `instance-reboot`, `system-reboot`, `system-maintenance`,
+    /// `instance-retirement` or `instance-stop`.
+    pub code: String,
+    /// EC2's description; one it has carried out or cancelled starts with
+    /// `[Completed]` or `[Canceled]`.
+    #[serde(default)]
+    pub description: String,
+    /// The window's earliest start.
+    #[serde(default)]
+    pub not_before: Option<chrono::DateTime<chrono::Utc>>,
+    /// The window's latest end, when EC2 gives one.
+    #[serde(default)]
+    pub not_after: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl ScheduledEvent {
+    /// Whether it is still to come: EC2 keeps listing an event for a while
+    /// after it was carried out or cancelled, marked in its description.
+    pub fn pending(&self) -> bool {
+        let d = self.description.trim_start();
+        !(d.starts_with("[Completed]") || d.starts_with("[Canceled]"))
+    }
 }
 
 /// What a check that was not reported says: nothing.
@@ -221,6 +253,7 @@ mod tests {
             system,
             instance,
             attached_ebs,
+            scheduled_events: Vec::new(),
         };
         use CheckStatus::{Impaired, InsufficientData, Ok};
         assert!(!checks(Ok, Ok, InsufficientData).impaired());

@@ -1265,3 +1265,73 @@ async fn a_repository_name_that_points_elsewhere_now_is_refused_before_the_nodes
     }
     Ok(())
 }
+
+/// Issue 36: maintenance EC2 has scheduled for a node (a retirement, a
+/// host's reboot) is a warning beside `healthy`, which stays true: the
+/// node works until AWS acts, and no heal starts for it. One EC2 lists as
+/// completed is no warning.
+#[tokio::test]
+async fn scheduled_maintenance_is_a_warning_that_starts_no_heal() -> TestResult {
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig {
+        boot_delay: Duration::from_millis(20),
+        ..SimulatedConfig::default()
+    }));
+    let parameters = no_parameters();
+    let store = new_store()?;
+    let d = running(&compute, parameters.clone(), &store).await?;
+    let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
+    let (check, mut jobs) = health_check(&store, probe);
+    check.check().await;
+
+    let instances = compute.instances(&d.id).await?;
+    let ids: Vec<String> = instances
+        .iter()
+        .filter(|i| i.state == InstanceState::Running)
+        .map(|i| i.id.clone())
+        .collect();
+    let retiring = ids.first().ok_or("no node")?.clone();
+    let done = ids.get(1).ok_or("a second node")?.clone();
+    let from = chrono::DateTime::from_timestamp(1_800_000_000, 0);
+    assert!(compute.schedule_event(
+        &retiring,
+        floe_compute::ScheduledEvent {
+            code: "instance-retirement".into(),
+            description: "The instance is running on degraded hardware".into(),
+            not_before: from,
+            not_after: None,
+        }
+    ));
+    assert!(compute.schedule_event(
+        &done,
+        floe_compute::ScheduledEvent {
+            code: "system-reboot".into(),
+            description: "[Completed] Scheduled reboot".into(),
+            not_before: from,
+            not_after: None,
+        }
+    ));
+
+    let summary = check.check().await;
+    assert_eq!(
+        (summary.unhealthy, summary.heals_started),
+        (0, 0),
+        "{summary:?}"
+    );
+    let checked = store.get_deployment("acme", &d.id).await?.ok_or("d")?.value;
+    let health = checked.health.clone().ok_or("health")?;
+    assert!(health.healthy, "{health:?}");
+    let about: Vec<&String> = health
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with("scheduled maintenance"))
+        .collect();
+    assert_eq!(about.len(), 1, "{:?}", health.warnings);
+    assert!(
+        about[0].contains(&format!("instance-retirement for instance {retiring}"))
+            && about[0].contains("from 2027-01-15T08:00:00Z"),
+        "{}",
+        about[0]
+    );
+    assert!(jobs.try_recv().is_err(), "a warning started a heal");
+    Ok(())
+}

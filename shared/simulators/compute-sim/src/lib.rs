@@ -40,7 +40,7 @@ pub use persist::{PersistCause, PersistError};
 use async_trait::async_trait;
 use floe_compute::{
     CheckStatus, Compute, ComputeError, Instance, InstanceState, LaunchRequest, LaunchTemplateSpec,
-    StatusChecks, TAG_DEPLOYMENT,
+    ScheduledEvent, StatusChecks, TAG_DEPLOYMENT,
 };
 use floe_domain::catalog;
 use persist::StateFile;
@@ -304,6 +304,8 @@ struct SimInstance {
     stopped_at: Option<Instant>,
     /// The status checks it fails, if any.
     impaired: Option<Impairment>,
+    /// The maintenance EC2 has scheduled for it, if any.
+    scheduled: Option<ScheduledEvent>,
 }
 
 /// Which of EC2's status checks a simulated instance fails.
@@ -347,6 +349,7 @@ impl SimInstance {
             system: failing(Impairment::System),
             instance: failing(Impairment::Instance),
             attached_ebs: failing(Impairment::AttachedEbs),
+            scheduled_events: self.scheduled.iter().cloned().collect(),
         }
     }
 }
@@ -479,6 +482,20 @@ impl SimulatedCompute {
             tracing::warn!(instance = id, check = ?which, "simulated compute: instance impaired");
         }
         impaired
+    }
+
+    /// Schedules `event` for running instance `id`, as EC2 announces a
+    /// host's maintenance or an instance's retirement: the instance keeps
+    /// running, and its status reports the event. `false` for an unknown id
+    /// or an instance that does not run, or a change a persisted simulation
+    /// cannot save (it is then not made).
+    pub fn schedule_event(&self, id: &str, event: ScheduledEvent) -> bool {
+        let code = event.code.clone();
+        let scheduled = self.change_running(id, |instance, _| instance.scheduled = Some(event));
+        if scheduled {
+            tracing::warn!(instance = id, event = %code, "simulated compute: maintenance scheduled");
+        }
+        scheduled
     }
 
     /// Stops instance `id`, as a person may in the EC2 console: it goes
@@ -763,6 +780,7 @@ impl Compute for SimulatedCompute {
                         terminated_at: None,
                         stopped_at: None,
                         impaired: None,
+                        scheduled: None,
                     });
                     ids.push(id);
                 }

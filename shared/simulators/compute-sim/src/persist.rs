@@ -12,7 +12,7 @@
 use crate::parameters::Sealer;
 use crate::{Impairment, Launched, SimInstance, Template, World};
 use floe_compute::parameters::SecretOrPlain;
-use floe_compute::{LaunchRequest, LaunchTemplateSpec, Volume};
+use floe_compute::{LaunchRequest, LaunchTemplateSpec, ScheduledEvent, Volume};
 use floe_domain::catalog::Arch;
 use floe_domain::deployment::VolumeType;
 use serde::{Deserialize, Serialize};
@@ -241,6 +241,8 @@ struct InstanceFile {
     terminated_at_ms: Option<u64>,
     stopped_at_ms: Option<u64>,
     impaired: Option<ImpairmentFile>,
+    #[serde(default)]
+    scheduled: Option<ScheduledEvent>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -383,6 +385,7 @@ impl StateFile {
                 terminated_at: i.terminated_at_ms.map(|t| clock.instant(t, longest)),
                 stopped_at: i.stopped_at_ms.map(|t| clock.instant(t, longest)),
                 impaired: i.impaired.map(Impairment::from),
+                scheduled: i.scheduled,
             })
             .collect();
         let tokens = file
@@ -450,6 +453,7 @@ impl StateFile {
                     terminated_at_ms: i.terminated_at.map(|t| clock.wall_ms(t)),
                     stopped_at_ms: i.stopped_at.map(|t| clock.wall_ms(t)),
                     impaired: i.impaired.map(ImpairmentFile::from),
+                    scheduled: i.scheduled.clone(),
                 })
                 .collect(),
             tokens: world
@@ -617,7 +621,8 @@ mod tests {
                 "launched_at_ms": now_ms - 5_000,
                 "terminated_at_ms": null,
                 "stopped_at_ms": null,
-                "impaired": "instance"
+                "impaired": "instance",
+                "scheduled": {"code": "system-reboot", "description": "Scheduled reboot"}
             }],
             "tokens": {}
         });
@@ -641,6 +646,14 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].state, InstanceState::Running);
         assert_eq!(listed[0].private_ip, Some(held.to_string()));
+        let checks = sim
+            .status_checks(&["i-sim00000000000a".to_string()])
+            .await?;
+        assert_eq!(
+            checks.first().map(|c| c.scheduled_events.len()),
+            Some(1),
+            "the scheduled event is kept: {checks:?}"
+        );
         let ids = sim
             .launch(&floe_compute::LaunchRequest {
                 template_name: "lt-hot".into(),

@@ -5,7 +5,7 @@
 use crate::steps::heal::launch_zone;
 use crate::steps::{is_gone, spread};
 use chrono::{DateTime, Utc};
-use floe_compute::{Instance, InstanceState, TAG_NODE_GROUP};
+use floe_compute::{Instance, InstanceState, ScheduledEvent, TAG_NODE_GROUP};
 use floe_domain::deployment::DeploymentSpec;
 use floe_domain::health::NodeStatus;
 use floe_domain::plan::Replacement;
@@ -46,6 +46,10 @@ pub struct Facts {
     /// The running instances that fail a status check, with the names of
     /// the failing checks.
     pub impaired: BTreeMap<String, Vec<&'static str>>,
+    /// The maintenance EC2 has scheduled for running instances (still to
+    /// come), by instance: warnings, never a heal (the node works until
+    /// AWS acts; a retired node is then lost and healed as any other).
+    pub scheduled: BTreeMap<String, Vec<ScheduledEvent>>,
     pub cluster: ClusterFacts,
     /// The instances the deployment's record names as its nodes (what its
     /// last plan recorded): of a group with more nodes than its spec,
@@ -212,6 +216,7 @@ pub fn judge(spec: &DeploymentSpec, facts: &Facts) -> Observation {
     // Read from the store, not the cluster: judged however the cluster
     // answered.
     warnings.extend(facts.mount_source.as_ref().and_then(mount_source_warning));
+    warnings.extend(scheduled_warnings(facts));
     Observation {
         healthy: problems.is_empty(),
         problems,
@@ -220,6 +225,42 @@ pub fn judge(spec: &DeploymentSpec, facts: &Facts) -> Observation {
         surplus,
         warnings,
     }
+}
+
+/// One warning per maintenance EC2 has scheduled for a node: what, when,
+/// and what EC2 says of it.
+fn scheduled_warnings(facts: &Facts) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (id, events) in &facts.scheduled {
+        let group = facts
+            .instances
+            .iter()
+            .find(|i| &i.id == id)
+            .and_then(|i| i.tags.get(TAG_NODE_GROUP))
+            .map(|g| format!(" of node group {g}"))
+            .unwrap_or_default();
+        for e in events {
+            let when = match (e.not_before, e.not_after) {
+                (Some(from), Some(to)) => format!(
+                    " between {} and {}",
+                    from.format("%Y-%m-%dT%H:%M:%SZ"),
+                    to.format("%Y-%m-%dT%H:%M:%SZ")
+                ),
+                (Some(from), None) => format!(" from {}", from.format("%Y-%m-%dT%H:%M:%SZ")),
+                _ => String::new(),
+            };
+            let said = if e.description.trim().is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", e.description.trim())
+            };
+            warnings.push(format!(
+                "scheduled maintenance: EC2 plans {} for instance {id}{group}{when}{said}",
+                e.code
+            ));
+        }
+    }
+    warnings
 }
 
 /// A setting as Elasticsearch reports it: every value a string.
@@ -577,6 +618,7 @@ mod tests {
                 .iter()
                 .map(|i| (i.to_string(), vec!["instance status check"]))
                 .collect(),
+            scheduled: BTreeMap::new(),
             cluster,
             recorded: BTreeSet::new(),
             owned: OwnedFacts::default(),
@@ -699,6 +741,28 @@ mod tests {
     fn the_judgement_of_each_kind_of_finding() {
         let all = || vec![node(0, Running), node(1, Running), node(2, Running)];
         let rows = [
+            Row {
+                case: "EC2 scheduled a node's retirement: a warning, healthy, no heal",
+                facts: Facts {
+                    scheduled: [(
+                        "i-1".to_string(),
+                        vec![ScheduledEvent {
+                            code: "instance-retirement".into(),
+                            description: "The instance is running on degraded hardware".into(),
+                            not_before: chrono::DateTime::from_timestamp(1_800_000_000, 0),
+                            not_after: None,
+                        }],
+                    )]
+                    .into(),
+                    ..facts(all(), &[], green(&["i-0", "i-1", "i-2"]))
+                },
+                healthy: true,
+                problems: &[],
+                replacements: vec![],
+                warnings: &[
+                    "scheduled maintenance: EC2 plans instance-retirement for instance i-1 of node group hot from 2027-01-15T08:00:00Z (The instance is running on degraded hardware)",
+                ],
+            },
             Row {
                 case: "every node running and joined",
                 facts: facts(all(), &[], green(&["i-0", "i-1", "i-2"])),

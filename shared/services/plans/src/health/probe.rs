@@ -5,7 +5,7 @@ use super::judge::{
 };
 use crate::deployment_steps::DeploymentSteps;
 use async_trait::async_trait;
-use floe_compute::{ComputeError, Instance, InstanceState};
+use floe_compute::{ComputeError, Instance, InstanceState, ScheduledEvent};
 use floe_domain::deployment::Deployment;
 use floe_elastic::{ElasticClient, ElasticError, RepositoryRegistration};
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,7 +44,7 @@ impl DeploymentSteps {
     /// itself. Only the instances must be read; the rest is a finding.
     async fn health_facts(&self, d: &Deployment) -> Result<Facts, ComputeError> {
         let instances = self.compute.instances(&d.id).await?;
-        let impaired = self.impaired(&instances).await;
+        let (impaired, scheduled) = self.status_checks(&instances).await;
         // The cluster, from a node that runs.
         let mut owned = OwnedFacts::default();
         let cluster = match self.clusters.client(d, &[]).await {
@@ -79,6 +79,7 @@ impl DeploymentSteps {
         Ok(Facts {
             instances,
             impaired,
+            scheduled,
             cluster,
             recorded,
             owned,
@@ -168,27 +169,51 @@ impl DeploymentSteps {
     }
 
     /// The running instances that fail a status check, with the names of
-    /// the checks. Status checks that cannot be read judge nothing this
-    /// time (the instances' states still do): a missing permission or an
-    /// EC2 hiccup must not make every deployment look broken.
-    async fn impaired(&self, instances: &[Instance]) -> BTreeMap<String, Vec<&'static str>> {
+    /// the checks, and the maintenance EC2 has scheduled for any of them
+    /// (what is still to come). Status checks that cannot be read judge
+    /// nothing this time (the instances' states still do): a missing
+    /// permission or an EC2 hiccup must not make every deployment look
+    /// broken.
+    async fn status_checks(
+        &self,
+        instances: &[Instance],
+    ) -> (
+        BTreeMap<String, Vec<&'static str>>,
+        BTreeMap<String, Vec<ScheduledEvent>>,
+    ) {
         let running: Vec<String> = instances
             .iter()
             .filter(|i| i.state == InstanceState::Running)
             .map(|i| i.id.clone())
             .collect();
         if running.is_empty() {
-            return BTreeMap::new();
+            return (BTreeMap::new(), BTreeMap::new());
         }
         match self.compute.status_checks(&running).await {
-            Ok(checks) => checks
-                .iter()
-                .filter(|c| c.impaired())
-                .map(|c| (c.id.clone(), c.failing()))
-                .collect(),
+            Ok(checks) => {
+                let impaired = checks
+                    .iter()
+                    .filter(|c| c.impaired())
+                    .map(|c| (c.id.clone(), c.failing()))
+                    .collect();
+                let scheduled = checks
+                    .iter()
+                    .map(|c| {
+                        let pending: Vec<ScheduledEvent> = c
+                            .scheduled_events
+                            .iter()
+                            .filter(|e| e.pending())
+                            .cloned()
+                            .collect();
+                        (c.id.clone(), pending)
+                    })
+                    .filter(|(_, events)| !events.is_empty())
+                    .collect();
+                (impaired, scheduled)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "health check: cannot read the instances' status checks");
-                BTreeMap::new()
+                (BTreeMap::new(), BTreeMap::new())
             }
         }
     }
