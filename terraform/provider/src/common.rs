@@ -112,6 +112,30 @@ pub fn report(
     }
 }
 
+/// Deletes the resource at `path` at `version` (`If-Match`); one already
+/// gone is deleted. What the API refuses is reported as `doing`.
+pub async fn delete_at(
+    configured: &Configured,
+    diags: &mut Diagnostics,
+    path: &str,
+    version: Option<i64>,
+    doing: &str,
+    locate: fn(&str) -> Option<AttributePath>,
+) -> Option<()> {
+    match configured
+        .client
+        .call(reqwest::Method::DELETE, path, None, version)
+        .await
+    {
+        Ok(_) => Some(()),
+        Err(e) if e.is_not_found() => Some(()),
+        Err(e) => {
+            report(diags, doing, &e, locate);
+            None
+        }
+    }
+}
+
 /// A known string of a JSON answer, or null.
 pub fn str_of(v: &serde_json::Value) -> Str {
     match v.as_str() {

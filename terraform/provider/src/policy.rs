@@ -400,18 +400,8 @@ impl Resource for PolicyResource {
         let configured = self.0.get(diags)?;
         let id = prior.id.as_ref_option()?.clone();
         let version = prior.resource_version.as_ref_option().copied();
-        match configured
-            .client
-            .call(Method::DELETE, &path(&id), None, version)
-            .await
-        {
-            Ok(_) => Some(()),
-            Err(e) if e.is_not_found() => Some(()),
-            Err(e) => {
-                report(diags, "deleting the snapshot policy", &e, locate);
-                None
-            }
-        }
+        let doing = "deleting the snapshot policy";
+        delete_at(configured, diags, &path(&id), version, doing, locate).await
     }
 
     async fn import<'a>(

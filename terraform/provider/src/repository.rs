@@ -499,18 +499,8 @@ impl Resource for RepositoryResource {
         let configured = self.0.get(diags)?;
         let name = prior.name.as_ref_option()?.clone();
         let version = prior.resource_version.as_ref_option().copied();
-        match configured
-            .client
-            .call(Method::DELETE, &path(&name), None, version)
-            .await
-        {
-            Ok(_) => Some(()),
-            Err(e) if e.is_not_found() => Some(()),
-            Err(e) => {
-                report(diags, "deleting the repository", &e, locate);
-                None
-            }
-        }
+        let doing = "deleting the repository";
+        delete_at(configured, diags, &path(&name), version, doing, locate).await
     }
 
     async fn import<'a>(
