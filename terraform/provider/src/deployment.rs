@@ -555,6 +555,38 @@ async fn follow(
     }
 }
 
+/// Follows the plan `answer` started, then reads the deployment as the
+/// plan left it (its endpoint and CA appear once nodes run). A failed plan
+/// or read is reported; `state` is what the apply then records.
+async fn settle(
+    configured: &Configured,
+    diags: &mut Diagnostics,
+    id: &str,
+    answer: &serde_json::Value,
+    what: &str,
+    state: DeploymentState,
+) -> DeploymentState {
+    if !follow(configured, diags, id, answer, what).await {
+        return state;
+    }
+    match get_view(&configured.client, id).await {
+        Ok(Some(view)) => DeploymentState::from_view(&view, &state),
+        Ok(None) => {
+            diags.root_error_short(format!("deployment {id} is gone after its {what}"));
+            state
+        }
+        Err(e) => {
+            report(
+                diags,
+                &format!("reading the deployment after its {what}"),
+                &e,
+                locate,
+            );
+            state
+        }
+    }
+}
+
 async fn get_view(client: &Client, id: &str) -> Result<Option<serde_json::Value>, CallError> {
     client.get_optional(&path(id)).await
 }
@@ -920,7 +952,7 @@ impl Resource for DeploymentResource {
                 return None;
             }
         };
-        let mut state = DeploymentState::from_view(&created, &planned);
+        let state = DeploymentState::from_view(&created, &planned);
         let Some(id) = state.id.as_ref_option().cloned() else {
             diags.root_error_short("the create's answer has no deployment id");
             return None;
@@ -935,15 +967,7 @@ impl Resource for DeploymentResource {
         ));
         // From here the deployment exists: whatever its plan does, the
         // state records it (a failed plan leaves it tainted, to replace).
-        if follow(configured, diags, &id, &created, "create").await {
-            match get_view(&configured.client, &id).await {
-                Ok(Some(view)) => state = DeploymentState::from_view(&view, &state),
-                Ok(None) => {
-                    diags.root_error_short(format!("deployment {id} is gone after its create"))
-                }
-                Err(e) => report(diags, "reading the created deployment", &e, locate),
-            }
-        }
+        let state = settle(configured, diags, &id, &created, "create", state).await;
         Some((state, private))
     }
 
@@ -989,16 +1013,8 @@ impl Resource for DeploymentResource {
                 return None;
             }
         };
-        let mut state = DeploymentState::from_view(&answer, &planned);
-        if follow(configured, diags, &id, &answer, "update").await {
-            match get_view(&configured.client, &id).await {
-                Ok(Some(view)) => state = DeploymentState::from_view(&view, &state),
-                Ok(None) => {
-                    diags.root_error_short(format!("deployment {id} is gone after its update"))
-                }
-                Err(e) => report(diags, "reading the updated deployment", &e, locate),
-            }
-        }
+        let state = DeploymentState::from_view(&answer, &planned);
+        let state = settle(configured, diags, &id, &answer, "update", state).await;
         Some((state, private))
     }
 
