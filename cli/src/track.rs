@@ -170,3 +170,110 @@ pub fn render(plan: &Value, started_only: bool) -> Vec<String> {
     }
     lines
 }
+
+/// A drill to follow: the deployment drilled, the drill, and its clone's
+/// plan (whose steps are the drill's progress).
+pub struct DrillRef {
+    pub deployment_id: String,
+    pub drill_id: String,
+    pub clone_id: String,
+    pub plan_id: String,
+}
+
+impl DrillRef {
+    /// The drill a `_drill` answer started.
+    pub fn of(started: &Value) -> Option<DrillRef> {
+        let field = |name: &str| started[name].as_str().map(str::to_string);
+        Some(DrillRef {
+            deployment_id: field("deployment_id")?,
+            drill_id: field("id")?,
+            clone_id: field("clone_deployment_id")?,
+            plan_id: field("plan_id")?,
+        })
+    }
+}
+
+/// Follows a drill to its verdict: the clone's plan steps as they change
+/// (one line each, on stderr), until the clone is gone and the drill's
+/// record says how it ended. A failed drill is a failed plan (exit 4).
+pub async fn follow_drill(
+    client: &Client,
+    drill: &DrillRef,
+    poll: Duration,
+) -> Result<Value, Failure> {
+    let mut printed: Vec<String> = Vec::new();
+    let mut misses = 0;
+    let drills = format!(
+        "/api/v1/deployments/{}/drills?size=100",
+        encode(&drill.deployment_id)
+    );
+    loop {
+        // The clone's plan while the clone exists; its deletion ends it.
+        match find_plan(client, &drill.clone_id, &drill.plan_id).await {
+            Ok(Some(plan)) => {
+                let mut err = std::io::stderr().lock();
+                for l in render(&plan, true) {
+                    if !printed.contains(&l) {
+                        let _ = writeln!(err, "{l}");
+                        printed.push(l);
+                    }
+                }
+            }
+            Ok(None) | Err(Failure::Api { status: 404, .. }) => {}
+            Err(Failure::Unreachable(m)) if misses < 10 => {
+                misses += 1;
+                eprintln!("(retrying: {m})");
+                tokio::time::sleep(poll).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        let listed = match client.get(&drills).await {
+            Ok(l) => {
+                misses = 0;
+                l
+            }
+            Err(Failure::Unreachable(m)) if misses < 10 => {
+                misses += 1;
+                eprintln!("(retrying: {m})");
+                tokio::time::sleep(poll).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let found = listed["drills"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["id"].as_str() == Some(drill.drill_id.as_str()))
+            .cloned();
+        match found.as_ref().and_then(|d| d["status"].as_str()) {
+            Some("passed") => {
+                let d = found.unwrap_or_default();
+                eprintln!(
+                    "drill {} passed: recovery time {} ms, recovery point {} s",
+                    drill.drill_id, d["recovery_time"]["total_millis"], d["recovery_point_seconds"]
+                );
+                return Ok(d);
+            }
+            Some("failed") => {
+                let d = found.unwrap_or_default();
+                return Err(Failure::PlanFailed(format!(
+                    "drill {} failed at {}: {}",
+                    drill.drill_id,
+                    d["failure"]["step"].as_str().unwrap_or("?"),
+                    d["failure"]["reason"]
+                        .as_str()
+                        .unwrap_or("see `floe drill list`")
+                )));
+            }
+            Some(_) => tokio::time::sleep(poll).await,
+            None => {
+                return Err(Failure::Usage(format!(
+                    "deployment {} has no drill {}",
+                    drill.deployment_id, drill.drill_id
+                )));
+            }
+        }
+    }
+}

@@ -200,6 +200,26 @@ async fn an_operator_drives_floe_through_a_deployments_life() -> TestResult {
         "{snaps}"
     );
 
+    // A restore drill of that snapshot, followed to its verdict, listed.
+    let drilled = floe(&["drill", "run", &id, "--track", "--poll-ms", "20"]).ok();
+    let drill_id = drilled.field("id");
+    assert!(drilled.stderr.contains("drill-check"), "{}", drilled.stderr);
+    assert!(
+        drilled.stderr.contains(&format!("drill {drill_id} passed")),
+        "{}",
+        drilled.stderr
+    );
+    let drills = floe(&["drill", "list", &id]).ok();
+    let row = drills
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&drill_id))
+        .ok_or(format!("{drill_id} not listed: {}", drills.stdout))?;
+    assert!(row.contains("passed") && row.contains("manual-1"), "{row}");
+    let refused = floe(&["drill", "run", &id, "--mode", "sideways"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("mode"), "{}", refused.stderr);
+
     // A clone from the latest successful snapshot, on x86, followed.
     let cloned = floe(&[
         "deployment",

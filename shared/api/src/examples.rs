@@ -154,3 +154,35 @@ pub fn created_api_key() -> Value {
     }
     key
 }
+
+/// A drill that passed.
+pub fn drill() -> Value {
+    json!({
+        "id": "0193a0d5a1b27c3e9a4b5c6d7e8f9a10", "deployment_id": DEPLOYMENT_ID,
+        "status": "passed", "mode": "restore",
+        "snapshot": "floe-2026.11.29-3f9c2a7d1b0e", "repository": "main-backups",
+        "clone_deployment_id": "0193a0d5a1b37c3e9a4b5c6d7e8f9a11",
+        "plan_id": "0193a0d5a1b47c3e9a4b5c6d7e8f9a12",
+        "started": "2026-11-29T12:00:00Z", "finished": "2026-11-29T12:04:10Z",
+        "recovery_point_seconds": 7158,
+        "recovery_time": {"total_millis": 212000, "provisioning_millis": 180000, "recovery_millis": 32000},
+        "bytes_recovered": 73400320, "bytes_per_second": 2293760,
+        "checks": [
+            {"check": "green", "index": "logs-2026.11.29", "outcome": "passed", "detail": "health green"},
+            {"check": "document_count", "index": "logs-2026.11.29", "outcome": "passed",
+             "detail": "120000 documents, recorded 120000 before and 120000 after the snapshot"}
+        ]
+    })
+}
+
+/// A drill as it starts.
+pub fn running_drill() -> Value {
+    json!({
+        "id": "0193a0d5a1b27c3e9a4b5c6d7e8f9a10", "deployment_id": DEPLOYMENT_ID,
+        "status": "running", "mode": "restore",
+        "snapshot": "floe-2026.11.29-3f9c2a7d1b0e", "repository": "main-backups",
+        "clone_deployment_id": "0193a0d5a1b37c3e9a4b5c6d7e8f9a11",
+        "plan_id": "0193a0d5a1b47c3e9a4b5c6d7e8f9a12",
+        "started": "2026-11-29T12:00:00Z", "recovery_point_seconds": 7158, "checks": []
+    })
+}

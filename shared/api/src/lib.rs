@@ -100,6 +100,7 @@ fn collected() -> utoipa::openapi::OpenApi {
         .merge(routes::deployments::router())
         .merge(routes::plans::router())
         .merge(routes::restore::router())
+        .merge(routes::drills::router())
         .merge(routes::snapshots::router())
         .merge(routes::policies::router())
         .split_for_parts();
@@ -219,7 +220,7 @@ const COMMITTED_DOCUMENT: &str = include_str!("../../../openapi/openapi.json");
 pub fn app(state: impl Into<ApiState>) -> Router {
     let state: ApiState = state.into();
     // The routes only: the document is served as committed, not collected.
-    let serve: [fn(Router<ApiState>) -> Router<ApiState>; 9] = [
+    let serve: [fn(Router<ApiState>) -> Router<ApiState>; 10] = [
         routes::platform::serve,
         routes::license::serve,
         routes::api_keys::serve,
@@ -227,6 +228,7 @@ pub fn app(state: impl Into<ApiState>) -> Router {
         routes::deployments::serve,
         routes::plans::serve,
         routes::restore::serve,
+        routes::drills::serve,
         routes::snapshots::serve,
         routes::policies::serve,
     ];

@@ -13,6 +13,7 @@ pub mod api_keys;
 pub mod caller;
 pub mod catalog;
 pub mod deployments;
+pub mod drills;
 pub mod error;
 pub mod former;
 pub mod license;

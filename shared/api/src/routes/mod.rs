@@ -39,6 +39,7 @@ macro_rules! operations {
 
 pub mod api_keys;
 pub mod deployments;
+pub mod drills;
 pub mod license;
 pub mod plans;
 pub mod platform;

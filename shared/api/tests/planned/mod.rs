@@ -34,10 +34,12 @@ pub type Fallible<T> = Result<T, Box<dyn std::error::Error>>;
 pub const SECRET: &[u8] = b"clone-route-tests-hs256-secret-0123456789ab";
 pub const ORG: &str = "acme";
 
-/// The deployment steps, failing right after `fail_after` when it is set.
+/// The deployment steps, failing right after `fail_after` when it is set,
+/// and waiting before `hold` for as long as it is set.
 pub struct Injected {
     pub inner: DeploymentSteps,
     pub fail_after: Mutex<Option<String>>,
+    pub hold: Mutex<Option<String>>,
 }
 
 #[async_trait]
@@ -50,6 +52,17 @@ impl Steps for Injected {
     }
 
     async fn run(&self, step_id: &str, ctx: &StepContext<'_>) -> Outcome {
+        let held = self
+            .hold
+            .lock()
+            .map(|h| h.as_deref() == Some(step_id))
+            .unwrap_or(false);
+        if held {
+            return Outcome::Wait {
+                after: Duration::from_millis(5),
+                note: "held by the test".into(),
+            };
+        }
         let outcome = self.inner.run(step_id, ctx).await;
         let fail = self
             .fail_after
@@ -137,6 +150,7 @@ pub async fn world() -> Fallible<World> {
             },
         ),
         fail_after: Mutex::new(None),
+        hold: Mutex::new(None),
     });
     let (queue, mut jobs) = LocalQueue::new();
     let queue = Arc::new(queue);

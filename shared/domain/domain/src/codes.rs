@@ -219,6 +219,8 @@ codes! {
     RESTORE_SOURCE_PATH_READ_ONLY = "restore.source_path_read_only", 409, "A clone mounts snapshots through that repository read-only at the source's path; it cannot be registered writable here.";
 
     // The cluster proxy.
+    DRILLS_DRILL_RUNNING = "drills.drill_running", 409, "A restore drill of the deployment is already running; wait for it to end.";
+
     PROXY_METHOD = "proxy.method", 400, "The proxy does not pass that HTTP method.";
     PROXY_PATH = "proxy.path", 400, "The proxied path is not allowed (traversal, or an API the platform owns).";
     PROXY_CLUSTER_UNREACHABLE = "proxy.cluster_unreachable", 503, "The deployment's cluster did not answer through the proxy; retry later.";

@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod codes;
 pub mod cron;
 pub mod deployment;
+pub mod drill;
 pub mod health;
 pub mod license;
 pub mod names;

@@ -24,6 +24,9 @@ pub enum PlanKind {
     Heal,
     /// The organization's platform license installed on the running cluster.
     License,
+    /// A restore drill: a short-lived clone created from its source's
+    /// snapshot, checked, and deleted (see `crate::drill`).
+    Drill,
 }
 
 impl PlanKind {
@@ -38,6 +41,7 @@ impl PlanKind {
             PlanKind::ResetPassword => "reset_password",
             PlanKind::Heal => "heal",
             PlanKind::License => "license",
+            PlanKind::Drill => "drill",
         }
     }
 }
@@ -202,6 +206,8 @@ pub enum PlanParams {
     /// The organization's platform license, as it stands when the step
     /// runs, installed on the running cluster (an upload starts it).
     License,
+    /// A drill's clone: created from the snapshot, checked, deleted.
+    Drill(Box<crate::drill::DrillParams>),
 }
 
 /// What a heal replaces: the spec the deployment runs (its nodes' launch
@@ -262,6 +268,7 @@ impl PlanParams {
             PlanParams::ResetPassword => PlanKind::ResetPassword,
             PlanParams::Heal(_) => PlanKind::Heal,
             PlanParams::License => PlanKind::License,
+            PlanParams::Drill(_) => PlanKind::Drill,
         }
     }
 
@@ -271,6 +278,7 @@ impl PlanParams {
             PlanParams::Create(s) | PlanParams::Update(s) => Some(s),
             PlanParams::Start(p) => Some(&p.spec),
             PlanParams::Heal(p) => Some(&p.spec),
+            PlanParams::Drill(p) => Some(&p.spec),
             _ => None,
         }
     }
@@ -278,23 +286,34 @@ impl PlanParams {
     /// The restore the plan runs: a clone's create, or a restore plan.
     pub fn restore(&self) -> Option<RestoreTarget> {
         match self {
-            PlanParams::Create(spec) => spec.restore_snapshot.as_ref().map(|r| {
-                let repository = r.repository.clone().unwrap_or_default();
-                let mut target = r.target(&repository);
-                // A clone that writes to its source's repository (at its
-                // own path) reads the source's path under a second name.
-                if spec.repository() == Some(repository.as_str()) {
-                    target.registered_as = Some(crate::restore::source_registration_name(
-                        &repository,
-                        &r.source_deployment_id,
-                    ));
-                }
-                target
+            PlanParams::Create(spec) => Self::clone_restore(spec),
+            // A drill's clone is one node: restored indices get no
+            // replicas, or they could never be green there.
+            PlanParams::Drill(p) => Self::clone_restore(&p.spec).map(|mut t| {
+                t.number_of_replicas = Some(0);
+                t
             }),
             PlanParams::Restore(t) => Some(t.clone()),
             PlanParams::Start(p) => p.restore.clone(),
             _ => None,
         }
+    }
+
+    /// The restore a clone's create runs, from its spec's `restore_snapshot`.
+    fn clone_restore(spec: &DeploymentSpec) -> Option<RestoreTarget> {
+        spec.restore_snapshot.as_ref().map(|r| {
+            let repository = r.repository.clone().unwrap_or_default();
+            let mut target = r.target(&repository);
+            // A clone that writes to its source's repository (at its
+            // own path) reads the source's path under a second name.
+            if spec.repository() == Some(repository.as_str()) {
+                target.registered_as = Some(crate::restore::source_registration_name(
+                    &repository,
+                    &r.source_deployment_id,
+                ));
+            }
+            target
+        })
     }
 
     /// The body kept in a record's `params` (the kind is kept beside it).
@@ -311,6 +330,7 @@ impl PlanParams {
             PlanParams::Restore(t) => serde_json::to_value(t),
             PlanParams::Start(p) => serde_json::to_value(p),
             PlanParams::Heal(p) => serde_json::to_value(p),
+            PlanParams::Drill(p) => serde_json::to_value(p),
         };
         // These types serialize to JSON without fail (no maps with
         // non-string keys, no custom serializers that can refuse).
@@ -343,6 +363,7 @@ impl PlanParams {
             PlanKind::ResetPassword => PlanParams::ResetPassword,
             PlanKind::License => PlanParams::License,
             PlanKind::Heal => PlanParams::Heal(serde_json::from_value(value).map_err(e)?),
+            PlanKind::Drill => PlanParams::Drill(serde_json::from_value(value).map_err(e)?),
         })
     }
 }
@@ -552,7 +573,7 @@ pub mod lifecycle {
     /// The status a deployment shows while a plan of `kind` is pending.
     pub fn while_running(kind: PlanKind) -> DeploymentStatus {
         match kind {
-            PlanKind::Create | PlanKind::Start => DeploymentStatus::Initializing,
+            PlanKind::Create | PlanKind::Start | PlanKind::Drill => DeploymentStatus::Initializing,
             PlanKind::Update => DeploymentStatus::Reconfiguring,
             PlanKind::Shutdown | PlanKind::Delete => DeploymentStatus::Stopping,
             // The cluster keeps serving while a snapshot is restored into
@@ -613,6 +634,9 @@ pub mod lifecycle {
             // (its undos terminate only the replacements): still running,
             // still unhealthy, for the next check to try again.
             (PlanKind::Heal, _) => DeploymentStatus::Running,
+            // A drill's clone is deleted however it ended; this is the
+            // status it shows only if its record must stay (an undo failed).
+            (PlanKind::Drill, _) => DeploymentStatus::Stopped,
         }
     }
 }

@@ -198,6 +198,10 @@ pub struct RestoreTarget {
     /// The license a mount clone asked for (see [`RestoreSnapshot::license`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub license: Option<CloneLicense>,
+    /// The replicas each restored or mounted index gets, when not the
+    /// snapshot's own: a restore drill's one-node clone asks for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number_of_replicas: Option<u32>,
 }
 
 impl RestoreTarget {
@@ -297,6 +301,7 @@ impl CloneSource {
             mode: self.mode,
             feature_states: Vec::new(),
             license: self.license,
+            number_of_replicas: None,
         }
     }
 
@@ -452,6 +457,7 @@ impl RestoreSnapshot {
             mode: self.mode,
             feature_states: Vec::new(),
             license: self.license,
+            number_of_replicas: None,
         }
     }
 }
@@ -499,6 +505,7 @@ impl RestoreRequest {
             mode: RestoreMode::Restore,
             feature_states: self.feature_states.clone(),
             license: None,
+            number_of_replicas: None,
         }
     }
 }

@@ -634,6 +634,30 @@ impl ElasticClient {
         parse(status, &body)
     }
 
+    /// `POST {index}/_count`: how many documents of `index` (a name or a
+    /// pattern) match `query` (every document when `None`).
+    pub async fn count(&self, index: &str, query: Option<&Value>) -> Result<u64, ElasticError> {
+        #[derive(serde::Deserialize)]
+        struct Counted {
+            count: u64,
+        }
+        let body = match query {
+            Some(q) => to_body(&serde_json::json!({ "query": q }))?,
+            None => to_body(&serde_json::json!({}))?,
+        };
+        let (status, body) = self
+            .execute(
+                Method::POST,
+                &format!("{index}/_count"),
+                &[],
+                Some(body),
+                Duration::ZERO,
+            )
+            .await?;
+        success(status, &body)?;
+        parse::<Counted>(status, &body).map(|c| c.count)
+    }
+
     /// `GET _cat/shards`: every shard copy and the node it is on (none
     /// while unassigned).
     pub async fn shards(&self) -> Result<Vec<ShardRow>, ElasticError> {

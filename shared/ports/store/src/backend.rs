@@ -50,6 +50,12 @@ pub enum Kind {
     /// The organization's sealed key for hashing its API keys: one record,
     /// key `api-keys`.
     KeyHashingKey,
+    /// A restore drill, listed newest first under the deployment drilled:
+    /// `{deployment}#{inverted start millis}#{drill}`.
+    Drill,
+    /// The drill running on a deployment, by the deployment's id: at most
+    /// one at a time.
+    DrillLock,
 }
 
 impl Kind {
@@ -72,6 +78,8 @@ impl Kind {
             Kind::PlatformLicense => "LICENSE",
             Kind::ApiKey => "APIKEY",
             Kind::KeyHashingKey => "KEYHASH",
+            Kind::Drill => "DRILL",
+            Kind::DrillLock => "DRILLLOCK",
         }
     }
 
@@ -93,6 +101,8 @@ impl Kind {
             Kind::PlatformLicense,
             Kind::ApiKey,
             Kind::KeyHashingKey,
+            Kind::Drill,
+            Kind::DrillLock,
         ]
         .into_iter()
         .find(|k| k.prefix() == p)

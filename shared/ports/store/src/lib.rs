@@ -14,6 +14,6 @@ pub mod stores;
 pub use backend::{Backend, BackendError, Filter, Kind};
 pub use memo::{Memo, Weigh};
 pub use stores::{
-    ActivePlan, ClaimChange, DeploymentOutcome, Idempotency, IdempotencyRecord, Page, PageRequest,
-    SnapshotPages, SnapshotPin, Store, StoreError, Versioned,
+    ActivePlan, ClaimChange, DeploymentOutcome, DrillLock, Idempotency, IdempotencyRecord, Page,
+    PageRequest, SnapshotPages, SnapshotPin, Store, StoreError, Versioned, drill_key,
 };

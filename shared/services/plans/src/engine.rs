@@ -649,12 +649,16 @@ impl Engine {
         } else {
             None
         };
+        // A drill's clone goes however the drill ended: its steps or
+        // their undos removed what it ran on. Only an undo that failed
+        // keeps its record (failed), for an operator to delete.
+        let drill_clone_gone = plan.kind() == PlanKind::Drill && !undo_failed;
         let outcome = if let Some(former) = &former {
             DeploymentOutcome::DeleteKeepingSnapshots {
                 previous: deployment,
                 former,
             }
-        } else if succeeded && plan.kind() == PlanKind::Delete {
+        } else if (succeeded && plan.kind() == PlanKind::Delete) || drill_clone_gone {
             DeploymentOutcome::Delete(deployment)
         } else {
             DeploymentOutcome::Update {
@@ -702,6 +706,9 @@ impl Engine {
                 tracing::info!(plan = %plan.id, status = plan.status.as_str(), deployment_status = next.status.as_str(), "plan finished");
                 if succeeded && plan.kind() == PlanKind::Delete {
                     self.forget_plans(&plan.org, &plan.deployment_id).await;
+                }
+                if let PlanParams::Drill(params) = &plan.params {
+                    crate::drills::end(&self.store, plan, &params.drill).await;
                 }
                 if let Some(listener) = &self.listener {
                     listener.finished(&plan.org, &plan.deployment_id).await;

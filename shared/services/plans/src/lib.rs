@@ -10,6 +10,7 @@
 //!   [`outputs`], what they record for later steps.
 
 pub mod deployment_steps;
+pub mod drills;
 pub mod engine;
 pub mod failure;
 pub mod health;

@@ -31,6 +31,7 @@ fn params_of(kind: PlanKind, spec: &DeploymentSpec) -> PlanParams {
         PlanKind::ResetPassword => PlanParams::ResetPassword,
         PlanKind::License => PlanParams::License,
         PlanKind::Heal => unreachable!("heal plans are made with their replacements"),
+        PlanKind::Drill => unreachable!("drill plans are made with their snapshot's records"),
     }
 }
 

@@ -257,7 +257,28 @@ pub struct IndexBlob {
     pub mappings: Value,
     #[serde(default)]
     pub aliases: Map<String, Value>,
+    /// The documents. In the snapshot blob itself only for snapshots
+    /// written before each index's data had a blob of its own (`data`).
+    #[serde(default)]
     pub docs: Vec<StoredDoc>,
+    /// The blob holding the documents, under `indices/`, as Elasticsearch
+    /// keeps each index's shard data apart from the snapshot's metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// Why the documents could not be read (their blob is gone or
+    /// corrupt): a restore or mount of the index then fails its shards.
+    #[serde(skip)]
+    pub unreadable: Option<String>,
+}
+
+/// The blob of one index's documents in one snapshot.
+pub fn index_data_blob(index_uuid: &str, snapshot_uuid: &str) -> String {
+    format!("indices/{index_uuid}/snap-{snapshot_uuid}.json")
+}
+
+#[derive(Serialize, Deserialize)]
+struct IndexData {
+    docs: Vec<StoredDoc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -283,6 +304,10 @@ pub struct GlobalState {
 }
 
 impl SnapshotBlob {
+    /// The snapshot's metadata, and each index's documents from its own
+    /// blob. An index whose blob is gone or unreadable loads without its
+    /// documents, marked `unreadable`: the snapshot is still listed and
+    /// its other indices restore, as in Elasticsearch.
     pub async fn load(store: &BlobStore, uuid: &str) -> Result<SnapshotBlob, StoreError> {
         let name = snapshot_blob(uuid);
         let bytes = store
@@ -292,19 +317,58 @@ impl SnapshotBlob {
                 name: name.clone(),
                 reason: "the blob is missing".to_string(),
             })?;
-        serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
-            name,
-            reason: e.to_string(),
-        })
+        let mut blob: SnapshotBlob =
+            serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+                name,
+                reason: e.to_string(),
+            })?;
+        for index in blob.indices.values_mut() {
+            let Some(data) = index.data.clone() else {
+                continue;
+            };
+            match store.read(&data).await? {
+                Some(bytes) => match serde_json::from_slice::<IndexData>(&bytes) {
+                    Ok(read) => index.docs = read.docs,
+                    Err(e) => index.unreadable = Some(format!("the blob [{data}] is corrupt: {e}")),
+                },
+                None => index.unreadable = Some(format!("the blob [{data}] is missing")),
+            }
+        }
+        Ok(blob)
     }
 
+    /// Each index's documents first, then the metadata that names them.
     pub async fn save(&self, store: &BlobStore) -> Result<(), StoreError> {
+        let mut meta = self.clone();
+        for index in meta.indices.values_mut() {
+            let data = index_data_blob(&index.uuid, &self.uuid);
+            let docs = IndexData {
+                docs: std::mem::take(&mut index.docs),
+            };
+            let bytes = serde_json::to_vec(&docs).map_err(|e| StoreError::Corrupt {
+                name: data.clone(),
+                reason: e.to_string(),
+            })?;
+            store.write(&data, bytes).await?;
+            index.data = Some(data);
+        }
         let name = snapshot_blob(&self.uuid);
-        let bytes = serde_json::to_vec(self).map_err(|e| StoreError::Corrupt {
+        let bytes = serde_json::to_vec(&meta).map_err(|e| StoreError::Corrupt {
             name: name.clone(),
             reason: e.to_string(),
         })?;
         store.write(&name, bytes).await
+    }
+
+    /// The blobs of each index's documents (none for a snapshot written
+    /// before they had their own), read from the metadata only.
+    pub async fn data_blobs(store: &BlobStore, uuid: &str) -> Vec<String> {
+        let Ok(Some(bytes)) = store.read(&snapshot_blob(uuid)).await else {
+            return Vec::new();
+        };
+        serde_json::from_slice::<SnapshotBlob>(&bytes)
+            .map(|b| b.indices.into_values().filter_map(|i| i.data).collect())
+            .unwrap_or_default()
     }
 }
 

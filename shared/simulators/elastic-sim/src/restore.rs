@@ -273,7 +273,16 @@ pub async fn restore(sim: &Arc<Sim>, req: &Req, repo: &str, snapshot: &str) -> A
                 &format!("index [{source}] wasn't fully snapshotted - cannot restore"),
             ));
         }
+        let mut unreadable = None;
         let mut index = match blob.indices.get(source) {
+            // Its data is gone from the repository: the index is made, and
+            // its primaries fail to recover from the snapshot (red).
+            Some(index_blob) if index_blob.unreadable.is_some() => {
+                unreadable.clone_from(&index_blob.unreadable);
+                let mut index = Index::from_blob(index_blob, false);
+                index.lost_shards = (0..index.number_of_shards).collect();
+                index
+            }
             Some(index_blob) => Index::from_blob(index_blob, true),
             None => {
                 // Failed shards come back empty on a partial restore.
@@ -286,9 +295,18 @@ pub async fn restore(sim: &Arc<Sim>, req: &Req, repo: &str, snapshot: &str) -> A
         }
         adjust_settings(&mut index, &label, body.get("index_settings"), &ignored)?;
         let bytes = index.store_bytes();
-        index.recovery = recovery_from(repo, snapshot, source, &restore_uuid, bytes, duration);
         shards_total += index.number_of_shards;
-        if is_failed {
+        match &unreadable {
+            // No recovery to follow: the shards failed at once.
+            Some(reason) => {
+                tracing::warn!(repository = repo, snapshot, index = %source, reason = %reason, "simulated cluster failed to restore an index's shards");
+            }
+            None => {
+                index.recovery =
+                    recovery_from(repo, snapshot, source, &restore_uuid, bytes, duration);
+            }
+        }
+        if is_failed || unreadable.is_some() {
             shards_failed += index.number_of_shards;
         }
         targets.push((target, index, is_failed));
@@ -378,7 +396,11 @@ pub async fn mount(sim: &Arc<Sim>, req: &Req, repo: &str, snapshot: &str) -> Api
         .indices
         .get(&source)
         .ok_or_else(|| ApiError::index_not_found(&source))?;
-    let mut index = Index::from_blob(index_blob, true);
+    let mut index = Index::from_blob(index_blob, index_blob.unreadable.is_none());
+    // Its data is gone from the repository: its shards fail to start.
+    if index_blob.unreadable.is_some() {
+        index.lost_shards = (0..index.number_of_shards).collect();
+    }
     // A mounted index has no replicas unless asked for, and carries the
     // settings Elasticsearch gives searchable snapshots.
     index.number_of_replicas = 0;

@@ -545,6 +545,11 @@ pub async fn delete(sim: &Arc<Sim>, repo: &str, expression: &str) -> ApiResult {
         })?;
         for record in &doomed {
             // Listed no more, so a leftover blob is only wasted space.
+            for data in SnapshotBlob::data_blobs(store, &record.uuid).await {
+                if let Err(error) = store.delete(&data).await {
+                    tracing::warn!(repository = repo, snapshot = %record.name, %error, "simulated cluster left an index's snapshot blob behind");
+                }
+            }
             if let Err(error) = store.delete(&snapshot_blob(&record.uuid)).await {
                 tracing::warn!(repository = repo, snapshot = %record.name, %error, "simulated cluster left a snapshot blob behind");
             }

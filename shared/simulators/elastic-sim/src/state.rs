@@ -763,6 +763,8 @@ impl Index {
                     source: doc.source.clone(),
                 })
                 .collect(),
+            data: None,
+            unreadable: None,
         }
     }
 

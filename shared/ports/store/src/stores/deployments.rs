@@ -20,7 +20,7 @@ fn fleet_key(org: &str, deployment_id: &str) -> RecordKey {
 }
 
 /// A new deployment record and its fleet copy.
-fn push_new_deployment(b: &mut Batch, d: &Deployment) -> Result<(), StoreError> {
+pub(super) fn push_new_deployment(b: &mut Batch, d: &Deployment) -> Result<(), StoreError> {
     let body = encode(d)?;
     let attrs = deployment_attrs(d);
     b.push(
@@ -152,7 +152,7 @@ pub(super) fn deployment_refs(d: &Deployment) -> Vec<(Kind, String)> {
 /// only while the record is still at that version, so a snapshot whose
 /// delete began after the read (which writes its record first) is not
 /// pinned by a clone that would find it gone.
-fn snapshot_held(d: &Deployment) -> Option<((Kind, String), u64)> {
+pub(super) fn snapshot_held(d: &Deployment) -> Option<((Kind, String), u64)> {
     let src = d.clone_source.as_ref().filter(|s| s.pinned)?;
     let version = src.snapshot_version?;
     Some((

@@ -16,6 +16,7 @@
 mod api_keys;
 mod batch;
 mod deployments;
+mod drills;
 mod former;
 mod idempotency;
 mod license;
@@ -35,6 +36,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use std::sync::Arc;
 
 pub use deployments::deployment_attrs;
+pub use drills::{DrillLock, drill_key};
 pub use idempotency::{IDEMPOTENCY_TTL_SECS, Idempotency, IdempotencyRecord};
 pub use pins::SnapshotPin;
 pub use plans::{ActivePlan, DeploymentOutcome};

@@ -27,7 +27,7 @@ pub fn saga() -> Saga {
     saga
 }
 
-fn delete_steps(saga: &mut Saga) {
+pub(crate) fn delete_steps(saga: &mut Saga) {
     saga.step("terminate", action!(terminate_all), action!(nothing));
     saga.step(
         "wait-terminated",

@@ -6,6 +6,7 @@
 
 pub mod create;
 pub mod delete;
+pub mod drill;
 pub mod heal;
 pub mod license;
 pub mod reset_password;
@@ -36,5 +37,6 @@ pub fn saga(plan: &Plan, deployment: &Deployment) -> Saga {
         PlanParams::ResetPassword => reset_password::saga(),
         PlanParams::Heal(params) => heal::saga(params),
         PlanParams::License => license::saga(),
+        PlanParams::Drill(params) => drill::saga(params, plan.params.restore().as_ref()),
     }
 }

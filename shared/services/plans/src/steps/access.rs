@@ -160,7 +160,8 @@ pub(crate) fn settle(plan: &Plan, next: &mut Deployment) {
             // the basic license.
             next.license = None;
         }
-        PlanKind::Delete | PlanKind::Restore | PlanKind::License => {}
+        // A drill's clone is removed when its plan ends.
+        PlanKind::Delete | PlanKind::Restore | PlanKind::License | PlanKind::Drill => {}
     }
 }
 

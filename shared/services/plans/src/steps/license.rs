@@ -38,7 +38,7 @@ async fn read_license(client: &ElasticClient) -> Result<ClusterLicense, StepFail
 /// license replaces it.
 fn kept(ctx: &StepContext<'_>, current: ClusterLicense) -> ClusterLicense {
     match ctx.plan.kind() {
-        PlanKind::Create | PlanKind::Start => current,
+        PlanKind::Create | PlanKind::Start | PlanKind::Drill => current,
         _ => ctx.deployment.license.clone().unwrap_or(current),
     }
 }

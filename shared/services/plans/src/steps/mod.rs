@@ -11,6 +11,7 @@
 //!   clear-exclusion, forget-templates
 //! - [`voting`], an update's exclude-masters, wait-masters-excluded, retire
 //! - [`restore`], register-source, restore, mount, wait-restored
+//! - [`drill`], a drill's drill-check, drill-verdict
 //! - [`heal`], a heal's replace:{group}, exclude-lost-masters,
 //!   wait-lost-masters-excluded, retire-lost, clear-lost-exclusion
 //! - [`templates`], a delete's forget-templates
@@ -22,6 +23,7 @@ pub mod access;
 pub mod bootstrap;
 pub mod credentials;
 pub mod drain;
+pub mod drill;
 pub mod heal;
 pub mod identity;
 pub mod license;

@@ -29,6 +29,14 @@ fn recoveries_since(started: chrono::DateTime<chrono::Utc>) -> i64 {
     (started - chrono::Duration::seconds(2)).timestamp_millis()
 }
 
+/// The settings a restore or mount gives every index it makes: the
+/// replicas the target asks for, when not the snapshot's own.
+fn replicas_setting(t: &RestoreTarget) -> Option<serde_json::Map<String, Value>> {
+    t.number_of_replicas.map(|n| {
+        serde_json::Map::from_iter([("index.number_of_replicas".to_string(), Value::from(n))])
+    })
+}
+
 fn the_target(ctx: &StepContext<'_>) -> Result<RestoreTarget, Outcome> {
     ctx.plan
         .params
@@ -166,6 +174,7 @@ impl DeploymentSteps {
             // with the global state, security (users, the elastic password
             // Floe holds) included.
             feature_states: Some(t.feature_states_to_send()),
+            index_settings: replicas_setting(&t),
             ..RestoreRequest::default()
         };
         match client
@@ -233,7 +242,7 @@ impl DeploymentSteps {
             let request = MountRequest {
                 index: index.clone(),
                 renamed_index: None,
-                index_settings: None,
+                index_settings: replicas_setting(&t),
                 ignore_index_settings: Vec::new(),
                 storage,
             };

@@ -1,0 +1,405 @@
+//! Restore drills through the real router and the real plans, on
+//! simulated compute with a simulated Elasticsearch cluster per deployment
+//! and an `fs` repository, as in local mode.
+//!
+//! What an operator relies on: a drill of a healthy deployment passes with
+//! every index checked and its recovery measured; a snapshot that lost a
+//! blob, a record whose counts disagree with the data, or a query that
+//! finds too little fails the drill naming the index and the reason; in
+//! every case the clone is gone afterwards and nothing under the source's
+//! path changed; one drill runs at a time.
+
+mod planned;
+
+use axum::http::StatusCode;
+use planned::*;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// Every file under `root` with the SHA-256 of its content.
+fn checksums(root: &Path) -> Fallible<BTreeMap<String, String>> {
+    let mut all = BTreeMap::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let digest = Sha256::digest(std::fs::read(&path)?);
+                let name = path.strip_prefix(root)?.display().to_string();
+                all.insert(name, format!("{digest:x}"));
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// A running deployment with three indices (30, 10 and 5 documents),
+/// snapshotted by Floe.
+async fn source(w: &World) -> Fallible<(String, String)> {
+    let (id, d) = w
+        .create_at("/api/v1/deployments", spec("shop", Some("main")))
+        .await?;
+    assert_eq!(d["status"], "running", "{d}");
+    w.write(&id, "orders", 30).await?;
+    w.write(&id, "customers", 10).await?;
+    w.write(&id, "logs-1", 5).await?;
+    let snapshot = w.snapshot(&id).await?;
+    Ok((id, snapshot))
+}
+
+/// Starts a drill of `id` with `body` and waits for its end.
+async fn drill(w: &World, id: &str, body: Value) -> Fallible<Value> {
+    let (status, started) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{id}/_drill"),
+            Some(body),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    assert_eq!(started["status"], "running", "{started}");
+    let drill_id = started["id"].as_str().ok_or("no id")?.to_string();
+    for _ in 0..4000 {
+        let (status, listed) = w
+            .call("GET", &format!("/api/v1/deployments/{id}/drills"), None)
+            .await?;
+        assert_eq!(status, StatusCode::OK, "{listed}");
+        let found = listed["drills"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["id"] == drill_id.as_str())
+            .cloned()
+            .ok_or_else(|| format!("drill {drill_id} is not listed: {listed}"))?;
+        if found["status"] != "running" {
+            return Ok(found);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Err(format!("drill {drill_id} did not end").into())
+}
+
+/// The clone is gone: no record, no instance running.
+async fn clone_gone(w: &World, drill: &Value) -> TestResult {
+    let clone = drill["clone_deployment_id"].as_str().ok_or("no clone")?;
+    let (status, body) = w
+        .call("GET", &format!("/api/v1/deployments/{clone}"), None)
+        .await?;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(w.live(clone).await?, 0, "the clone's nodes are gone");
+    Ok(())
+}
+
+/// The `main` repository's folder: every deployment's path in it.
+fn repository_path(w: &World) -> std::path::PathBuf {
+    w._dir.path().join(ORG).join(format!("{ORG}-main"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drill_of_a_healthy_deployment_passes_and_measures_its_recovery() -> TestResult {
+    let w = world().await?;
+    let (id, snapshot) = source(&w).await?;
+    // Written after the snapshot: the drill checks the snapshot, not them.
+    w.write(&id, "orders", 3).await?;
+    let before = checksums(&repository_path(&w))?;
+
+    let done = drill(&w, &id, json!({})).await?;
+    assert_eq!(done["status"], "passed", "{done}");
+    assert_eq!(done["snapshot"], snapshot.as_str(), "{done}");
+    assert_eq!(done["repository"], "main", "{done}");
+    let checks = done["checks"].as_array().ok_or("no checks")?;
+    for index in ["orders", "customers", "logs-1"] {
+        for check in ["green", "document_count"] {
+            let found = checks
+                .iter()
+                .find(|c| c["index"] == index && c["check"] == check)
+                .ok_or_else(|| format!("no {check} check of {index}: {done}"))?;
+            assert_eq!(found["outcome"], "passed", "{found}");
+        }
+    }
+    let counted = checks
+        .iter()
+        .find(|c| c["index"] == "orders" && c["check"] == "document_count")
+        .ok_or("orders")?;
+    assert_eq!(
+        counted["detail"],
+        "30 documents, recorded 30 before and 30 after the snapshot"
+    );
+    // Plausible figures: the snapshot was taken moments ago, and the
+    // recovery time is the sum of its parts, within the drill's span.
+    let point = done["recovery_point_seconds"].as_u64().ok_or("point")?;
+    assert!(point < 120, "{done}");
+    let time = &done["recovery_time"];
+    let total = time["total_millis"].as_u64().ok_or("total")?;
+    let provisioning = time["provisioning_millis"].as_u64().ok_or("provisioning")?;
+    let recovery = time["recovery_millis"].as_u64().ok_or("recovery")?;
+    assert_eq!(total, provisioning + recovery, "{time}");
+    let started: chrono::DateTime<chrono::Utc> = serde_json::from_value(done["started"].clone())?;
+    let finished: chrono::DateTime<chrono::Utc> = serde_json::from_value(done["finished"].clone())?;
+    assert!(
+        u64::try_from((finished - started).num_milliseconds())? + 5 >= total,
+        "{done}"
+    );
+    assert!(
+        done["bytes_recovered"].as_u64().is_some_and(|b| b > 0),
+        "{done}"
+    );
+    assert!(done.get("failure").is_none(), "{done}");
+
+    clone_gone(&w, &done).await?;
+    assert_eq!(
+        before,
+        checksums(&repository_path(&w))?,
+        "nothing under the source's path changed"
+    );
+    // The source is as it was, and its snapshot free: it can be deleted.
+    let (status, body) = w
+        .call(
+            "DELETE",
+            &format!("/api/v1/deployments/{id}/snapshots/{snapshot}"),
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drill_fails_naming_the_index_when_the_counts_disagree_or_a_query_finds_too_little()
+-> TestResult {
+    let w = world().await?;
+    let (id, snapshot) = source(&w).await?;
+
+    // The snapshot's records say customers had 11 documents.
+    let mut record = w
+        .store
+        .get_snapshot(ORG, &id, &snapshot)
+        .await?
+        .ok_or("no record")?;
+    let counts = record.value.document_counts.as_mut().ok_or("no counts")?;
+    let customers = counts.get_mut("customers").ok_or("customers")?;
+    customers.before = 11;
+    customers.after = Some(11);
+    w.store
+        .update_snapshot(&record.value, record.version)
+        .await?;
+    let before = checksums(&repository_path(&w))?;
+    let failed = drill(&w, &id, json!({})).await?;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let failure = &failed["failure"];
+    assert_eq!(failure["step"], "drill-verdict", "{failed}");
+    assert_eq!(failure["failure_type"], "drill_check_failed", "{failed}");
+    let reason = failure["reason"].as_str().ok_or("reason")?;
+    assert!(
+        reason.contains("index customers") && reason.contains("10 documents, recorded 11"),
+        "{reason}"
+    );
+    clone_gone(&w, &failed).await?;
+    assert_eq!(before, checksums(&repository_path(&w))?);
+
+    // The records put right; then a query that must find more orders
+    // than there are.
+    let mut record = w
+        .store
+        .get_snapshot(ORG, &id, &snapshot)
+        .await?
+        .ok_or("no record")?;
+    let counts = record.value.document_counts.as_mut().ok_or("no counts")?;
+    let customers = counts.get_mut("customers").ok_or("customers")?;
+    customers.before = 10;
+    customers.after = Some(10);
+    w.store
+        .update_snapshot(&record.value, record.version)
+        .await?;
+    let failed = drill(
+        &w,
+        &id,
+        json!({"queries": [
+            {"index": "logs-*", "min_hits": 5},
+            {"index": "orders", "query": {"match_all": {}}, "min_hits": 31}
+        ]}),
+    )
+    .await?;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let query = failed["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["check"] == "query")
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(query.len(), 2, "{failed}");
+    assert_eq!(query[0]["outcome"], "passed", "{failed}");
+    assert_eq!(query[1]["outcome"], "failed", "{failed}");
+    assert_eq!(query[1]["detail"], "30 hits, at least 31 wanted");
+    let reason = failed["failure"]["reason"].as_str().ok_or("reason")?;
+    assert!(
+        reason.contains("query check failed on index orders"),
+        "{reason}"
+    );
+    clone_gone(&w, &failed).await?;
+    assert_eq!(before, checksums(&repository_path(&w))?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drill_fails_when_a_blob_of_the_snapshot_is_gone() -> TestResult {
+    let w = world().await?;
+    let (id, _snapshot) = source(&w).await?;
+    // The data blob of one index removed from the repository.
+    let indices = repository_path(&w).join(&id).join("indices");
+    let mut blobs = Vec::new();
+    let mut dirs = vec![indices];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                blobs.push(path);
+            }
+        }
+    }
+    blobs.sort();
+    let removed = blobs.first().ok_or("no data blob in the repository")?;
+    std::fs::remove_file(removed)?;
+    let before = checksums(&repository_path(&w))?;
+
+    let failed = drill(&w, &id, json!({})).await?;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let failure = &failed["failure"];
+    // Elasticsearch accepts the restore; the index's primaries then fail
+    // to recover, and it stays red with no documents.
+    assert_eq!(failure["step"], "drill-verdict", "{failed}");
+    let reason = failure["reason"].as_str().ok_or("reason")?;
+    assert!(
+        ["orders", "customers", "logs-1"]
+            .iter()
+            .any(|i| reason.contains(&format!("green check failed on index {i}: health red"))),
+        "the reason names the index: {reason}"
+    );
+    clone_gone(&w, &failed).await?;
+    assert_eq!(before, checksums(&repository_path(&w))?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_drill_runs_at_a_time_and_bad_requests_change_nothing() -> TestResult {
+    let w = world().await?;
+    let (status, body) = w
+        .call(
+            "POST",
+            "/api/v1/deployments/0193a0c4d2b77c3e9a4b5c6d7e8f9a0b/_drill",
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+
+    // No snapshot yet.
+    let (id, _) = w
+        .create_at("/api/v1/deployments", spec("fresh", Some("main")))
+        .await?;
+    let (status, body) = w
+        .call("POST", &format!("/api/v1/deployments/{id}/_drill"), None)
+        .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["errors"][0]["code"], "restore.no_successful_snapshot",
+        "{body}"
+    );
+    assert!(body["errors"][0].get("fields").is_none(), "{body}");
+
+    let (id, _) = source(&w).await?;
+    for (bad, field) in [
+        (json!({"instance_type": "m5.hyper"}), "instance_type"),
+        (
+            json!({"queries": [{"index": "Orders", "min_hits": 1}]}),
+            "queries[0].index",
+        ),
+        (
+            json!({"queries": [{"index": "orders", "query": [], "min_hits": 1}]}),
+            "queries[0].query",
+        ),
+        (json!({"mode": "restore", "license": "trial"}), "license"),
+    ] {
+        let (status, body) = w
+            .call(
+                "POST",
+                &format!("/api/v1/deployments/{id}/_drill"),
+                Some(bad.clone()),
+            )
+            .await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(body.to_string().contains(field), "{bad}: {body}");
+    }
+    let (_, listed) = w
+        .call("GET", &format!("/api/v1/deployments/{id}/drills"), None)
+        .await?;
+    assert_eq!(listed["drills"], json!([]), "{listed}");
+
+    // A drill held before its checks: a second one is refused meanwhile.
+    *w.steps.hold.lock().map_err(|_| "poisoned")? = Some("drill-check".into());
+    let (status, first) = w
+        .call("POST", &format!("/api/v1/deployments/{id}/_drill"), None)
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    let (status, second) = w
+        .call("POST", &format!("/api/v1/deployments/{id}/_drill"), None)
+        .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{second}");
+    assert_eq!(
+        second["errors"][0]["code"], "drills.drill_running",
+        "{second}"
+    );
+    let first_id = first["id"].as_str().ok_or("id")?;
+    assert!(
+        second["errors"][0]["message"]
+            .to_string()
+            .contains(first_id),
+        "{second}"
+    );
+    // The clone is a deployment of its own while it runs, tagged with its
+    // source, and refuses to be drilled itself.
+    let clone = first["clone_deployment_id"].as_str().ok_or("clone")?;
+    let (status, shown) = w
+        .call("GET", &format!("/api/v1/deployments/{clone}"), None)
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert!(shown.to_string().contains("floe-drill-of"), "{shown}");
+    let (status, refused) = w
+        .call("POST", &format!("/api/v1/deployments/{clone}/_drill"), None)
+        .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+
+    *w.steps.hold.lock().map_err(|_| "poisoned")? = None;
+    let mut ended = Value::Null;
+    for _ in 0..4000 {
+        let (_, listed) = w
+            .call("GET", &format!("/api/v1/deployments/{id}/drills"), None)
+            .await?;
+        ended = listed["drills"][0].clone();
+        if ended["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(ended["status"], "passed", "{ended}");
+    // The next drill may start, and lists first.
+    let next = drill(&w, &id, json!({})).await?;
+    assert_eq!(next["status"], "passed", "{next}");
+    let (_, listed) = w
+        .call(
+            "GET",
+            &format!("/api/v1/deployments/{id}/drills?size=1"),
+            None,
+        )
+        .await?;
+    assert_eq!(listed["drills"][0]["id"], next["id"], "{listed}");
+    assert!(listed["next_cursor"].is_string(), "{listed}");
+    Ok(())
+}
