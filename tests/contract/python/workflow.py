@@ -1,7 +1,7 @@
 """Floe's workflow through a client that openapi-python-client generated from
 openapi/openapi.json (package `floe_client`, on PYTHONPATH), in typed calls:
 a repository on the local S3 store, a deployment, a policy attached to it, a
-snapshot, a clone from `__latest_success__`, a 409 and a 400 read through the
+snapshot, a clone from `__latest_success__`, a restore drill, a 409 and a 400 read through the
 client's error type, then both deployments shut down and deleted.
 
 Run by tests/tests/contract.rs with FLOE_API, FLOE_TOKEN and the local S3
@@ -16,6 +16,8 @@ import time
 from floe_client import AuthenticatedClient
 from floe_client.api.deployments import (
     clone_deployment,
+    list_deployment_drills,
+    start_deployment_drill,
     create_deployment,
     delete_deployment,
     get_deployment,
@@ -28,6 +30,11 @@ from floe_client.api.snapshot_policies import create_snapshot_policy
 from floe_client.api.snapshot_repositories import put_snapshot_repository
 from floe_client.models import (
     CloneRequest,
+    DrillList,
+    DrillQuery,
+    DrillRequest,
+    DrillStatus,
+    DrillView,
     DeploymentSpec,
     DeploymentStatus,
     DeploymentView,
@@ -186,6 +193,28 @@ clone = expect(
     DeploymentView,
 )
 wait_for(clone.id, DeploymentStatus.RUNNING)
+
+# A restore drill of the source's latest snapshot, with a query check,
+# followed to its verdict through the typed list.
+drill = expect(
+    start_deployment_drill.sync_detailed(
+        source.id,
+        client=client,
+        body=DrillRequest(queries=[DrillQuery(index="*", min_hits=0)]),
+    ),
+    202,
+    DrillView,
+)
+assert drill.status == DrillStatus.RUNNING, drill
+for _ in range(600):
+    drills = expect(list_deployment_drills.sync_detailed(source.id, client=client), 200, DrillList)
+    ended = next(d for d in drills.drills if d.id == drill.id)
+    if ended.status != DrillStatus.RUNNING:
+        break
+    time.sleep(0.2)
+assert ended.status == DrillStatus.PASSED, ended.to_dict()
+assert ended.snapshot == snapshot.snapshot, ended.to_dict()
+print("drill:", ended.status, ended.recovery_time.total_millis, "ms")
 
 # A 409 through the client's error type: a running deployment is not deleted.
 conflict = expect(delete_deployment.sync_detailed(source.id, client=client), 409, ErrorBody)

@@ -2,7 +2,7 @@
 // openapi/openapi.json by openapi-typescript (generated/floe.d.ts), calls by
 // openapi-fetch, type-checked by tsc before it runs. A repository on the local
 // S3 store, a deployment, a policy attached, a snapshot, a clone from
-// `__latest_success__`, a 409 and a 400 read through the client's error type,
+// `__latest_success__`, a restore drill, a 409 and a 400 read through the client's error type,
 // then both deployments shut down and deleted.
 //
 // Run by tests/tests/contract.rs with FLOE_API, FLOE_TOKEN and the local S3
@@ -196,6 +196,27 @@ async function main(): Promise<void> {
     201,
   );
   await waitFor(clone.id, "running");
+
+  // A restore drill of the source's latest snapshot, with a query check,
+  // followed to its verdict through the typed list.
+  const drill = expect(
+    await client.POST("/api/v1/deployments/{id}/_drill", {
+      params: { path: { id: source.id } },
+      body: { queries: [{ index: "*", min_hits: 0 }] },
+    }),
+    202,
+  );
+  assert(drill.status === "running", JSON.stringify(drill));
+  let ended = drill;
+  for (let i = 0; i < 600 && ended.status === "running"; i++) {
+    await sleep(200);
+    const drills = expect(
+      await client.GET("/api/v1/deployments/{id}/drills", { params: { path: { id: source.id } } }),
+      200,
+    );
+    ended = drills.drills.find((d) => d.id === drill.id) ?? ended;
+  }
+  assert(ended.status === "passed", JSON.stringify(ended));
 
   // A 409 through the client's error type: a running deployment is not deleted.
   const conflict = expectError(
