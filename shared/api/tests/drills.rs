@@ -275,12 +275,13 @@ async fn a_drill_fails_when_a_blob_of_the_snapshot_is_gone() -> TestResult {
     let failure = &failed["failure"];
     // Elasticsearch accepts the restore; the index's primaries then fail
     // to recover, and it stays red with no documents.
-    assert_eq!(failure["step"], "drill-verdict", "{failed}");
+    assert_eq!(failure["step"], "wait-restored", "{failed}");
+    assert_eq!(failure["failure_type"], "restore_failed", "{failed}");
     let reason = failure["reason"].as_str().ok_or("reason")?;
     assert!(
         ["orders", "customers", "logs-1"]
             .iter()
-            .any(|i| reason.contains(&format!("green check failed on index {i}: health red"))),
+            .any(|i| reason.contains(&format!("index {i} is red"))),
         "the reason names the index: {reason}"
     );
     clone_gone(&w, &failed).await?;
@@ -401,5 +402,25 @@ async fn one_drill_runs_at_a_time_and_bad_requests_change_nothing() -> TestResul
         .await?;
     assert_eq!(listed["drills"][0]["id"], next["id"], "{listed}");
     assert!(listed["next_cursor"].is_string(), "{listed}");
+    Ok(())
+}
+
+/// A drill whose plan fails part-way (its restore refused, say) unwinds:
+/// the clone's nodes and record go, the drill names the step, and the
+/// next drill may start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drill_that_fails_part_way_leaves_no_clone_and_frees_the_next() -> TestResult {
+    let w = world().await?;
+    let (id, _) = source(&w).await?;
+    *w.steps.fail_after.lock().map_err(|_| "poisoned")? = Some("restore".into());
+    let failed = drill(&w, &id, json!({})).await?;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(failed["failure"]["step"], "restore", "{failed}");
+    assert_eq!(failed["failure"]["failure_type"], "injected", "{failed}");
+    assert!(failed.get("recovery_time").is_none(), "{failed}");
+    clone_gone(&w, &failed).await?;
+    *w.steps.fail_after.lock().map_err(|_| "poisoned")? = None;
+    let next = drill(&w, &id, json!({})).await?;
+    assert_eq!(next["status"], "passed", "{next}");
     Ok(())
 }

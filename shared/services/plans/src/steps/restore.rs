@@ -314,6 +314,7 @@ impl DeploymentSteps {
             bytes_recovered: bytes_done.min(bytes_total),
         };
         if recovered == total {
+            self.no_red_index(ctx, &client).await?;
             ctx.log(format!(
                 "{} indices, {total} shards, {bytes_total} bytes recovered from {}",
                 indices.len(),
@@ -334,6 +335,44 @@ impl DeploymentSteps {
                 bytes_done.min(bytes_total)
             ),
         })
+    }
+
+    /// On a cluster that was empty before the restore (a clone's, a drill's,
+    /// a start's), a red index once every recovery has ended is one whose
+    /// shards failed to recover from the snapshot: Elasticsearch accepted
+    /// the restore and lists no recovery for them (their data unreadable,
+    /// say). The restore failed, and the step says which index. A restore
+    /// into a running deployment leaves this to the cluster's own health:
+    /// an index red before it would be taken for one it broke.
+    async fn no_red_index(
+        &self,
+        ctx: &StepContext<'_>,
+        client: &floe_elastic::ElasticClient,
+    ) -> Result<(), StepFailure> {
+        if !matches!(
+            ctx.plan.kind(),
+            PlanKind::Create | PlanKind::Drill | PlanKind::Start
+        ) {
+            return Ok(());
+        }
+        let indices = client.indices().await.map_err(|e| {
+            StepFailure::elastic_retried(e, "reading the restored indices", "restore_failed")
+        })?;
+        let red: Vec<&str> = indices
+            .iter()
+            .filter(|i| i.health.as_deref() == Some("red"))
+            .map(|i| i.index.as_str())
+            .collect();
+        if red.is_empty() {
+            return Ok(());
+        }
+        Err(StepFailure::permanent(
+            "restore_failed",
+            format!(
+                "index {} is red: its shards did not recover from the snapshot (its data in the repository is missing or unreadable)",
+                red.join(", index ")
+            ),
+        ))
     }
 
     /// Undoes a restore into a running deployment: it leaves what it
