@@ -424,3 +424,42 @@ async fn a_drill_that_fails_part_way_leaves_no_clone_and_frees_the_next() -> Tes
     assert_eq!(next["status"], "passed", "{next}");
     Ok(())
 }
+
+/// A mount drill mounts the snapshot's indices as searchable snapshots on
+/// the clone (on the trial it asks for) and checks them as a restore drill
+/// does; without a license that allows mounting it is refused up front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_drill_checks_the_mounted_indices() -> TestResult {
+    let w = world().await?;
+    let (id, _) = source(&w).await?;
+    let (status, refused) = w
+        .call(
+            "POST",
+            &format!("/api/v1/deployments/{id}/_drill"),
+            Some(json!({"mode": "mount"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(
+        refused["errors"][0]["code"], "restore.license_required",
+        "{refused}"
+    );
+    assert_eq!(
+        refused["errors"][0]["fields"],
+        json!(["license"]),
+        "{refused}"
+    );
+
+    let done = drill(&w, &id, json!({"mode": "mount", "license": "trial"})).await?;
+    assert_eq!(done["status"], "passed", "{done}");
+    assert_eq!(done["mode"], "mount", "{done}");
+    let counted = done["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["check"] == "document_count" && c["outcome"] == "passed")
+        .count();
+    assert_eq!(counted, 3, "{done}");
+    clone_gone(&w, &done).await?;
+    Ok(())
+}
