@@ -531,6 +531,60 @@ output \"prod_ids\" {{
         restores.len()
     );
 
+    // 7b. A restore drill of the source, read back through `floe_drills`.
+    let started = server
+        .call(
+            Call::post(format!("/api/v1/deployments/{id}/_drill"))
+                .bearer(&admin)
+                .json(&json!({})),
+        )
+        .await;
+    started.expect_status(202);
+    let drill_id = started.json()["id"]
+        .as_str()
+        .expect("a drill id")
+        .to_string();
+    let mut drill_status = String::new();
+    for _ in 0..600 {
+        let drills = get(&server, &admin, &format!("/api/v1/deployments/{id}/drills")).await;
+        drill_status = drills["drills"][0]["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if drill_status != "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(drill_status, "passed");
+    let drilled = config(&[(
+        "main.tf",
+        &format!(
+            "{REQUIRED_PROVIDERS}
+variable \"source_id\" {{
+  type = string
+}}
+data \"floe_drills\" \"source\" {{
+  deployment_id = var.source_id
+  limit         = 5
+}}
+output \"last_status\" {{
+  value = data.floe_drills.source.last_status
+}}
+output \"last_drill\" {{
+  value = \"${{data.floe_drills.source.drills[0].id}} ${{data.floe_drills.source.drills[0].snapshot}}\"
+}}
+"
+        ),
+    )]);
+    let read = tf.apply(drilled.path(), &["-var", &source_var]);
+    assert_eq!(read.code, 0, "{}", read.text());
+    assert_eq!(tf.output(drilled.path(), "last_status"), "passed");
+    assert_eq!(
+        tf.output(drilled.path(), "last_drill"),
+        format!("{drill_id} before-clone")
+    );
+
     // 8. Destroy: shutdown, delete, and wait for the 404; the API lists nothing.
     for dir in [clone.path(), imported.path()] {
         let extra: &[&str] = if dir == clone.path() {

@@ -1,6 +1,6 @@
 //! Data sources: a deployment, the deployments the list's filters select,
-//! the instance-type catalog, and a deployment's snapshot (its latest
-//! successful one by default).
+//! the instance-type catalog, a deployment's snapshot (its latest
+//! successful one by default), and a deployment's restore drills.
 
 use crate::client::encode;
 use crate::common::*;
@@ -558,5 +558,189 @@ async fn latest_success(
             Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
             _ => return Ok(None),
         }
+    }
+}
+
+// ---- floe_drills ----------------------------------------------------------
+
+pub struct DrillsData(pub Shared);
+
+#[derive(Serialize, Deserialize, Default, Clone, Debug)]
+#[serde(default)]
+pub struct DrillSummary {
+    pub id: Str,
+    pub status: Str,
+    pub mode: Str,
+    pub snapshot: Str,
+    pub started: Str,
+    pub finished: Str,
+    pub recovery_point_seconds: Num,
+    pub recovery_time_millis: Num,
+    pub bytes_recovered: Num,
+    pub failure_step: Str,
+    pub failure_reason: Str,
+}
+
+#[derive(Serialize, Deserialize, Default, Clone, Debug)]
+#[serde(default)]
+pub struct DrillsState {
+    pub deployment_id: Str,
+    pub limit: Num,
+    pub last_status: Str,
+    pub drills: Value<Vec<DrillSummary>>,
+}
+
+/// How many drills a read returns when `limit` is unset, and at most.
+const DEFAULT_DRILLS: i64 = 10;
+const MAX_DRILLS: i64 = 100;
+
+#[async_trait]
+impl DataSource for DrillsData {
+    type State<'a> = DrillsState;
+    type ProviderMetaState<'a> = ValueEmpty;
+
+    fn schema(&self, _diags: &mut Diagnostics) -> Option<Schema> {
+        Some(Schema {
+            version: 1,
+            block: block(
+                "A deployment's restore drills, newest first. See docs/terraform/data-drills.md.",
+                vec![
+                    (
+                        "deployment_id",
+                        required(string(), "The deployment drilled."),
+                    ),
+                    (
+                        "limit",
+                        optional(
+                            number(),
+                            "How many of the newest drills to read: 1 to 100, 10 by default.",
+                        ),
+                    ),
+                    (
+                        "last_status",
+                        computed(
+                            string(),
+                            "The newest drill's status (`running`, `passed`, `failed`); null before the first drill.",
+                        ),
+                    ),
+                    (
+                        "drills",
+                        computed_objects(
+                            "The drills, newest first.",
+                            vec![
+                                ("id", computed(string(), "The drill's id.")),
+                                (
+                                    "status",
+                                    computed(string(), "`running`, `passed` or `failed`."),
+                                ),
+                                ("mode", computed(string(), "`restore` or `mount`.")),
+                                ("snapshot", computed(string(), "The snapshot restored.")),
+                                ("started", computed(string(), "When it started (RFC 3339).")),
+                                (
+                                    "finished",
+                                    computed(string(), "When it ended; null while it runs."),
+                                ),
+                                (
+                                    "recovery_point_seconds",
+                                    computed(
+                                        number(),
+                                        "The snapshot's age when the drill started.",
+                                    ),
+                                ),
+                                (
+                                    "recovery_time_millis",
+                                    computed(
+                                        number(),
+                                        "From the drill's start to all data recovered; null if it never got there.",
+                                    ),
+                                ),
+                                (
+                                    "bytes_recovered",
+                                    computed(number(), "What the restore read."),
+                                ),
+                                (
+                                    "failure_step",
+                                    computed(string(), "A failed drill's failed step."),
+                                ),
+                                (
+                                    "failure_reason",
+                                    computed(string(), "Why it failed, naming the index."),
+                                ),
+                            ],
+                        ),
+                    ),
+                ],
+                vec![],
+            ),
+        })
+    }
+
+    async fn validate<'a>(&self, diags: &mut Diagnostics, config: Self::State<'a>) -> Option<()> {
+        if let Value::Value(n) = config.limit
+            && !(1..=MAX_DRILLS).contains(&n)
+        {
+            diags.error(
+                "limit is out of range",
+                format!("limit must be 1 to {MAX_DRILLS}, not {n}"),
+                AttributePath::new("limit"),
+            );
+            return None;
+        }
+        Some(())
+    }
+
+    async fn read<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        config: Self::State<'a>,
+        _meta: Self::ProviderMetaState<'a>,
+    ) -> Option<Self::State<'a>> {
+        let configured = self.0.get(diags)?;
+        let Some(id) = config.deployment_id.as_ref_option() else {
+            diags.error_short(
+                "deployment_id is required",
+                AttributePath::new("deployment_id"),
+            );
+            return None;
+        };
+        let limit = config
+            .limit
+            .as_ref_option()
+            .copied()
+            .unwrap_or(DEFAULT_DRILLS)
+            .clamp(1, MAX_DRILLS);
+        let path = format!("/api/v1/deployments/{}/drills?size={limit}", encode(id));
+        let page = match configured.client.get(&path).await {
+            Ok(p) => p,
+            Err(e) => {
+                let locate: fn(&str) -> Option<AttributePath> =
+                    |_| Some(AttributePath::new("deployment_id"));
+                report(diags, "reading the deployment's drills", &e, locate);
+                return None;
+            }
+        };
+        let drills: Vec<DrillSummary> = page["drills"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| DrillSummary {
+                id: str_of(&d["id"]),
+                status: str_of(&d["status"]),
+                mode: str_of(&d["mode"]),
+                snapshot: str_of(&d["snapshot"]),
+                started: str_of(&d["started"]),
+                finished: str_of(&d["finished"]),
+                recovery_point_seconds: num_of(&d["recovery_point_seconds"]),
+                recovery_time_millis: num_of(&d["recovery_time"]["total_millis"]),
+                bytes_recovered: num_of(&d["bytes_recovered"]),
+                failure_step: str_of(&d["failure"]["step"]),
+                failure_reason: str_of(&d["failure"]["reason"]),
+            })
+            .collect();
+        Some(DrillsState {
+            last_status: drills.first().map_or(Value::Null, |d| d.status.clone()),
+            drills: Value::Value(drills),
+            ..config
+        })
     }
 }

@@ -200,6 +200,10 @@ impl Provider for FloeProvider {
                 "snapshot".to_string(),
                 Box::new(data_sources::SnapshotData(s.clone())),
             ),
+            (
+                "drills".to_string(),
+                Box::new(data_sources::DrillsData(s.clone())),
+            ),
         ]))
     }
 }
