@@ -478,6 +478,7 @@ resource \"floe_deployment\" \"copy\" {{
     source_deployment_id = var.source_id
     snapshot_name        = \"__latest_success__\"
   }}
+  recovery_time_target = \"1h\"
 }}
 output \"latest\" {{
   value = data.floe_snapshot.latest.snapshot
@@ -510,6 +511,13 @@ output \"prod_ids\" {{
         .as_str()
         .expect("the clone")
         .to_string();
+    let copy = get(&server, &admin, &format!("/api/v1/deployments/{copy_id}")).await;
+    assert_eq!(
+        copy["recovery_targets"],
+        json!({"recovery_time": "1h"}),
+        "{copy}"
+    );
+    assert_eq!(copy["recovery"]["healthy"], json!(false), "{copy}");
     let plans = get(
         &server,
         &admin,

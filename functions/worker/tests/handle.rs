@@ -136,6 +136,7 @@ async fn create_plan(store: &Store) -> Result<PlanJob, Error> {
         now,
     );
     let deployment = Deployment {
+        last_drill: None,
         id: plan.deployment_id.clone(),
         org: "acme".into(),
         spec,

@@ -220,6 +220,7 @@ async fn new_create(store: &Store) -> Result<PlanJob, Box<dyn Error>> {
         now,
     );
     let deployment = Deployment {
+        last_drill: None,
         id: plan.deployment_id.clone(),
         org: ORG.into(),
         spec,

@@ -73,6 +73,7 @@ fn deployment_record(template: &DeploymentSpec, n: usize) -> Fallible<Record> {
         spec.metadata.tags.clear();
     }
     let d = Deployment {
+        last_drill: None,
         id: floe_domain::names::new_resource_id(),
         org: ORG.into(),
         spec,

@@ -463,3 +463,108 @@ async fn a_mount_drill_checks_the_mounted_indices() -> TestResult {
     clone_gone(&w, &done).await?;
     Ok(())
 }
+
+/// A deployment's view carries its recovery, apart from `healthy`: the
+/// last drill, and whether it met the targets the operator set. Targets
+/// change without a plan; a bad one is refused naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deployment_shows_its_recovery_against_its_targets() -> TestResult {
+    let w = world().await?;
+    let (id, _) = source(&w).await?;
+    let (_, shown) = w
+        .call("GET", &format!("/api/v1/deployments/{id}"), None)
+        .await?;
+    assert!(
+        shown.get("recovery").is_none(),
+        "no drill, no targets: {shown}"
+    );
+
+    // Targets no drill can meet here: a recovery time of 1 ms.
+    let mut spec = spec("shop", Some("main"));
+    spec["recovery_targets"] = json!({"recovery_point": "1h", "recovery_time": "1ms"});
+    let (status, updated) = w
+        .call(
+            "PUT",
+            &format!("/api/v1/deployments/{id}"),
+            Some(spec.clone()),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert!(
+        updated["plans"].get("pending").is_none(),
+        "no plan: {updated}"
+    );
+    assert_eq!(updated["recovery"]["healthy"], false, "{updated}");
+    assert_eq!(
+        updated["recovery"]["reasons"],
+        json!(["no restore drill has run yet"]),
+        "{updated}"
+    );
+
+    let done = drill(&w, &id, json!({})).await?;
+    assert_eq!(done["status"], "passed", "{done}");
+    let (_, shown) = w
+        .call("GET", &format!("/api/v1/deployments/{id}"), None)
+        .await?;
+    let recovery = &shown["recovery"];
+    assert_eq!(recovery["last_drill"]["id"], done["id"], "{shown}");
+    assert_eq!(recovery["last_drill"]["status"], "passed", "{shown}");
+    assert_eq!(recovery["healthy"], false, "{shown}");
+    let reasons = recovery["reasons"].to_string();
+    assert!(reasons.contains("recovery time target of 1ms"), "{reasons}");
+    assert!(!reasons.contains("recovery point"), "{reasons}");
+    assert_eq!(shown["recovery_targets"]["recovery_time"], "1ms", "{shown}");
+    // A recovery warning is not the cluster's health.
+    assert_ne!(shown["healthy"], false, "{shown}");
+
+    spec["recovery_targets"] = json!({"recovery_point": "1h", "recovery_time": "1h"});
+    let (status, updated) = w
+        .call(
+            "PUT",
+            &format!("/api/v1/deployments/{id}"),
+            Some(spec.clone()),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(updated["recovery"]["healthy"], true, "{updated}");
+    assert!(updated["recovery"].get("reasons").is_none(), "{updated}");
+
+    // A failed drill is the last drill, and says where it failed.
+    *w.steps.fail_after.lock().map_err(|_| "poisoned")? = Some("restore".into());
+    let failed = drill(&w, &id, json!({})).await?;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let (_, shown) = w
+        .call("GET", &format!("/api/v1/deployments/{id}"), None)
+        .await?;
+    assert_eq!(shown["recovery"]["healthy"], false, "{shown}");
+    assert!(
+        shown["recovery"]["reasons"][0]
+            .as_str()
+            .is_some_and(|r| r.starts_with("the last drill failed at restore: ")),
+        "{shown}"
+    );
+
+    for (bad, field) in [
+        (
+            json!({"recovery_time": "soon"}),
+            "recovery_targets.recovery_time",
+        ),
+        (
+            json!({"recovery_point": "0s"}),
+            "recovery_targets.recovery_point",
+        ),
+        (json!({"rto": "1h"}), "recovery_targets"),
+    ] {
+        spec["recovery_targets"] = bad.clone();
+        let (status, body) = w
+            .call(
+                "PUT",
+                &format!("/api/v1/deployments/{id}"),
+                Some(spec.clone()),
+            )
+            .await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(body.to_string().contains(field), "{bad}: {body}");
+    }
+    Ok(())
+}

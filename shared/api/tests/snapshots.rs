@@ -120,6 +120,7 @@ async fn api(delay: Duration) -> Fallible<Api> {
         "snapshot": {"repository": "main", "policies": [policy.id]}
     }))?;
     let deployment = Deployment {
+        last_drill: None,
         id: id.clone(),
         org: ORG.into(),
         spec,

@@ -115,6 +115,7 @@ impl App {
         // The clone: no repository of its own (it writes no snapshot, and
         // reads its source's path read-only), tagged with its source.
         let mut spec = DeploymentSpec {
+            recovery_targets: None,
             name: clone_name(&source.spec.name),
             version: source.spec.version.clone(),
             node_groups: clone_groups(&source.spec, request.instance_type.as_deref(), 0),

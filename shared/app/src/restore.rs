@@ -533,6 +533,7 @@ impl App {
     ) -> Result<Creation, AppError> {
         let source = self.load_deployment(&who.org, source_id).await?.value;
         let spec = DeploymentSpec {
+            recovery_targets: None,
             name: request.name,
             version: source.spec.version.clone(),
             node_groups: request

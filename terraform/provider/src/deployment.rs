@@ -76,6 +76,8 @@ pub struct DeploymentState {
     pub snapshot_repository: Str,
     pub snapshot_policies: StrList,
     pub tags: Value<BTreeMap<String, Str>>,
+    pub recovery_point_target: Str,
+    pub recovery_time_target: Str,
     #[serde(with = "serde_as_vec")]
     pub restore_snapshot: Value<RestoreSnapshot>,
     pub remove_snapshots_on_destroy: Flag,
@@ -110,6 +112,12 @@ fn locate(field: &str) -> Option<AttributePath> {
             _ => AttributePath::new("snapshot_repository"),
         },
         "restore_snapshot" => extend(AttributePath::new("restore_snapshot").index(0), rest),
+        "recovery_targets" => match rest.first() {
+            Some(Step::Name(n)) if n == "recovery_time" => {
+                AttributePath::new("recovery_time_target")
+            }
+            _ => AttributePath::new("recovery_point_target"),
+        },
         "name" | "version" => AttributePath::new(first.clone()),
         _ => return None,
     })
@@ -281,6 +289,8 @@ impl DeploymentState {
                 unknown(&self.version),
                 unknown(&self.user_settings_json),
                 unknown(&self.snapshot_repository),
+                unknown(&self.recovery_point_target),
+                unknown(&self.recovery_time_target),
                 self.snapshot_policies.is_unknown()
                     || self
                         .snapshot_policies
@@ -320,6 +330,20 @@ impl DeploymentState {
             .filter_map(|(k, v)| v.as_ref_option().map(|v| json!({"key": k, "value": v})))
             .collect();
         b.insert("metadata".into(), json!({ "tags": tags }));
+        if self.recovery_point_target.is_value() || self.recovery_time_target.is_value() {
+            let mut t = Map::new();
+            put(
+                &mut t,
+                "recovery_point",
+                json_str(&self.recovery_point_target),
+            );
+            put(
+                &mut t,
+                "recovery_time",
+                json_str(&self.recovery_time_target),
+            );
+            b.insert("recovery_targets".into(), t.into());
+        }
         if with_restore && let Some(r) = self.restore_snapshot.as_ref_option() {
             b.insert("restore_snapshot".into(), r.body());
         }
@@ -395,6 +419,8 @@ impl DeploymentState {
             snapshot_repository: str_of(&view["snapshot"]["repository"]),
             snapshot_policies: policies,
             tags,
+            recovery_point_target: str_of(&view["recovery_targets"]["recovery_point"]),
+            recovery_time_target: str_of(&view["recovery_targets"]["recovery_time"]),
             restore_snapshot,
             remove_snapshots_on_destroy: match prior.remove_snapshots_on_destroy {
                 Value::Value(b) => Value::Value(b),
@@ -761,6 +787,20 @@ impl Resource for DeploymentResource {
                         ),
                     ),
                     ("tags", optional(string_map(), "Tags, key to value.")),
+                    (
+                        "recovery_point_target",
+                        optional(
+                            string(),
+                            "The oldest a restore drill's snapshot may be when the drill starts, as a time value (`1d`); judged in the deployment's `recovery`. Changes need no plan.",
+                        ),
+                    ),
+                    (
+                        "recovery_time_target",
+                        optional(
+                            string(),
+                            "The longest a restore drill may take to recover the data, as a time value (`30m`). Changes need no plan.",
+                        ),
+                    ),
                     (
                         "remove_snapshots_on_destroy",
                         defaulted(
@@ -1144,6 +1184,10 @@ mod tests {
         assert_eq!(
             locate("snapshot.policies[0]"),
             Some(AttributePath::new("snapshot_policies").index(0))
+        );
+        assert_eq!(
+            locate("recovery_targets.recovery_time"),
+            Some(AttributePath::new("recovery_time_target"))
         );
         assert_eq!(
             locate("restore_snapshot.snapshot_name"),

@@ -123,6 +123,11 @@ pub struct DeploymentSpec {
     /// records the snapshot it restored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_snapshot: Option<RestoreSnapshot>,
+    /// What the operator expects of a restore, judged against the last
+    /// restore drill (see `recovery` in the view). Changing them needs no
+    /// plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_targets: Option<crate::drill::RecoveryTargets>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema, Validate)]
@@ -276,6 +281,9 @@ impl DeploymentSpec {
         let mut p = Problems::new();
         if let Err(e) = Validate::validate(self) {
             p.extend_validator("", &e);
+        }
+        if let Some(t) = &self.recovery_targets {
+            t.check(&mut p);
         }
         p.check("name", Code::VALIDATION_NAME, validate_name(&self.name));
         p.check(
@@ -823,6 +831,9 @@ pub struct Deployment {
     /// cluster starts on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub license: Option<crate::license::ClusterLicense>,
+    /// The last restore drill of this deployment, as it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_drill: Option<crate::drill::LastDrill>,
     pub created: chrono::DateTime<chrono::Utc>,
     pub updated: chrono::DateTime<chrono::Utc>,
 }
@@ -848,6 +859,7 @@ impl Deployment {
             created: plan.created,
             updated: plan.created,
             license: None,
+            last_drill: None,
         }
     }
 
@@ -928,6 +940,15 @@ pub struct DeploymentView {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(example = json!(["repository main: base_path is tenant/elsewhere on the cluster, Floe registered deployments/0193a0c4e1f07d2a8b9c0d1e2f3a4b5c"]))]
     pub health_warnings: Vec<String>,
+    /// The targets a restore must meet (the spec's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery_targets: Option<crate::drill::RecoveryTargets>,
+    /// What the last restore drill proved, apart from the cluster's
+    /// `healthy`: its status, time and figures, and whether it met the
+    /// targets. A recovery warning never starts a heal. Absent before the
+    /// first drill and without targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<crate::drill::RecoveryView>,
     /// The Elasticsearch license a plan put in force on the cluster (a
     /// mount clone's trial), with its expiry; absent on the basic license
     /// a new cluster runs.
@@ -998,6 +1019,11 @@ impl DeploymentView {
             health_reason,
             nodes,
             health_warnings,
+            recovery: crate::drill::RecoveryView::of(
+                spec.recovery_targets.as_ref(),
+                d.last_drill.as_ref(),
+            ),
+            recovery_targets: spec.recovery_targets,
             license: d
                 .license
                 .map(|l| crate::license::LicenseView::new(l, chrono::Utc::now())),

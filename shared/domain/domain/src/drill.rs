@@ -524,5 +524,149 @@ pub fn settle(drill: &DrillView, plan: &Plan) -> DrillView {
     next
 }
 
+/// What the operator expects of a restore, as Elasticsearch time values
+/// (`15m`, `1d`): judged against the last drill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveryTargets {
+    /// The oldest a restored snapshot may be when the drill starts (the
+    /// data a restore then would lose).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "1d")]
+    pub recovery_point: Option<String>,
+    /// The longest a drill may take from its start to all data recovered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "30m")]
+    pub recovery_time: Option<String>,
+}
+
+impl RecoveryTargets {
+    pub(crate) fn check(&self, p: &mut crate::Problems) {
+        for (field, value) in [
+            ("recovery_targets.recovery_point", &self.recovery_point),
+            ("recovery_targets.recovery_time", &self.recovery_time),
+        ] {
+            if let Some(v) = value {
+                let parsed = crate::timevalue::parse_time_value(v).and_then(|d| {
+                    if d.is_zero() {
+                        Err("must be more than 0".to_string())
+                    } else {
+                        Ok(d)
+                    }
+                });
+                p.check(field, Code::VALIDATION_TIME_VALUE, parsed.map(|_| ()));
+            }
+        }
+    }
+
+    fn millis(v: Option<&String>) -> Option<u64> {
+        v.and_then(|s| crate::timevalue::parse_time_value(s).ok())
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A deployment's last drill, as its record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LastDrill {
+    pub id: String,
+    pub status: DrillStatus,
+    pub snapshot: String,
+    pub started: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<DateTime<Utc>>,
+    /// The snapshot's age when the drill started.
+    pub recovery_point_seconds: u64,
+    /// From the drill's start to all data recovered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_time_millis: Option<u64>,
+    /// Why it failed, with the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+impl LastDrill {
+    pub fn of(d: &DrillView) -> LastDrill {
+        LastDrill {
+            id: d.id.clone(),
+            status: d.status,
+            snapshot: d.snapshot.clone(),
+            started: d.started,
+            finished: d.finished,
+            recovery_point_seconds: d.recovery_point_seconds,
+            recovery_time_millis: d.recovery_time.map(|t| t.total_millis),
+            failure: d
+                .failure
+                .as_ref()
+                .map(|f| format!("{}: {}", f.step, f.reason)),
+        }
+    }
+}
+
+/// A deployment's recovery, as its view shows it: apart from the
+/// cluster's `healthy`, and never a cause of a heal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RecoveryView {
+    /// False when the last drill failed, or its recovery point or time
+    /// exceeded a target.
+    pub healthy: bool,
+    /// Why not, one line per cause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// Absent before the first drill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_drill: Option<LastDrill>,
+}
+
+impl RecoveryView {
+    /// The recovery a deployment with `targets` and `last` shows; none
+    /// before its first drill when it sets no targets.
+    pub fn of(targets: Option<&RecoveryTargets>, last: Option<&LastDrill>) -> Option<RecoveryView> {
+        let Some(drill) = last else {
+            return targets.map(|_| RecoveryView {
+                healthy: false,
+                reasons: vec!["no restore drill has run yet".into()],
+                last_drill: None,
+            });
+        };
+        let mut reasons = Vec::new();
+        match drill.status {
+            DrillStatus::Failed => reasons.push(format!(
+                "the last drill failed{}",
+                drill
+                    .failure
+                    .as_ref()
+                    .map(|f| format!(" at {f}"))
+                    .unwrap_or_default()
+            )),
+            DrillStatus::Running | DrillStatus::Passed => {}
+        }
+        if let Some(target) =
+            targets.and_then(|t| RecoveryTargets::millis(t.recovery_time.as_ref()))
+            && let Some(took) = drill.recovery_time_millis
+            && took > target
+        {
+            reasons.push(format!(
+                "the last drill recovered the data in {took} ms, longer than the recovery time target of {}",
+                targets.and_then(|t| t.recovery_time.clone()).unwrap_or_default()
+            ));
+        }
+        if let Some(target) =
+            targets.and_then(|t| RecoveryTargets::millis(t.recovery_point.as_ref()))
+            && drill.recovery_point_seconds.saturating_mul(1000) > target
+        {
+            reasons.push(format!(
+                "the last drill restored a snapshot {} s old, older than the recovery point target of {}",
+                drill.recovery_point_seconds,
+                targets.and_then(|t| t.recovery_point.clone()).unwrap_or_default()
+            ));
+        }
+        Some(RecoveryView {
+            healthy: reasons.is_empty(),
+            reasons,
+            last_drill: Some(drill.clone()),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -255,13 +255,15 @@ mod tests {
                              "storage": {"size_gb": 100}}],
             "user_settings": {"thread_pool.snapshot.max": 8},
             "snapshot": {"repository": "shared", "policies": []},
-            "metadata": {"tags": [{"key": "team", "value": "search"}]}
+            "metadata": {"tags": [{"key": "team", "value": "search"}]},
+            "recovery_targets": {"recovery_time": "30m"}
         }))
         .expect("spec");
         let at = chrono::DateTime::parse_from_rfc3339("2026-12-01T10:00:00Z")
             .expect("date")
             .with_timezone(&chrono::Utc);
         Deployment {
+            last_drill: None,
             id: "0193a0c4d2b77c3e9a4b5c6d7e8f9a0b".into(),
             org: "acme".into(),
             spec,
@@ -326,6 +328,16 @@ mod tests {
             license_type: "trial".into(),
             expiry: Some(d.created),
             uid: None,
+        });
+        d.last_drill = Some(crate::drill::LastDrill {
+            id: "d1".into(),
+            status: crate::drill::DrillStatus::Passed,
+            snapshot: "snap-1".into(),
+            started: d.created,
+            finished: Some(d.created),
+            recovery_point_seconds: 60,
+            recovery_time_millis: Some(1000),
+            failure: None,
         });
         d
     }

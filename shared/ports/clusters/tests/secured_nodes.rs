@@ -221,6 +221,7 @@ fn unused() -> ComputeError {
 
 fn deployment(id: &str) -> Result<Deployment, serde_json::Error> {
     Ok(Deployment {
+        last_drill: None,
         id: id.into(),
         org: "acme".into(),
         spec: serde_json::from_value(serde_json::json!({

@@ -84,6 +84,7 @@ fn deployment(
     let now = Utc::now();
     let id = new_resource_id();
     let spec = DeploymentSpec {
+        recovery_targets: None,
         name: name.into(),
         version: "8.15.3".into(),
         node_groups: vec![NodeGroup {
@@ -125,6 +126,7 @@ fn deployment(
         now,
     );
     let d = Deployment {
+        last_drill: None,
         id: id.clone(),
         org: org.into(),
         spec,

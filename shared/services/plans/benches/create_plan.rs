@@ -120,6 +120,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             now,
         );
         let d = Deployment {
+            last_drill: None,
             id: plan.deployment_id.clone(),
             org: "bench".into(),
             spec: spec.clone(),
@@ -195,6 +196,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         now,
     );
     let d = Deployment {
+        last_drill: None,
         id: plan.deployment_id.clone(),
         org: "bench".into(),
         spec: spec.clone(),

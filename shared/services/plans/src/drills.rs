@@ -4,7 +4,7 @@
 //! engine's write lost to a crash). Either way the drilled deployment's
 //! lock is released with it, so the next drill may start.
 
-use floe_domain::drill::{Drill, DrillFailure, DrillPlan, DrillStatus, settle};
+use floe_domain::drill::{Drill, DrillFailure, DrillPlan, DrillStatus, LastDrill, settle};
 use floe_domain::plan::Plan;
 use floe_store::{Store, StoreError, Versioned};
 
@@ -85,7 +85,10 @@ pub async fn settled(
         .get_drill_lock(&drill.org, &drill.view.deployment_id)
         .await?;
     match store.end_drill(&next, record.version, lock.as_ref()).await {
-        Ok(()) => Ok(next),
+        Ok(()) => {
+            keep_last_drill(store, &next).await;
+            Ok(next)
+        }
         // Another writer settled it first: theirs is the record.
         Err(StoreError::VersionMismatch { .. } | StoreError::NotFound) => {
             match store.get_drill(&drill.org, &drill.key).await? {
@@ -95,4 +98,49 @@ pub async fn settled(
         }
         Err(e) => Err(e),
     }
+}
+
+/// How often a drill's end is tried on its deployment's record when other
+/// writes keep moving it.
+const LAST_DRILL_TRIES: usize = 5;
+
+/// Records `drill`, which has just ended, as its deployment's last drill
+/// (its view's `recovery`), unless a newer one is there already. A new
+/// version: the record changed (a reader's `If-Match` sees it). A failure
+/// is logged; the drill's own record holds the outcome either way.
+async fn keep_last_drill(store: &Store, drill: &Drill) {
+    let last = LastDrill::of(&drill.view);
+    for _ in 0..LAST_DRILL_TRIES {
+        let previous = match store
+            .get_deployment(&drill.org, &drill.view.deployment_id)
+            .await
+        {
+            Ok(Some(d)) => d,
+            // Deleted since: nothing shows it.
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(drill = %drill.view.id, error = %e, "cannot read the drilled deployment to record its last drill");
+                return;
+            }
+        };
+        if previous
+            .value
+            .last_drill
+            .as_ref()
+            .is_some_and(|l| l.id == last.id || l.started > last.started)
+        {
+            return;
+        }
+        let mut next = previous.value.clone();
+        next.last_drill = Some(last.clone());
+        match store.replace_deployment(&next, &previous, None).await {
+            Ok(_) => return,
+            Err(StoreError::VersionMismatch { .. }) => continue,
+            Err(e) => {
+                tracing::warn!(drill = %drill.view.id, error = %e, "cannot record the deployment's last drill");
+                return;
+            }
+        }
+    }
+    tracing::warn!(drill = %drill.view.id, "the drilled deployment kept changing; its last drill is not recorded on it");
 }

@@ -134,7 +134,7 @@ pub trait Steps: Send + Sync + 'static {
 }
 
 /// The spec an update plan ends with: its target, with the changes a PUT
-/// made to the record while it ran. The name, tags and policies need no
+/// made to the record while it ran. The name, tags, policies and recovery targets need no
 /// plan, so a PUT applies them to the record at once; one written after
 /// the plan began is newer than the plan's copy and must not be reverted.
 fn with_later_record_changes(
@@ -148,6 +148,8 @@ fn with_later_record_changes(
     }
     spec.name.clone_from(&record.spec.name);
     spec.metadata.clone_from(&record.spec.metadata);
+    spec.recovery_targets
+        .clone_from(&record.spec.recovery_targets);
     let policies = record.spec.policies().to_vec();
     match &mut spec.snapshot {
         Some(s) => s.policies = policies,

@@ -234,6 +234,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_behind() -> TestResult {
     let now = Utc::now();
     let layout_plan = Plan::new("acme", "x", PlanParams::Create(spec()?), "t", "t", now);
     let dummy = Deployment {
+        last_drill: None,
         id: "x".into(),
         org: "acme".into(),
         spec: spec()?,

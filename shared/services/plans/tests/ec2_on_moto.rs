@@ -780,6 +780,7 @@ async fn a_failure_after_any_create_step_leaves_nothing_on_ec2() -> TestResult {
             now,
         );
         let dummy = Deployment {
+            last_drill: None,
             id: "x".into(),
             org: ORG.into(),
             spec: spec("m6g.xlarge")?,

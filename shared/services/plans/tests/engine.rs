@@ -157,6 +157,7 @@ async fn harness(
         now,
     );
     let deployment = Deployment {
+        last_drill: None,
         id: plan.deployment_id.clone(),
         org: "acme".into(),
         spec,

@@ -139,6 +139,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
     let now = Utc::now();
     let id = new_resource_id();
     let spec = DeploymentSpec {
+        recovery_targets: None,
         name: format!("d-{}", &id[24..]),
         version: "8.15.3".into(),
         node_groups: vec![NodeGroup {
@@ -172,6 +173,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
         now,
     );
     let deployment = Deployment {
+        last_drill: None,
         id,
         org: org.into(),
         spec,

@@ -138,6 +138,7 @@ async fn deployment(w: &World, repo: &Repository, policy: &Policy) -> Fallible<D
         now,
     );
     let d = Deployment {
+        last_drill: None,
         id: id.clone(),
         org: ORG.into(),
         spec,
@@ -872,6 +873,7 @@ async fn retention_keeps_a_snapshot_a_clone_pins_and_says_so() -> TestResult {
     }))?;
     let now = Utc::now();
     let clone = Deployment {
+        last_drill: None,
         id: clone_id.clone(),
         org: ORG.into(),
         spec: spec.clone(),

@@ -29,6 +29,7 @@ const PORT: u16 = 19243;
 
 fn deployment() -> Result<Deployment, serde_json::Error> {
     Ok(Deployment {
+        last_drill: None,
         id: ID.into(),
         org: "acme".into(),
         spec: serde_json::from_value(json!({

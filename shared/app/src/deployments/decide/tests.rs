@@ -58,6 +58,7 @@ fn record(
     spec.normalize()?;
     Ok(Versioned {
         value: Deployment {
+            last_drill: None,
             id: "d1".into(),
             org: "acme".into(),
             spec,

@@ -284,3 +284,44 @@ fn a_finished_plan_gives_the_measures_and_the_verdict() {
     assert_eq!(failure.step, VERDICT_STEP);
     assert_eq!(failure.failure_type, "drill_check_failed");
 }
+
+#[test]
+fn recovery_is_judged_against_the_targets_and_never_without_a_drill_or_targets() {
+    let t0 = "2026-12-05T10:00:00Z"
+        .parse::<DateTime<Utc>>()
+        .expect("time");
+    let last = LastDrill {
+        id: "d1".into(),
+        status: DrillStatus::Passed,
+        snapshot: "s1".into(),
+        started: t0,
+        finished: Some(t0),
+        recovery_point_seconds: 7200,
+        recovery_time_millis: Some(90_000),
+        failure: None,
+    };
+    assert_eq!(RecoveryView::of(None, None), None);
+    let met = RecoveryView::of(None, Some(&last)).expect("a view");
+    assert!(met.healthy && met.reasons.is_empty());
+    let targets = RecoveryTargets {
+        recovery_point: Some("1h".into()),
+        recovery_time: Some("1m".into()),
+    };
+    let missed = RecoveryView::of(Some(&targets), Some(&last)).expect("a view");
+    assert!(!missed.healthy);
+    assert_eq!(missed.reasons.len(), 2, "{:?}", missed.reasons);
+    assert!(missed.reasons[0].contains("90000 ms") && missed.reasons[0].contains("1m"));
+    assert!(missed.reasons[1].contains("7200 s old") && missed.reasons[1].contains("1h"));
+    let failed = LastDrill {
+        status: DrillStatus::Failed,
+        failure: Some("wait-restored: index a is red".into()),
+        ..last
+    };
+    let view = RecoveryView::of(None, Some(&failed)).expect("a view");
+    assert_eq!(
+        view.reasons,
+        vec!["the last drill failed at wait-restored: index a is red".to_string()]
+    );
+    let unproven = RecoveryView::of(Some(&targets), None).expect("a view");
+    assert!(!unproven.healthy);
+}
