@@ -52,6 +52,24 @@ async fn source(w: &World) -> Fallible<(String, String)> {
     Ok((id, snapshot))
 }
 
+/// Makes the snapshot's records say `customers` had `count` documents,
+/// before and after it.
+async fn record_customers(w: &World, id: &str, snapshot: &str, count: u64) -> TestResult {
+    let mut record = w
+        .store
+        .get_snapshot(ORG, id, snapshot)
+        .await?
+        .ok_or("no record")?;
+    let counts = record.value.document_counts.as_mut().ok_or("no counts")?;
+    let customers = counts.get_mut("customers").ok_or("customers")?;
+    customers.before = count;
+    customers.after = Some(count);
+    w.store
+        .update_snapshot(&record.value, record.version)
+        .await?;
+    Ok(())
+}
+
 /// Starts a drill of `id` with `body` and waits for its end.
 async fn drill(w: &World, id: &str, body: Value) -> Fallible<Value> {
     let (status, started) = w
@@ -176,18 +194,7 @@ async fn a_drill_fails_naming_the_index_when_the_counts_disagree_or_a_query_find
     let (id, snapshot) = source(&w).await?;
 
     // The snapshot's records say customers had 11 documents.
-    let mut record = w
-        .store
-        .get_snapshot(ORG, &id, &snapshot)
-        .await?
-        .ok_or("no record")?;
-    let counts = record.value.document_counts.as_mut().ok_or("no counts")?;
-    let customers = counts.get_mut("customers").ok_or("customers")?;
-    customers.before = 11;
-    customers.after = Some(11);
-    w.store
-        .update_snapshot(&record.value, record.version)
-        .await?;
+    record_customers(&w, &id, &snapshot, 11).await?;
     let before = checksums(&repository_path(&w))?;
     let failed = drill(&w, &id, json!({})).await?;
     assert_eq!(failed["status"], "failed", "{failed}");
@@ -204,18 +211,7 @@ async fn a_drill_fails_naming_the_index_when_the_counts_disagree_or_a_query_find
 
     // The records put right; then a query that must find more orders
     // than there are.
-    let mut record = w
-        .store
-        .get_snapshot(ORG, &id, &snapshot)
-        .await?
-        .ok_or("no record")?;
-    let counts = record.value.document_counts.as_mut().ok_or("no counts")?;
-    let customers = counts.get_mut("customers").ok_or("customers")?;
-    customers.before = 10;
-    customers.after = Some(10);
-    w.store
-        .update_snapshot(&record.value, record.version)
-        .await?;
+    record_customers(&w, &id, &snapshot, 10).await?;
     let failed = drill(
         &w,
         &id,
