@@ -118,7 +118,8 @@ impl App {
             recovery_targets: None,
             name: clone_name(&source.spec.name),
             version: source.spec.version.clone(),
-            node_groups: clone_groups(&source.spec, request.instance_type.as_deref(), 0),
+            // Sized below, once the snapshot is known.
+            node_groups: Vec::new(),
             user_settings: source.spec.user_settings.clone(),
             snapshot: None,
             metadata: Metadata {
@@ -161,7 +162,6 @@ impl App {
                 )
             })?
             .value;
-        // Sized for the snapshot now that it is known.
         spec.node_groups = clone_groups(
             &source.spec,
             request.instance_type.as_deref(),

@@ -276,7 +276,7 @@ pub fn index_data_blob(index_uuid: &str, snapshot_uuid: &str) -> String {
     format!("indices/{index_uuid}/snap-{snapshot_uuid}.json")
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct IndexData {
     docs: Vec<StoredDoc>,
 }
@@ -339,18 +339,40 @@ impl SnapshotBlob {
 
     /// Each index's documents first, then the metadata that names them.
     pub async fn save(&self, store: &BlobStore) -> Result<(), StoreError> {
-        let mut meta = self.clone();
-        for index in meta.indices.values_mut() {
+        // The documents are written from where they are, never copied:
+        // the metadata takes every field of an index but them.
+        #[derive(Serialize)]
+        struct Docs<'a> {
+            docs: &'a [StoredDoc],
+        }
+        let mut meta = SnapshotBlob {
+            uuid: self.uuid.clone(),
+            indices: BTreeMap::new(),
+            global: self.global.clone(),
+        };
+        for (name, index) in &self.indices {
             let data = index_data_blob(&index.uuid, &self.uuid);
-            let docs = IndexData {
-                docs: std::mem::take(&mut index.docs),
-            };
-            let bytes = serde_json::to_vec(&docs).map_err(|e| StoreError::Corrupt {
-                name: data.clone(),
-                reason: e.to_string(),
+            let bytes = serde_json::to_vec(&Docs { docs: &index.docs }).map_err(|e| {
+                StoreError::Corrupt {
+                    name: data.clone(),
+                    reason: e.to_string(),
+                }
             })?;
             store.write(&data, bytes).await?;
-            index.data = Some(data);
+            meta.indices.insert(
+                name.clone(),
+                IndexBlob {
+                    uuid: index.uuid.clone(),
+                    number_of_shards: index.number_of_shards,
+                    number_of_replicas: index.number_of_replicas,
+                    settings: index.settings.clone(),
+                    mappings: index.mappings.clone(),
+                    aliases: index.aliases.clone(),
+                    docs: Vec::new(),
+                    data: Some(data),
+                    unreadable: None,
+                },
+            );
         }
         let name = snapshot_blob(&self.uuid);
         let bytes = serde_json::to_vec(&meta).map_err(|e| StoreError::Corrupt {
