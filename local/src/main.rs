@@ -136,13 +136,14 @@ async fn serve_with(config: Result<LocalConfig, WiringError>) -> Result<(), Serv
         // Each deployment's simulated cluster serves a loopback address of
         // its own for its whole life, named by its certificate.
         endpoints: floe_domain::access::EndpointNaming::Loopback,
-        queue: platform.queue,
-        schedules: platform.schedules,
-        clusters: platform.clusters,
+        queue: platform.queue.clone(),
+        schedules: platform.schedules.clone(),
+        clusters: platform.clusters.clone(),
         resolver: endpoint_check.resolver.clone(),
         views: Default::default(),
         hashing_keys: Default::default(),
     };
+    platform.fire(app.clone());
     let app = floe_api::app(floe_api::ApiState::new(app, Arc::new(verifier)));
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await

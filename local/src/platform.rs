@@ -26,10 +26,15 @@ pub struct LocalPlatform {
     pub clusters: Arc<dyn Clusters>,
     /// Reconciles schedules on the spot, as the worker does on Lambda.
     pub schedules: Arc<dyn ScheduleSync>,
+    /// The in-process scheduler, not yet firing: [`LocalPlatform::fire`]
+    /// starts it once the use cases its drill firings call are built.
+    scheduler: Arc<LocalScheduler>,
+    snapshotter: floe_snapshots::Snapshotter,
 }
 
 impl LocalPlatform {
-    /// Starts the worker, the sweep and the scheduler as tasks of this process.
+    /// Starts the worker and the sweep as tasks of this process (the
+    /// scheduler starts with [`LocalPlatform::fire`]).
     pub fn start(
         config: &LocalConfig,
         store: Store,
@@ -190,28 +195,25 @@ impl LocalPlatform {
                 }
             }
         });
-        let fire: Arc<dyn floe_schedules::Fire> = Arc::new(
-            move |job: floe_schedules::SnapshotJob| -> futures_util::future::BoxFuture<'static, ()> {
-                let snapshotter = snapshotter.clone();
-                Box::pin(async move {
-                    match snapshotter
-                        .run_scheduled(&job.org, &job.deployment_id, &job.policy_id)
-                        .await
-                    {
-                        Ok(summary) => tracing::info!(?summary, "scheduled snapshot"),
-                        Err(e) => {
-                            tracing::warn!(error = %e, deployment = %job.deployment_id, policy = %job.policy_id, "scheduled snapshot failed")
-                        }
-                    }
-                })
-            },
-        );
-        scheduler.clone().spawn(fire, Duration::from_secs(1));
         Ok(LocalPlatform {
             queue,
             clusters,
             schedules: reconcile,
+            scheduler,
+            snapshotter,
         })
+    }
+
+    /// Starts firing schedules: a policy's runs the snapshotter, a drill
+    /// schedule's starts a drill through `app`, as on AWS.
+    pub fn fire(&self, app: floe_app::App) {
+        let firings = floe_app::scheduled::LocalFirings {
+            app,
+            snapshotter: self.snapshotter.clone(),
+        };
+        self.scheduler
+            .clone()
+            .spawn(Arc::new(firings), Duration::from_secs(1));
     }
 }
 

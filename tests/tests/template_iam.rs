@@ -940,6 +940,8 @@ fn the_worker_queue_mapping_reports_batch_item_failures() {
 
 #[test]
 fn the_scheduler_role_invokes_exactly_the_scheduled_functions_and_dead_letters() {
+    // ...and sends to exactly the queues schedules deliver to: the
+    // dead-letter queue, and the work queue drill schedules target.
     let t = template();
     let scheduled: BTreeSet<String> = of_type(&t, &["AWS::Scheduler::Schedule"])
         .into_iter()
@@ -958,6 +960,13 @@ fn the_scheduler_role_invokes_exactly_the_scheduled_functions_and_dead_letters()
     };
     let runtime_targets = setting("FLOE_SNAPSHOTTER_ARN");
     let dead_letters = setting("FLOE_SCHEDULE_DLQ_ARN");
+    let drill_targets = setting("FLOE_WORK_QUEUE_ARN");
+    assert!(
+        !drill_targets.is_empty(),
+        "no function names the queue drill schedules target"
+    );
+    let queues: BTreeSet<String> = dead_letters.union(&drill_targets).cloned().collect();
+    let mut sent_to = BTreeSet::new();
     let scheduled: BTreeSet<String> = scheduled.union(&runtime_targets).cloned().collect();
     let mut problems = Vec::new();
     let roles: Vec<&str> = of_type(&t, &["AWS::IAM::Role"])
@@ -978,12 +987,13 @@ fn the_scheduler_role_invokes_exactly_the_scheduled_functions_and_dead_letters()
                     .iter()
                     .flat_map(|r| referenced(r))
                     .collect();
-                if to.is_empty() || !to.is_subset(&dead_letters) {
+                if to.is_empty() || !to.is_subset(&queues) {
                     problems.push(format!(
-                        "{}: the scheduler sends only to the schedules' dead-letter queue {dead_letters:?}, not {to:?}",
+                        "{}: the scheduler sends only to the schedules' dead-letter and drill queues {queues:?}, not {to:?}",
                         grant.origin
                     ));
                 }
+                sent_to.extend(to);
                 continue;
             }
             if grant.actions() != ["lambda:InvokeFunction"] {
@@ -1008,6 +1018,11 @@ fn the_scheduler_role_invokes_exactly_the_scheduled_functions_and_dead_letters()
                 "{role}: may invoke {invoked:?}, the schedules target {scheduled:?}"
             ));
         }
+    }
+    if sent_to != queues {
+        problems.push(format!(
+            "the scheduler may send to {sent_to:?}, the schedules deliver to {queues:?}"
+        ));
     }
     assert!(problems.is_empty(), "{}", report(&problems));
 }

@@ -32,6 +32,9 @@ pub struct Adapters {
     /// EC2's notifications of nodes that stopped serving: the same check,
     /// of their deployments, at once.
     pub instances: floe_plans::InstanceEvents,
+    /// The use cases, for what a drill schedule's firing starts (the drill
+    /// is checked and recorded as one started through the API is).
+    pub app: floe_app::App,
 }
 
 /// How long the final snapshot step waits for its snapshot in one go.
@@ -57,6 +60,7 @@ impl Adapters {
             identity,
         } = nodes(config, sdk)?;
         let owners = compute.clone();
+        let cipher = build::cipher(&config.secrets, sdk.into()).await?;
         // A plan step (the final snapshot) waits at most this long at once:
         // a snapshot still running then makes the step wait and look again,
         // so no wait outlasts the function's 120 s timeout.
@@ -77,9 +81,9 @@ impl Adapters {
         let mut steps = DeploymentSteps::new(
             StepPorts {
                 compute,
-                clusters,
+                clusters: clusters.clone(),
                 parameters,
-                cipher: build::cipher(&config.secrets, sdk.into()).await?,
+                cipher: cipher.clone(),
                 snapshots: snapshotter,
             },
             settings,
@@ -108,15 +112,16 @@ impl Adapters {
         ));
         let schedules = match &config.scheduler {
             Some(s) => {
-                let scheduler = AwsScheduler::new(
-                    sdk,
-                    AwsSchedulerConfig::new(
-                        s.group.clone(),
-                        s.target_arn.clone(),
-                        s.role_arn.clone(),
-                        s.dead_letter_arn.clone(),
-                    ),
+                let mut aws = AwsSchedulerConfig::new(
+                    s.group.clone(),
+                    s.target_arn.clone(),
+                    s.role_arn.clone(),
+                    s.dead_letter_arn.clone(),
                 );
+                if let Some(queue) = &s.drill_target_arn {
+                    aws = aws.with_drill_target(queue.clone());
+                }
+                let scheduler = AwsScheduler::new(sdk, aws);
                 Some(Arc::new(ReconcileNow::new(
                     store.clone(),
                     Arc::new(scheduler),
@@ -124,7 +129,26 @@ impl Adapters {
             }
             None => None,
         };
+        let app = floe_app::App {
+            store: store.clone(),
+            cipher,
+            endpoint_policy: floe_domain::repository::EndpointPolicy {
+                allow_private: config.allow_private_endpoints,
+                ..floe_domain::repository::EndpointPolicy::default()
+            },
+            endpoints: floe_wiring::EndpointSettings::naming(config.endpoints.as_ref()),
+            queue: queue.clone(),
+            schedules: match &schedules {
+                Some(s) => s.clone(),
+                None => Arc::new(NoSchedules),
+            },
+            clusters,
+            resolver: Arc::new(floe_ports::SystemResolver),
+            views: Default::default(),
+            hashing_keys: Default::default(),
+        };
         Ok(Adapters {
+            app,
             store,
             queue,
             steps,
@@ -156,6 +180,20 @@ impl Adapters {
             Some(schedules) => engine.with_listener(schedules.clone()),
             None => engine,
         }
+    }
+}
+
+/// Without schedule settings there is nothing to reconcile; a use case
+/// that asks is told so (it logs it; the records are written).
+struct NoSchedules;
+
+#[async_trait::async_trait]
+impl floe_ports::ScheduleSync for NoSchedules {
+    async fn sync(&self, job: floe_ports::ReconcileJob) -> Result<(), floe_ports::QueueError> {
+        Err(floe_ports::QueueError(format!(
+            "this worker has no schedule settings; schedules of organization {} not reconciled",
+            job.org
+        )))
     }
 }
 

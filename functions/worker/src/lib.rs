@@ -6,7 +6,8 @@
 //!   the plan as far as it can go now (the engine re-queues it when it
 //!   waits); a schedule reconciliation (sent by the api function, which
 //!   never calls EventBridge Scheduler itself) makes the schedules follow
-//!   the records;
+//!   the records; a drill schedule's firing (its job, put on the queue by
+//!   EventBridge Scheduler) starts the deployment's drill;
 //! - `{"sweep": true}` from a one-minute EventBridge Scheduler schedule:
 //!   plans whose worker died, or whose message was lost, are queued again.
 
@@ -79,6 +80,7 @@ pub async fn handle_with(
         Handlers {
             schedules,
             instances: None,
+            drills: None,
         },
         event,
     )
@@ -93,6 +95,8 @@ pub struct Handlers<'a> {
     /// EC2's instance state-change notifications (`None`: dropped, and
     /// said so; the sweep's health check finds the losses).
     pub instances: Option<&'a InstanceEvents>,
+    /// Drill schedules' firings (`None`: dropped, and said so).
+    pub drills: Option<&'a dyn floe_ports::DrillStarter>,
 }
 
 /// As [`handle_with`], with every handler the function has.
@@ -208,6 +212,24 @@ async fn run_record(engine: &Engine, handlers: Handlers<'_>, record: &SqsMessage
                 // Reconciling is idempotent: SQS delivers it again.
                 Err(e) => {
                     tracing::warn!(message_id, error = %e, "schedule reconciliation failed; SQS will deliver it again");
+                    RecordOutcome::Retry
+                }
+            };
+        }
+        Some(Ok(WorkMessage::Drill { drill })) => {
+            let Some(drills) = handlers.drills else {
+                tracing::warn!(message_id, deployment = %drill.deployment_id, "dropping a drill schedule's firing: this worker cannot start drills");
+                return RecordOutcome::Dropped;
+            };
+            return match drills.start_scheduled_drill(&drill).await {
+                Ok(outcome) => {
+                    tracing::info!(message_id, org = %drill.org, deployment = %drill.deployment_id, outcome = ?outcome, "drill schedule's firing handled");
+                    RecordOutcome::Handled
+                }
+                // The store was unavailable: nothing was written, and SQS
+                // delivers the firing again.
+                Err(e) => {
+                    tracing::warn!(message_id, error = %e, "drill schedule's firing not handled; SQS will deliver it again");
                     RecordOutcome::Retry
                 }
             };

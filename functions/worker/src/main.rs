@@ -40,6 +40,7 @@ async fn main() -> ExitCode {
                 .as_deref()
                 .map(|s| s as &dyn floe_ports::ScheduleSync),
             instances: Some(&adapters.instances),
+            drills: Some(&adapters.app),
         };
         floe_worker::handle_all(&engine, handlers, event.payload)
             .await

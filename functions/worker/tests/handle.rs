@@ -539,3 +539,75 @@ async fn schedule_reconciliations_from_the_api_run_in_the_worker() -> TestResult
     assert_eq!(failures(&response)?, Vec::<String>::new());
     Ok(())
 }
+
+/// Records the drill jobs it is handed; fails those of one organization as
+/// an unavailable store would.
+struct RecordingDrills {
+    seen: std::sync::Mutex<Vec<floe_ports::DrillJob>>,
+    failing_org: &'static str,
+}
+
+#[async_trait]
+impl floe_ports::DrillStarter for RecordingDrills {
+    async fn start_scheduled_drill(
+        &self,
+        job: &floe_ports::DrillJob,
+    ) -> Result<floe_ports::ScheduledDrill, floe_ports::QueueError> {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.push(job.clone());
+        }
+        if job.org == self.failing_org {
+            return Err(floe_ports::QueueError("injected: the store is unavailable".into()));
+        }
+        Ok(floe_ports::ScheduledDrill::Started {
+            drill_id: "d".into(),
+        })
+    }
+}
+
+/// A drill schedule's firing arrives as EventBridge Scheduler puts the
+/// schedule's input on the queue: `{"drill": {"org", "deployment_id"}}`.
+/// The worker hands it to the drill use case, reports a firing that could
+/// not be handled for redelivery, and without the use case drops it
+/// (saying so).
+#[tokio::test]
+async fn a_drill_schedules_firing_starts_the_drill_in_the_worker() -> TestResult {
+    let w = world(Arc::new(SqliteBackend::in_memory()?));
+    let drills = RecordingDrills {
+        seen: std::sync::Mutex::new(Vec::new()),
+        failing_org: "globex",
+    };
+    let event = batch(vec![
+        record(
+            "m-acme",
+            Some(r#"{"drill": {"org": "acme", "deployment_id": "d1"}}"#),
+        ),
+        record(
+            "m-globex",
+            Some(r#"{"drill": {"org": "globex", "deployment_id": "d2"}}"#),
+        ),
+    ]);
+    let handlers = floe_worker::Handlers {
+        drills: Some(&drills),
+        ..floe_worker::Handlers::default()
+    };
+    let response = floe_worker::handle_all(&w.engine, handlers, event.clone()).await?;
+    assert_eq!(failures(&response)?, ["m-globex"]);
+    let seen = drills.seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(
+        seen,
+        [
+            floe_ports::DrillJob {
+                org: "acme".into(),
+                deployment_id: "d1".into()
+            },
+            floe_ports::DrillJob {
+                org: "globex".into(),
+                deployment_id: "d2".into()
+            }
+        ]
+    );
+    let response = handle(&w.engine, event).await?;
+    assert_eq!(failures(&response)?, Vec::<String>::new());
+    Ok(())
+}

@@ -564,3 +564,133 @@ async fn the_deployment_shows_its_recovery_against_its_targets() -> TestResult {
     }
     Ok(())
 }
+
+/// The deployment's drills, newest first.
+async fn drills_of(w: &World, id: &str) -> Fallible<Vec<Value>> {
+    let (status, listed) = w
+        .call("GET", &format!("/api/v1/deployments/{id}/drills"), None)
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    Ok(listed["drills"].as_array().cloned().unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drill_schedule_fires_from_the_local_scheduler() -> TestResult {
+    use floe_schedules::Fire;
+    let w = world().await?;
+    let (id, snapshot) = source(&w).await?;
+    let path = format!("/api/v1/deployments/{id}");
+
+    // Bad schedules are refused naming the field, and change nothing.
+    let mut spec = spec("shop", Some("main"));
+    for (bad, field) in [
+        (
+            json!({"schedule": {"interval": "1d", "cron": "0 0 3 * * ?"}}),
+            "drill_schedule.schedule",
+        ),
+        (
+            json!({"schedule": {"interval": "30s"}}),
+            "drill_schedule.schedule.interval",
+        ),
+        (
+            json!({"schedule": {"cron": "0 0 3 * * ?", "timezone": "Mars/Olympus"}}),
+            "drill_schedule.schedule.timezone",
+        ),
+        (
+            json!({"schedule": {"interval": "1d"}, "drill": {"instance_type": "x9.huge"}}),
+            "drill_schedule.drill.instance_type",
+        ),
+        (
+            json!({"schedule": {"interval": "1d"}, "drill": {"license": "trial"}}),
+            "drill_schedule.drill.license",
+        ),
+        (
+            json!({"schedule": {"interval": "1d"}, "drill": {"queries": [{"index": "a,b", "min_hits": 1}]}}),
+            "drill_schedule.drill.queries[0].index",
+        ),
+        (json!({"interval": "1d"}), "drill_schedule.interval"),
+    ] {
+        spec["drill_schedule"] = bad.clone();
+        let (status, body) = w.call("PUT", &path, Some(spec.clone())).await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(
+            body["errors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|e| e["fields"].as_array().cloned().unwrap_or_default())
+                .any(|f| f == field),
+            "{bad}: {body}"
+        );
+    }
+    assert!(w.scheduler.schedules().is_empty());
+
+    // A daily drill with a query check: no plan, one schedule carrying the
+    // drill job.
+    spec["drill_schedule"] = json!({
+        "schedule": {"interval": "1d"},
+        "drill": {"queries": [{"index": "orders", "min_hits": 30}]}
+    });
+    let (status, updated) = w.call("PUT", &path, Some(spec.clone())).await?;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert!(updated["plans"].get("pending").is_none(), "{updated}");
+    assert_eq!(
+        updated["drill_schedule"]["schedule"]["interval"], "1d",
+        "{updated}"
+    );
+    let schedules = w.scheduler.schedules();
+    assert_eq!(schedules.len(), 1, "{schedules:?}");
+    assert_eq!(schedules[0].expression, "rate(1 day)");
+    assert_eq!(
+        serde_json::to_value(&schedules[0].input)?,
+        json!({"drill": {"org": ORG, "deployment_id": id}})
+    );
+
+    // A rate schedule fires when it is set, then once a day: the firing
+    // starts the drill as the API would, with the schedule's checks. A
+    // firing while it runs is skipped (one drill at a time).
+    let due = w.scheduler.due_firings(floe_schedules::Clock::now(w.clock.as_ref()));
+    assert_eq!(due.len(), 1, "{due:?}");
+    for firing in due {
+        w.firings.fire(firing.job.clone()).await;
+        w.firings.fire(firing.job).await;
+    }
+    let mut listed = drills_of(&w, &id).await?;
+    for _ in 0..4000 {
+        if listed.iter().all(|d| d["status"] != "running") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        listed = drills_of(&w, &id).await?;
+    }
+    assert_eq!(listed.len(), 1, "one drill: {listed:?}");
+    let done = &listed[0];
+    assert_eq!(done["status"], "passed", "{done}");
+    assert_eq!(done["snapshot"], snapshot.as_str(), "{done}");
+    assert!(
+        done["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["check"] == "query" && c["outcome"] == "passed"),
+        "{done}"
+    );
+    clone_gone(&w, done).await?;
+    assert!(w.scheduler.due_firings(floe_schedules::Clock::now(w.clock.as_ref())).is_empty());
+    w.clock.advance(Duration::from_secs(24 * 3600));
+    assert_eq!(w.scheduler.due_firings(floe_schedules::Clock::now(w.clock.as_ref())).len(), 1);
+
+    // Removed, the schedule goes; a firing already under way starts
+    // nothing.
+    let job = w.scheduler.schedules()[0].input.clone();
+    spec.as_object_mut()
+        .ok_or("spec")?
+        .remove("drill_schedule");
+    let (status, updated) = w.call("PUT", &path, Some(spec.clone())).await?;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert!(updated.get("drill_schedule").is_none(), "{updated}");
+    assert!(w.scheduler.schedules().is_empty());
+    w.firings.fire(job).await;
+    assert_eq!(drills_of(&w, &id).await?.len(), 1, "a stale firing starts nothing");
+    Ok(())
+}

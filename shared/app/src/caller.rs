@@ -94,6 +94,22 @@ impl Caller {
     }
 }
 
+impl Manager {
+    /// The platform itself acting on a schedule the organization set up
+    /// (a drill schedule): it does what the schedule says, in that
+    /// organization only.
+    pub(crate) fn for_schedule(org: &str) -> Manager {
+        Manager(Caller {
+            org: org.to_string(),
+            subject: crate::scheduled::DRILL_SCHEDULE_SUBJECT.to_string(),
+            issuer: "floe".to_string(),
+            token_org: org.to_string(),
+            roles: vec![Role::DeploymentManager],
+            api_key: None,
+        })
+    }
+}
+
 /// Whoever may change deployments may read them.
 impl From<&Manager> for Reader {
     fn from(m: &Manager) -> Reader {

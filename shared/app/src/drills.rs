@@ -116,6 +116,7 @@ impl App {
         // reads its source's path read-only), tagged with its source.
         let mut spec = DeploymentSpec {
             recovery_targets: None,
+            drill_schedule: None,
             name: clone_name(&source.spec.name),
             version: source.spec.version.clone(),
             // Sized below, once the snapshot is known.

@@ -22,6 +22,7 @@ pub mod policies;
 pub mod proxy;
 pub mod repositories;
 pub mod restore;
+pub mod scheduled;
 pub mod shown;
 pub mod snapshots;
 pub mod validation;

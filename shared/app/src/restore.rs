@@ -534,6 +534,7 @@ impl App {
         let source = self.load_deployment(&who.org, source_id).await?.value;
         let spec = DeploymentSpec {
             recovery_targets: None,
+            drill_schedule: None,
             name: request.name,
             version: source.spec.version.clone(),
             node_groups: request

@@ -565,12 +565,15 @@ impl SimSettings {
 /// EventBridge Scheduler's settings (`FLOE_SCHEDULE_GROUP`,
 /// `FLOE_SNAPSHOTTER_ARN`, `FLOE_SCHEDULER_ROLE_ARN`,
 /// `FLOE_SCHEDULE_DLQ_ARN`): all four, or none (no snapshot schedules).
+/// `FLOE_WORK_QUEUE_ARN`, optional beside them, is where drill schedules
+/// send their job; without it they cannot be written (and say so).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedulerSettings {
     pub group: String,
     pub target_arn: String,
     pub role_arn: String,
     pub dead_letter_arn: String,
+    pub drill_target_arn: Option<String>,
 }
 
 impl SchedulerSettings {
@@ -580,6 +583,7 @@ impl SchedulerSettings {
         "FLOE_SCHEDULER_ROLE_ARN",
         "FLOE_SCHEDULE_DLQ_ARN",
     ];
+    pub const DRILL_TARGET: &'static str = "FLOE_WORK_QUEUE_ARN";
 
     pub fn read(env: &Env) -> Result<Option<SchedulerSettings>, ConfigError> {
         let values = SchedulerSettings::NAMES.map(|n| env.get(n));
@@ -603,11 +607,21 @@ impl SchedulerSettings {
             ));
         }
         let [group, target_arn, role_arn, dead_letter_arn] = values.map(Option::unwrap_or_default);
+        let drill_target_arn = env.get(SchedulerSettings::DRILL_TARGET);
+        if let Some(arn) = &drill_target_arn
+            && !arn.starts_with("arn:")
+        {
+            return Err(invalid(
+                SchedulerSettings::DRILL_TARGET,
+                "must be the work queue's ARN (arn:aws:sqs:…)",
+            ));
+        }
         Ok(Some(SchedulerSettings {
             group,
             target_arn,
             role_arn,
             dead_letter_arn,
+            drill_target_arn,
         }))
     }
 }
@@ -1140,6 +1154,15 @@ mod tests {
         let s = SchedulerSettings::read(&Env::from_pairs(&all))?
             .ok_or_else(|| invalid("FLOE_SCHEDULE_GROUP", "missing"))?;
         assert_eq!(s.group, "floe");
+        assert_eq!(s.drill_target_arn, None);
+        let queue = "arn:aws:sqs:eu-west-1:1:work";
+        let with_queue = [&all[..], &[("FLOE_WORK_QUEUE_ARN", queue)]].concat();
+        let s = SchedulerSettings::read(&Env::from_pairs(&with_queue))?
+            .ok_or_else(|| invalid("FLOE_SCHEDULE_GROUP", "missing"))?;
+        assert_eq!(s.drill_target_arn.as_deref(), Some(queue));
+        let bad = [&all[..], &[("FLOE_WORK_QUEUE_ARN", "work")]].concat();
+        let e = SchedulerSettings::read(&Env::from_pairs(&bad)).err();
+        assert_eq!(e.map(|e| e.name), Some("FLOE_WORK_QUEUE_ARN"));
         assert_eq!(SchedulerSettings::read(&Env::from_pairs(&[]))?, None);
         let e = SchedulerSettings::read(&Env::from_pairs(&all[..3])).err();
         assert_eq!(e.map(|e| e.name), Some("FLOE_SCHEDULE_DLQ_ARN"));

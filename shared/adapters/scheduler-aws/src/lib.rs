@@ -1,6 +1,8 @@
 //! The EventBridge Scheduler adapter of the scheduler port: one schedule
 //! per snapshot policy attachment, all in one schedule group, each invoking
-//! the snapshotter function with a `SnapshotJob` as its input.
+//! the snapshotter function with a `SnapshotJob` as its input; and one per
+//! deployment's drill schedule, sending `{"drill": {...}}` to the work
+//! queue, whose worker starts the drill.
 //!
 //! This is the only crate that links `aws-sdk-scheduler`.
 //!
@@ -9,10 +11,11 @@
 //! - `FlexibleTimeWindow` `OFF`: a snapshot policy names a time, and a
 //!   window would let two deployments' snapshots drift apart unpredictably;
 //! - `ScheduleExpressionTimezone` from the policy (UTC for rates);
-//! - target: the snapshotter's ARN, the role the scheduler assumes to invoke
-//!   it, the job as JSON input, a retry policy and the dead-letter queue;
-//! - a description naming the organization, deployment and policy, because
-//!   the name is a hash (see `floe_schedules::names`).
+//! - target: the snapshotter's ARN (the work queue's for a drill), the role
+//!   the scheduler assumes to invoke it, the job as JSON input, a retry
+//!   policy and the dead-letter queue;
+//! - a description naming the organization, deployment and policy (or
+//!   drill), because the name is a hash (see `floe_schedules::names`).
 //!
 //! Retry policy: at most [`RetrySettings::default`]'s 10 attempts within one
 //! hour. The scheduler invokes the function asynchronously, so it only
@@ -33,7 +36,7 @@ use aws_sdk_scheduler::types::{
 };
 use floe_aws_errors::{AwsFailure, Class};
 use floe_ports::scheduler::{
-    ExistingSchedule, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,
+    ExistingSchedule, ScheduleSpec, ScheduledJob, Scheduler, SchedulerError,
 };
 
 /// Every SDK operation this crate calls, as IAM actions. The role that
@@ -85,6 +88,10 @@ pub struct AwsSchedulerConfig {
     pub role_arn: String,
     /// The SQS queue that receives firings that could not be delivered.
     pub dead_letter_arn: String,
+    /// The work queue's ARN, where drill schedules send their job (the
+    /// role needs `sqs:SendMessage` on it). Without it a drill schedule
+    /// cannot be written, and reconciling says so.
+    pub drill_target_arn: Option<String>,
     pub retry: RetrySettings,
 }
 
@@ -100,7 +107,27 @@ impl AwsSchedulerConfig {
             target_arn: target_arn.into(),
             role_arn: role_arn.into(),
             dead_letter_arn: dead_letter_arn.into(),
+            drill_target_arn: None,
             retry: RetrySettings::default(),
+        }
+    }
+
+    /// Drill schedules send their job to the queue `arn`.
+    pub fn with_drill_target(mut self, arn: impl Into<String>) -> AwsSchedulerConfig {
+        self.drill_target_arn = Some(arn.into());
+        self
+    }
+
+    /// Where a schedule carrying `job` delivers it.
+    fn target_of(&self, job: &ScheduledJob) -> Result<&str, SchedulerError> {
+        match job {
+            ScheduledJob::Snapshot(_) => Ok(&self.target_arn),
+            ScheduledJob::Drill { .. } => self.drill_target_arn.as_deref().ok_or_else(|| {
+                SchedulerError::Failed(
+                    "no drill target is configured (FLOE_WORK_QUEUE_ARN): drill schedules cannot be written"
+                        .into(),
+                )
+            }),
         }
     }
 }
@@ -149,11 +176,11 @@ impl AwsScheduler {
             .build()
     }
 
-    fn target(&self, job: &SnapshotJob) -> Result<Target, SchedulerError> {
+    fn target(&self, job: &ScheduledJob) -> Result<Target, SchedulerError> {
         let input = serde_json::to_string(job)
             .map_err(|e| SchedulerError::Failed(format!("the job cannot be encoded: {e}")))?;
         Target::builder()
-            .arn(&self.config.target_arn)
+            .arn(self.config.target_of(job)?)
             .role_arn(&self.config.role_arn)
             .input(input)
             .retry_policy(self.retry_policy())
@@ -173,7 +200,6 @@ impl AwsScheduler {
             && got
                 .flexible_time_window()
                 .is_some_and(|w| *w.mode() == FlexibleTimeWindowMode::Off)
-            && target.arn() == self.config.target_arn
             && target.role_arn() == self.config.role_arn
             && target.retry_policy() == Some(&self.retry_policy())
             && target.dead_letter_config().and_then(|d| d.arn())
@@ -181,7 +207,11 @@ impl AwsScheduler {
         if !ours {
             return None;
         }
-        let input: SnapshotJob = serde_json::from_str(target.input()?).ok()?;
+        let input: ScheduledJob = serde_json::from_str(target.input()?).ok()?;
+        // A job delivered anywhere but where `put` sends its kind is not ours.
+        if self.config.target_of(&input).ok()? != target.arn() {
+            return None;
+        }
         Some(ScheduleSpec {
             name: name.to_string(),
             expression: got.schedule_expression()?.to_string(),
@@ -225,11 +255,17 @@ impl AwsScheduler {
     }
 }
 
-fn description(job: &SnapshotJob) -> String {
-    format!(
-        "Floe snapshot policy {} of deployment {} (organization {})",
-        job.policy_id, job.deployment_id, job.org
-    )
+fn description(job: &ScheduledJob) -> String {
+    match job {
+        ScheduledJob::Snapshot(job) => format!(
+            "Floe snapshot policy {} of deployment {} (organization {})",
+            job.policy_id, job.deployment_id, job.org
+        ),
+        ScheduledJob::Drill { drill } => format!(
+            "Floe restore drill of deployment {} (organization {})",
+            drill.deployment_id, drill.org
+        ),
+    }
 }
 
 fn is_code<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>, code: &str) -> bool {

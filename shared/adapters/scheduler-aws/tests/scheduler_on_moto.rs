@@ -14,8 +14,8 @@ use aws_smithy_runtime_api::client::http::{
 };
 use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig, RetrySettings};
 use floe_schedules::conformance::reconciliation_scenario;
-use floe_schedules::names::{deployment_prefix, schedule_name};
-use floe_schedules::{ScheduleSpec, Scheduler, SchedulerError, SnapshotJob};
+use floe_schedules::names::{deployment_prefix, drill_schedule_name, schedule_name};
+use floe_schedules::{DrillJob, ScheduleSpec, ScheduledJob, Scheduler, SchedulerError, SnapshotJob};
 use floe_store::{Backend, Store};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +25,7 @@ type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 const TARGET: &str = "arn:aws:lambda:us-east-1:123456789012:function:floe-snapshotter";
 const ROLE: &str = "arn:aws:iam::123456789012:role/floe-scheduler-invoke";
 const DLQ: &str = "arn:aws:sqs:us-east-1:123456789012:floe-schedules-dlq";
+const WORK_QUEUE: &str = "arn:aws:sqs:us-east-1:123456789012:floe-work";
 
 /// Moto's endpoint, region and test credentials: what the adapter and the
 /// test's own client are built from.
@@ -69,7 +70,7 @@ async fn setup() -> Result<(Client, AwsScheduler), Box<dyn std::error::Error + S
     let client = Client::new(&sdk);
     let group = unique("floe-test");
     client.create_schedule_group().name(&group).send().await?;
-    let config = AwsSchedulerConfig::new(group, TARGET, ROLE, DLQ);
+    let config = AwsSchedulerConfig::new(group, TARGET, ROLE, DLQ).with_drill_target(WORK_QUEUE);
     Ok((client.clone(), AwsScheduler::new(&sdk, config)))
 }
 
@@ -86,7 +87,7 @@ fn spec(job: SnapshotJob, expression: &str, timezone: &str) -> ScheduleSpec {
         name: schedule_name(&job.org, &job.deployment_id, &job.policy_id),
         expression: expression.into(),
         timezone: timezone.into(),
-        input: job,
+        input: job.into(),
     }
 }
 
@@ -124,7 +125,7 @@ async fn put_writes_every_setting() -> TestResult {
     let target = got.target().ok_or("no target")?;
     assert_eq!(target.arn(), TARGET);
     assert_eq!(target.role_arn(), ROLE);
-    let input: SnapshotJob = serde_json::from_str(target.input().ok_or("no input")?)?;
+    let input: ScheduledJob = serde_json::from_str(target.input().ok_or("no input")?)?;
     assert_eq!(input, s.input);
     let retry = target.retry_policy().ok_or("no retry policy")?;
     let wanted = RetrySettings::default();
@@ -139,6 +140,86 @@ async fn put_writes_every_setting() -> TestResult {
     let listed = scheduler.list(&deployment_prefix("acme", "dep1")).await?;
     assert_eq!(listed.len(), 1);
     assert_eq!(listed.first().and_then(|e| e.spec.clone()), Some(s));
+    Ok(())
+}
+
+/// A drill schedule sends `{"drill": {...}}` to the work queue (which the
+/// worker reads as a message), and reads back as the adapter's own; the
+/// same job aimed at the snapshotter does not.
+#[tokio::test]
+async fn a_drill_schedule_sends_its_job_to_the_work_queue() -> TestResult {
+    let (client, scheduler) = setup().await?;
+    let s = ScheduleSpec {
+        name: drill_schedule_name("acme", "dep1"),
+        expression: "rate(7 days)".into(),
+        timezone: "UTC".into(),
+        input: DrillJob {
+            org: "acme".into(),
+            deployment_id: "dep1".into(),
+        }
+        .into(),
+    };
+    scheduler.put(&s).await?;
+    let got = client
+        .get_schedule()
+        .name(&s.name)
+        .group_name(&scheduler.config().group)
+        .send()
+        .await?;
+    let target = got.target().ok_or("no target")?;
+    assert_eq!(target.arn(), WORK_QUEUE);
+    let body: serde_json::Value = serde_json::from_str(target.input().ok_or("no input")?)?;
+    assert_eq!(
+        body,
+        serde_json::json!({"drill": {"org": "acme", "deployment_id": "dep1"}})
+    );
+    assert!(
+        got.description()
+            .is_some_and(|d| d.contains("drill") && d.contains("dep1")),
+        "{:?}",
+        got.description()
+    );
+    let listed = scheduler.list(&deployment_prefix("acme", "dep1")).await?;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].spec.as_ref(), Some(&s));
+
+    // Aimed at the snapshotter, it is not what `put` writes: foreign.
+    client
+        .update_schedule()
+        .name(&s.name)
+        .group_name(&scheduler.config().group)
+        .schedule_expression("rate(7 days)")
+        .flexible_time_window(
+            FlexibleTimeWindow::builder()
+                .mode(FlexibleTimeWindowMode::Off)
+                .build()?,
+        )
+        .target(
+            Target::builder()
+                .arn(TARGET)
+                .role_arn(ROLE)
+                .set_input(target.input().map(str::to_string))
+                .set_retry_policy(target.retry_policy().cloned())
+                .set_dead_letter_config(target.dead_letter_config().cloned())
+                .build()?,
+        )
+        .send()
+        .await?;
+    let listed = scheduler.list(&deployment_prefix("acme", "dep1")).await?;
+    assert_eq!(listed[0].spec, None);
+
+    // Without a work queue configured, a drill schedule is refused, and
+    // says what is missing.
+    let sdk = sdk_config()?;
+    let plain = AwsScheduler::new(
+        &sdk,
+        AwsSchedulerConfig::new(scheduler.config().group.clone(), TARGET, ROLE, DLQ),
+    );
+    match plain.put(&s).await {
+        Err(SchedulerError::Failed(m)) => assert!(m.contains("FLOE_WORK_QUEUE_ARN"), "{m}"),
+        other => return Err(format!("expected a refusal, got {other:?}").into()),
+    }
+    scheduler.delete(&s.name).await?;
     Ok(())
 }
 

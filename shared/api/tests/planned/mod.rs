@@ -82,6 +82,11 @@ impl Steps for Injected {
 
 pub struct World {
     pub app: axum::Router,
+    /// The in-process scheduler the records' schedules are kept in, on a
+    /// clock the test moves, and what its firings run (as local mode's).
+    pub scheduler: Arc<floe_schedules::LocalScheduler>,
+    pub clock: Arc<floe_schedules::ManualClock>,
+    pub firings: Arc<floe_app::scheduled::LocalFirings>,
     pub store: Store,
     pub clusters: Arc<SimulatedClusters>,
     pub compute: Arc<SimulatedCompute>,
@@ -178,26 +183,33 @@ pub async fn world() -> Fallible<World> {
         keys: KeySource::Hs256Secret(SECRET.to_vec()),
         leeway_secs: 0,
     })?;
-    let state = ApiState::new(
-        floe_app::App {
-            store: store.clone(),
-            cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
-            endpoint_policy: EndpointPolicy::default(),
-            endpoints: floe_domain::access::EndpointNaming::NodeAddress,
-            queue,
-            clusters: clusters.clone(),
-            schedules: Arc::new(floe_schedules::ReconcileNow::new(
-                store.clone(),
-                Arc::new(floe_schedules::NoScheduler),
-            )),
-            resolver: Arc::new(floe_ports::FixedResolver::default()),
-            views: Default::default(),
-            hashing_keys: Default::default(),
-        },
-        Arc::new(verifier),
-    );
+    let clock = Arc::new(floe_schedules::ManualClock::new(now));
+    let scheduler = Arc::new(floe_schedules::LocalScheduler::new(clock.clone()));
+    let use_cases = floe_app::App {
+        store: store.clone(),
+        cipher: Arc::new(LocalCipher::from_key(&[7u8; 32])),
+        endpoint_policy: EndpointPolicy::default(),
+        endpoints: floe_domain::access::EndpointNaming::NodeAddress,
+        queue,
+        clusters: clusters.clone(),
+        schedules: Arc::new(floe_schedules::ReconcileNow::new(
+            store.clone(),
+            scheduler.clone(),
+        )),
+        resolver: Arc::new(floe_ports::FixedResolver::default()),
+        views: Default::default(),
+        hashing_keys: Default::default(),
+    };
+    let firings = Arc::new(floe_app::scheduled::LocalFirings {
+        app: use_cases.clone(),
+        snapshotter: floe_snapshots::Snapshotter::new(store.clone(), clusters.clone()),
+    });
+    let state = ApiState::new(use_cases, Arc::new(verifier));
     Ok(World {
         app: app(state),
+        scheduler,
+        clock,
+        firings,
         store,
         clusters,
         compute,

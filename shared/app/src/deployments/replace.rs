@@ -80,6 +80,7 @@ impl App {
             self.wake(&who.org, id, &p.id).await;
         }
         if previous.value.spec.snapshot != next.spec.snapshot
+            || previous.value.spec.drill_schedule != next.spec.drill_schedule
             || previous.value.status != next.status
         {
             self.sync_schedules(ReconcileJob::deployment(&who.org, id))

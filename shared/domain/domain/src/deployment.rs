@@ -128,6 +128,10 @@ pub struct DeploymentSpec {
     /// plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_targets: Option<crate::drill::RecoveryTargets>,
+    /// Restore drills on a schedule (see `POST …/_drill`): one schedule
+    /// per deployment, kept while it runs. Changing it needs no plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drill_schedule: Option<crate::drill::DrillSchedule>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema, Validate)]
@@ -284,6 +288,9 @@ impl DeploymentSpec {
         }
         if let Some(t) = &self.recovery_targets {
             t.check(&mut p);
+        }
+        if let Some(s) = &self.drill_schedule {
+            s.check(&mut p);
         }
         p.check("name", Code::VALIDATION_NAME, validate_name(&self.name));
         p.check(
@@ -943,6 +950,9 @@ pub struct DeploymentView {
     /// The targets a restore must meet (the spec's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery_targets: Option<crate::drill::RecoveryTargets>,
+    /// The restore drills run on a schedule (the spec's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drill_schedule: Option<crate::drill::DrillSchedule>,
     /// What the last restore drill proved, apart from the cluster's
     /// `healthy`: its status, time and figures, and whether it met the
     /// targets. A recovery warning never starts a heal. Absent before the
@@ -1024,6 +1034,7 @@ impl DeploymentView {
                 d.last_drill.as_ref(),
             ),
             recovery_targets: spec.recovery_targets,
+            drill_schedule: spec.drill_schedule,
             license: d
                 .license
                 .map(|l| crate::license::LicenseView::new(l, chrono::Utc::now())),

@@ -109,6 +109,49 @@ impl DrillRequest {
     }
 }
 
+/// A deployment's drill schedule: at each firing, a drill as `drill`
+/// describes it starts (one schedule per deployment: EventBridge
+/// Scheduler on AWS, the in-process scheduler in local mode). A firing
+/// while a drill still runs is skipped. Changing it needs no plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DrillSchedule {
+    /// When drills start: `{"interval": "7d"}` or `{"cron": "0 0 3 ? * SUN",
+    /// "timezone": "Europe/Berlin"}`, as a snapshot policy's schedule.
+    pub schedule: crate::policy::Schedule,
+    /// What each drill runs, as `POST …/_drill` takes it; the default
+    /// drill when left out.
+    #[serde(default)]
+    pub drill: DrillRequest,
+}
+
+impl DrillSchedule {
+    /// The schedule in EventBridge Scheduler's terms; `None` for a
+    /// schedule that fails [`DrillSchedule::check`] (never stored).
+    pub fn expression(&self) -> Option<crate::policy::ScheduleExpression> {
+        self.schedule
+            .expression("drill_schedule.schedule", &mut crate::Problems::new())
+    }
+
+    pub(crate) fn check(&self, p: &mut crate::Problems) {
+        self.schedule.expression("drill_schedule.schedule", p);
+        if let Err(Invalid(problems)) = self.drill.validate() {
+            for e in problems {
+                p.push(format!("drill_schedule.drill.{}", e.field), e.code, e.message);
+            }
+        }
+        if let Some(t) = &self.drill.instance_type
+            && crate::catalog::lookup(t).is_none()
+        {
+            p.push(
+                "drill_schedule.drill.instance_type",
+                Code::VALIDATION_INSTANCE_TYPE,
+                format!("{t} is not in the instance catalog (GET /api/v1/platform/instance-types)"),
+            );
+        }
+    }
+}
+
 /// What a drill plan carries beside the clone's spec: which drill it is,
 /// and what the snapshot's records say its restore must show.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

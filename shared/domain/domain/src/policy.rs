@@ -115,7 +115,7 @@ impl PolicySpec {
                 validate_index_pattern(index),
             );
         }
-        let expression = self.schedule_expression(&mut p);
+        let expression = self.schedule.expression("schedule", &mut p);
         if let Some(r) = &self.retention {
             if let Some(e) = &r.expire_after {
                 p.check(
@@ -137,14 +137,18 @@ impl PolicySpec {
         p.finish()?;
         expression.ok_or_else(|| Invalid::one("schedule", Code::VALIDATION_SCHEDULE, "is invalid"))
     }
+}
 
-    fn schedule_expression(&self, p: &mut Problems) -> Option<ScheduleExpression> {
-        let s = &self.schedule;
-        match (&s.interval, &s.cron) {
+impl Schedule {
+    /// This schedule in EventBridge Scheduler's terms; its problems are
+    /// named under `path` (`schedule`, `drill_schedule.schedule`).
+    pub fn expression(&self, path: &str, p: &mut Problems) -> Option<ScheduleExpression> {
+        let field = |name: &str| format!("{path}.{name}");
+        match (&self.interval, &self.cron) {
             (Some(interval), None) => {
-                if s.timezone.is_some() {
+                if self.timezone.is_some() {
                     p.push(
-                        "schedule.timezone",
+                        field("timezone"),
                         Code::VALIDATION_NOT_ALLOWED,
                         "applies only to cron schedules",
                     );
@@ -155,17 +159,17 @@ impl PolicySpec {
                         timezone: "UTC".into(),
                     }),
                     Err(m) => {
-                        p.push("schedule.interval", Code::VALIDATION_INTERVAL, m);
+                        p.push(field("interval"), Code::VALIDATION_INTERVAL, m);
                         None
                     }
                 }
             }
             (None, Some(cron)) => {
-                let timezone = s.timezone.clone().unwrap_or_else(|| "UTC".into());
+                let timezone = self.timezone.clone().unwrap_or_else(|| "UTC".into());
                 let tz_ok = match validate_timezone(&timezone) {
                     Ok(_) => true,
                     Err(m) => {
-                        p.push("schedule.timezone", Code::VALIDATION_TIMEZONE, m);
+                        p.push(field("timezone"), Code::VALIDATION_TIMEZONE, m);
                         false
                     }
                 };
@@ -176,14 +180,14 @@ impl PolicySpec {
                     }),
                     Ok(_) => None,
                     Err(m) => {
-                        p.push("schedule.cron", Code::VALIDATION_CRON, m);
+                        p.push(field("cron"), Code::VALIDATION_CRON, m);
                         None
                     }
                 }
             }
             (Some(_), Some(_)) => {
                 p.push(
-                    "schedule",
+                    path,
                     Code::VALIDATION_SCHEDULE,
                     "give either interval or cron, not both",
                 );
@@ -191,7 +195,7 @@ impl PolicySpec {
             }
             (None, None) => {
                 p.push(
-                    "schedule",
+                    path,
                     Code::VALIDATION_SCHEDULE,
                     "give an interval (e.g. 30m) or a cron expression",
                 );

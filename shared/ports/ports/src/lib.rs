@@ -15,5 +15,6 @@ pub use schedule_sync::{
     InstanceStateChange, InstanceStateDetail, ReconcileJob, ScheduleSync, WorkMessage,
 };
 pub use scheduler::{
-    ExistingSchedule, NoScheduler, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,
+    DrillJob, DrillStarter, ExistingSchedule, NoScheduler, ScheduleSpec, ScheduledDrill,
+    ScheduledJob, Scheduler, SchedulerError, SnapshotJob,
 };

@@ -56,6 +56,11 @@ pub enum WorkMessage {
     Reconcile {
         reconcile_schedules: ReconcileJob,
     },
+    /// A drill schedule fired (EventBridge Scheduler puts its input on
+    /// the queue as it is): start the deployment's drill.
+    Drill {
+        drill: crate::scheduler::DrillJob,
+    },
     Plan(PlanJob),
     /// An EC2 instance changed state: the stack's EventBridge rule puts
     /// EC2's notifications on the queue as they are.

@@ -20,16 +20,90 @@ pub struct SnapshotJob {
     pub policy_id: String,
 }
 
+/// What a drill schedule hands on when it fires: which deployment to
+/// drill. Like [`SnapshotJob`] it carries ids only; the worker reads the
+/// deployment's current drill schedule (mode, topology, queries) when it
+/// starts the drill.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrillJob {
+    pub org: String,
+    pub deployment_id: String,
+}
+
+/// What a schedule delivers when it fires. Its JSON is the schedule's
+/// input as written: a snapshot job as it always was
+/// (`{"org", "deployment_id", "policy_id"}`, to the snapshotter), or a
+/// drill job wrapped as `{"drill": {"org", "deployment_id"}}`, which is
+/// also a work-queue message (a drill schedule's target is the work
+/// queue, whose worker starts the drill).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ScheduledJob {
+    Snapshot(SnapshotJob),
+    Drill { drill: DrillJob },
+}
+
+impl ScheduledJob {
+    pub fn org(&self) -> &str {
+        match self {
+            ScheduledJob::Snapshot(j) => &j.org,
+            ScheduledJob::Drill { drill } => &drill.org,
+        }
+    }
+
+    pub fn deployment_id(&self) -> &str {
+        match self {
+            ScheduledJob::Snapshot(j) => &j.deployment_id,
+            ScheduledJob::Drill { drill } => &drill.deployment_id,
+        }
+    }
+}
+
+impl From<SnapshotJob> for ScheduledJob {
+    fn from(job: SnapshotJob) -> ScheduledJob {
+        ScheduledJob::Snapshot(job)
+    }
+}
+
+impl From<DrillJob> for ScheduledJob {
+    fn from(drill: DrillJob) -> ScheduledJob {
+        ScheduledJob::Drill { drill }
+    }
+}
+
+/// What starting a scheduled drill came to. A drill that cannot start now
+/// (one still runs, the deployment is not running, no successful snapshot
+/// yet) is skipped, not retried: the schedule's next firing tries again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScheduledDrill {
+    Started { drill_id: String },
+    Skipped { reason: String },
+}
+
+/// Starts the drill a drill schedule's firing asks for (the use case lives
+/// above the ports; the worker and local mode's scheduler call it).
+#[async_trait]
+pub trait DrillStarter: Send + Sync {
+    /// `Err` only for what may succeed later (the store unavailable): the
+    /// firing is delivered again.
+    async fn start_scheduled_drill(
+        &self,
+        job: &DrillJob,
+    ) -> Result<ScheduledDrill, crate::queue::QueueError>;
+}
+
 /// One schedule as the reconciler wants it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleSpec {
-    /// See `floe_schedules::names`: deterministic per (org, deployment, policy).
+    /// See `floe_schedules::names`: deterministic per (org, deployment,
+    /// policy), or per (org, deployment) for its drill schedule.
     pub name: String,
     /// EventBridge form: `rate(30 minutes)` or `cron(30 1 * * ? *)`.
     pub expression: String,
     /// IANA time zone the expression is evaluated in.
     pub timezone: String,
-    pub input: SnapshotJob,
+    pub input: ScheduledJob,
 }
 
 /// A schedule found by [`Scheduler::list`].
@@ -39,7 +113,7 @@ pub struct ExistingSchedule {
     /// What the schedule does, when it is exactly what [`Scheduler::put`]
     /// would write for that spec. `None` when any part differs from that
     /// (target, role, retry policy, dead-letter queue, flexible window,
-    /// state) or cannot be read back (an input that is not a `SnapshotJob`):
+    /// state) or cannot be read back (an input that is not a `ScheduledJob`):
     /// the reconciler then rewrites it.
     pub spec: Option<ScheduleSpec>,
 }

@@ -85,6 +85,7 @@ fn deployment(
     let id = new_resource_id();
     let spec = DeploymentSpec {
         recovery_targets: None,
+        drill_schedule: None,
         name: name.into(),
         version: "8.15.3".into(),
         node_groups: vec![NodeGroup {

@@ -134,9 +134,10 @@ pub trait Steps: Send + Sync + 'static {
 }
 
 /// The spec an update plan ends with: its target, with the changes a PUT
-/// made to the record while it ran. The name, tags, policies and recovery targets need no
-/// plan, so a PUT applies them to the record at once; one written after
-/// the plan began is newer than the plan's copy and must not be reverted.
+/// made to the record while it ran. The name, tags, policies, recovery
+/// targets and drill schedule need no plan, so a PUT applies them to the
+/// record at once; one written after the plan began is newer than the
+/// plan's copy and must not be reverted.
 fn with_later_record_changes(
     target: &floe_domain::deployment::DeploymentSpec,
     record: &Deployment,
@@ -150,6 +151,7 @@ fn with_later_record_changes(
     spec.metadata.clone_from(&record.spec.metadata);
     spec.recovery_targets
         .clone_from(&record.spec.recovery_targets);
+    spec.drill_schedule.clone_from(&record.spec.drill_schedule);
     let policies = record.spec.policies().to_vec();
     match &mut spec.snapshot {
         Some(s) => s.policies = policies,

@@ -5,7 +5,9 @@
 //! works in a fresh organization so that runs can share a schedule group.
 
 use crate::names::deployment_prefix;
-use crate::port::{ExistingSchedule, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob};
+use crate::port::{
+    DrillJob, ExistingSchedule, ScheduleSpec, ScheduledJob, Scheduler, SchedulerError, SnapshotJob,
+};
 use crate::reconcile::{ReconcileError, ReconcileSummary, reconcile_deployment, reconcile_policy};
 use async_trait::async_trait;
 use chrono::Utc;
@@ -13,6 +15,7 @@ use floe_domain::deployment::{
     Deployment, DeploymentSpec, DeploymentStatus, Metadata, NodeGroup, NodeRole,
     SnapshotAttachment, Storage, VolumeType,
 };
+use floe_domain::drill::{DrillRequest, DrillSchedule};
 use floe_domain::names::new_resource_id;
 use floe_domain::plan::{Plan, PlanParams};
 use floe_domain::policy::{Policy, PolicySpec, Schedule};
@@ -140,6 +143,7 @@ pub fn deployment(org: &str, status: DeploymentStatus, policies: &[&str]) -> (De
     let id = new_resource_id();
     let spec = DeploymentSpec {
         recovery_targets: None,
+        drill_schedule: None,
         name: format!("d-{}", &id[24..]),
         version: "8.15.3".into(),
         node_groups: vec![NodeGroup {
@@ -234,8 +238,8 @@ pub async fn schedules_of(
     Ok(listed)
 }
 
-/// (expression, timezone, policy id) of each schedule, sorted; fails on a
-/// schedule the adapter could not read back as its own.
+/// (expression, timezone, policy id or `drill`) of each schedule, sorted;
+/// fails on a schedule the adapter could not read back as its own.
 async fn timings(
     scheduler: &dyn Scheduler,
     org: &str,
@@ -249,10 +253,14 @@ async fn timings(
         if spec.name != s.name {
             return Err(format!("schedule {} reads back as {}", s.name, spec.name).into());
         }
-        if spec.input.org != org || spec.input.deployment_id != deployment_id {
+        if spec.input.org() != org || spec.input.deployment_id() != deployment_id {
             return Err(format!("schedule {} carries {:?}", s.name, spec.input).into());
         }
-        out.push((spec.expression, spec.timezone, spec.input.policy_id));
+        let what = match spec.input {
+            ScheduledJob::Snapshot(job) => job.policy_id,
+            ScheduledJob::Drill { .. } => "drill".to_string(),
+        };
+        out.push((spec.expression, spec.timezone, what));
     }
     out.sort();
     Ok(out)
@@ -301,11 +309,11 @@ pub async fn reconciliation_scenario(store: &Store, scheduler: &dyn Scheduler) -
             .first()
             .and_then(|s| s.spec.as_ref())
             .map(|s| &s.input),
-        Some(&SnapshotJob {
+        Some(&ScheduledJob::Snapshot(SnapshotJob {
             org: org.clone(),
             deployment_id: d.id.clone(),
             policy_id: every_30m.id.clone(),
-        })
+        }))
     );
     assert_eq!(
         reconcile_deployment(store, scheduler, &org, &other.id).await?,
@@ -404,6 +412,57 @@ pub async fn reconciliation_scenario(store: &Store, scheduler: &dyn Scheduler) -
         timings(scheduler, &org, &d.id).await?,
         vec![timing("cron(30 1 * * ? *)", "Europe/Berlin", &nightly)]
     );
+
+    // A drill schedule: one more schedule, carrying the drill job; a
+    // changed one is rewritten; removed, it goes.
+    let nightly_timing = timing("cron(30 1 * * ? *)", "Europe/Berlin", &nightly);
+    let drill = |schedule: Schedule| DrillSchedule {
+        schedule,
+        drill: DrillRequest::default(),
+    };
+    current = change_deployment(store, &current, |d| {
+        d.spec.drill_schedule = Some(drill(interval("7d")));
+    })
+    .await?;
+    assert_eq!(
+        reconcile_deployment(store, scheduler, &org, &d.id).await?,
+        summary(1, 0, 0, 1)
+    );
+    let mut with_drill = vec![
+        nightly_timing.clone(),
+        ("rate(7 days)".into(), "UTC".into(), "drill".into()),
+    ];
+    with_drill.sort();
+    assert_eq!(timings(scheduler, &org, &d.id).await?, with_drill);
+    let drill_input = schedules_of(scheduler, &org, &d.id)
+        .await?
+        .into_iter()
+        .filter_map(|s| s.spec)
+        .map(|s| s.input)
+        .find(|i| matches!(i, ScheduledJob::Drill { .. }));
+    assert_eq!(
+        drill_input,
+        Some(ScheduledJob::Drill {
+            drill: DrillJob {
+                org: org.clone(),
+                deployment_id: d.id.clone(),
+            }
+        })
+    );
+    current = change_deployment(store, &current, |d| {
+        d.spec.drill_schedule = Some(drill(cron("0 0 3 ? * SUN", "Europe/Paris")));
+    })
+    .await?;
+    assert_eq!(
+        reconcile_deployment(store, scheduler, &org, &d.id).await?,
+        summary(0, 1, 0, 1)
+    );
+    current = change_deployment(store, &current, |d| d.spec.drill_schedule = None).await?;
+    assert_eq!(
+        reconcile_deployment(store, scheduler, &org, &d.id).await?,
+        summary(0, 0, 1, 1)
+    );
+    assert_eq!(timings(scheduler, &org, &d.id).await?, vec![nightly_timing]);
 
     // Reconfiguring keeps the schedules; stopping and stopped drop them;
     // running brings them back.

@@ -1,5 +1,7 @@
-//! Snapshot schedules: each snapshot policy attached to a deployment becomes
-//! one schedule that hands a [`SnapshotJob`] to the snapshotter.
+//! Snapshot and drill schedules: each snapshot policy attached to a
+//! deployment becomes one schedule that hands a [`SnapshotJob`] to the
+//! snapshotter, and a deployment's drill schedule one that hands a
+//! [`DrillJob`] to the worker.
 //!
 //! - [`port`]: the [`Scheduler`] port and the job payload, the contract
 //!   between the scheduler adapters and the snapshotter (defined in
@@ -24,7 +26,8 @@ pub mod conformance;
 
 pub use local::{Clock, Fire, Firing, LocalScheduler, ManualClock, SystemClock};
 pub use port::{
-    ExistingSchedule, NoScheduler, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,
+    DrillJob, ExistingSchedule, NoScheduler, ScheduleSpec, ScheduledJob, Scheduler,
+    SchedulerError, SnapshotJob,
 };
 pub use reconcile::{
     ReconcileError, ReconcileNow, ReconcileSummary, ScheduleFailure, reconcile_deployment,

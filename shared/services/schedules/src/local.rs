@@ -12,7 +12,7 @@
 //! worker reconciles every deployment at start-up to rebuild them.
 
 use crate::expression::Recurrence;
-use crate::port::{ExistingSchedule, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob};
+use crate::port::{ExistingSchedule, ScheduleSpec, ScheduledJob, Scheduler, SchedulerError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
@@ -75,18 +75,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// What runs a firing: the snapshotter, in local mode.
+/// What runs a firing: in local mode the snapshotter for a snapshot job,
+/// the drill use case for a drill job.
 #[async_trait]
 pub trait Fire: Send + Sync {
-    async fn fire(&self, job: SnapshotJob);
+    async fn fire(&self, job: ScheduledJob);
 }
 
 #[async_trait]
 impl<F> Fire for F
 where
-    F: Fn(SnapshotJob) -> BoxFuture<'static, ()> + Send + Sync,
+    F: Fn(ScheduledJob) -> BoxFuture<'static, ()> + Send + Sync,
 {
-    async fn fire(&self, job: SnapshotJob) {
+    async fn fire(&self, job: ScheduledJob) {
         self(job).await
     }
 }
@@ -96,7 +97,7 @@ where
 pub struct Firing {
     pub at: DateTime<Utc>,
     pub name: String,
-    pub job: SnapshotJob,
+    pub job: ScheduledJob,
 }
 
 struct Entry {

@@ -52,6 +52,17 @@ pub fn schedule_name(org: &str, deployment_id: &str, policy_id: &str) -> String 
     )
 }
 
+/// The name of the deployment's drill schedule: under the deployment's
+/// prefix (its listing and deletion are the policies'), with a second part
+/// hashed from two strings, which no policy id's (one string) can equal.
+pub fn drill_schedule_name(org: &str, deployment_id: &str) -> String {
+    format!(
+        "{}{}",
+        deployment_prefix(org, deployment_id),
+        digest(&["drill", "schedule"])
+    )
+}
+
 /// Whether EventBridge Scheduler accepts `name`.
 pub fn is_valid_name(name: &str) -> bool {
     (1..=MAX_NAME_LEN).contains(&name.len())
@@ -98,6 +109,18 @@ mod tests {
         ];
         let distinct: std::collections::BTreeSet<_> = all.iter().collect();
         assert_eq!(distinct.len(), all.len(), "{all:?}");
+    }
+
+    #[test]
+    fn a_drill_schedule_is_named_under_its_deployment_apart_from_every_policy() {
+        let name = drill_schedule_name(ORG, DEP);
+        assert!(is_valid_name(&name), "{name}");
+        assert_eq!(name.len(), 54);
+        assert!(name.starts_with(&deployment_prefix(ORG, DEP)));
+        for policy in [POL, "drill", "schedule", "drillschedule", ""] {
+            assert_ne!(name, schedule_name(ORG, DEP, policy));
+        }
+        assert_ne!(name, drill_schedule_name(ORG, POL));
     }
 
     #[test]

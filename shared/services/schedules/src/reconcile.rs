@@ -1,7 +1,7 @@
 //! Makes a scheduler hold exactly the schedules the store implies.
 //!
 //! The desired state of one deployment: one schedule per attached policy
-//! that exists and is enabled, while the deployment is `running` or
+//! that exists and is enabled, and one for its drill schedule, while the deployment is `running` or
 //! `reconfiguring` (a reconfiguring cluster still serves and can still be
 //! snapshotted, and dropping its schedules for the length of a resize would
 //! skip snapshots for nothing). `initializing`, `stopping`, `stopped` and
@@ -20,8 +20,10 @@
 //! worker) or reconcile again after the last change; the snapshotter also
 //! re-reads the policy and deployment when a schedule fires.
 
-use crate::names::{deployment_prefix, schedule_name};
-use crate::port::{ExistingSchedule, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob};
+use crate::names::{deployment_prefix, drill_schedule_name, schedule_name};
+use crate::port::{
+    DrillJob, ExistingSchedule, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,
+};
 use floe_domain::deployment::{Deployment, DeploymentStatus};
 use floe_ports::ReconcileJob;
 use floe_store::{Filter, PageRequest, Store, StoreError};
@@ -139,9 +141,33 @@ pub async fn desired_schedules(
                     org: org.to_string(),
                     deployment_id: deployment_id.to_string(),
                     policy_id: policy_id.clone(),
-                },
+                }
+                .into(),
             },
         );
+    }
+    if let Some(drill) = &deployment.spec.drill_schedule {
+        match drill.expression() {
+            Some(expression) => {
+                let name = drill_schedule_name(org, deployment_id);
+                desired.insert(
+                    name.clone(),
+                    ScheduleSpec {
+                        name,
+                        expression: expression.expression,
+                        timezone: expression.timezone,
+                        input: DrillJob {
+                            org: org.to_string(),
+                            deployment_id: deployment_id.to_string(),
+                        }
+                        .into(),
+                    },
+                );
+            }
+            // Checked when written; a record that fails it was written
+            // around the API, and has no schedule to keep.
+            None => tracing::warn!(org, deployment_id, "drill schedule not readable"),
+        }
     }
     Ok(desired)
 }

@@ -3,7 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use floe_schedules::{
-    Fire, Firing, LocalScheduler, ManualClock, ScheduleSpec, Scheduler, SchedulerError, SnapshotJob,
+    Fire, Firing, LocalScheduler, ManualClock, ScheduleSpec, ScheduledJob, Scheduler,
+    SchedulerError, SnapshotJob,
 };
 use futures_util::future::BoxFuture;
 use std::sync::{Arc, Mutex};
@@ -24,7 +25,8 @@ fn spec(name: &str, expression: &str, timezone: &str) -> ScheduleSpec {
             org: "acme".into(),
             deployment_id: format!("dep-{name}"),
             policy_id: "pol".into(),
-        },
+        }
+        .into(),
     }
 }
 
@@ -61,7 +63,7 @@ async fn a_rate_fires_at_creation_then_every_period_exactly_once() -> TestResult
             "2026-03-01T12:00 s",
         ]
     );
-    assert!(due.iter().all(|f| f.job.deployment_id == "dep-s"));
+    assert!(due.iter().all(|f| f.job.deployment_id() == "dep-s"));
     // Nothing is handed out twice.
     assert!(scheduler.due_firings(clock.now_utc()).is_empty());
     clock.advance(Duration::from_secs(29 * 60));
@@ -108,7 +110,12 @@ async fn updates_keep_or_restart_the_timing_and_deletes_stop_it() -> TestResult 
 
     // A new input with the same timing keeps the count.
     let mut moved = spec("s", "rate(30 minutes)", "UTC");
-    moved.input.policy_id = "other".into();
+    moved.input = SnapshotJob {
+        org: "acme".into(),
+        deployment_id: "dep-s".into(),
+        policy_id: "other".into(),
+    }
+    .into();
     scheduler.put(&moved).await?;
     assert_eq!(
         scheduler.next_firing("s"),
@@ -193,9 +200,9 @@ async fn refuses_what_eventbridge_would() -> TestResult {
 async fn tick_hands_due_jobs_to_the_callback_in_order() -> TestResult {
     let (clock, scheduler) = setup("2026-03-01T10:00:00Z")?;
     scheduler.put(&spec("s", "rate(15 minutes)", "UTC")).await?;
-    let seen: Arc<Mutex<Vec<SnapshotJob>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<ScheduledJob>>> = Arc::default();
     let sink = seen.clone();
-    let fire = move |job: SnapshotJob| -> BoxFuture<'static, ()> {
+    let fire = move |job: ScheduledJob| -> BoxFuture<'static, ()> {
         let sink = sink.clone();
         Box::pin(async move {
             sink.lock().map(|mut v| v.push(job)).unwrap_or_default();
@@ -209,11 +216,11 @@ async fn tick_hands_due_jobs_to_the_callback_in_order() -> TestResult {
     Ok(())
 }
 
-struct Counter(Mutex<Vec<SnapshotJob>>);
+struct Counter(Mutex<Vec<ScheduledJob>>);
 
 #[async_trait::async_trait]
 impl Fire for Counter {
-    async fn fire(&self, job: SnapshotJob) {
+    async fn fire(&self, job: ScheduledJob) {
         if let Ok(mut v) = self.0.lock() {
             v.push(job);
         }

@@ -52,8 +52,8 @@ async fn reconciled_schedules_fire_the_attached_policies() -> TestResult {
     let due = scheduler.due_firings(floe_schedules::Clock::now(clock.as_ref()));
     assert_eq!(due.len(), 3);
     assert!(
-        due.iter()
-            .all(|f| f.job.policy_id == p.id && f.job.deployment_id == d.id && f.job.org == org)
+        due.iter().all(|f| matches!(&f.job, floe_schedules::ScheduledJob::Snapshot(j)
+            if j.policy_id == p.id && j.deployment_id == d.id && j.org == org))
     );
     Ok(())
 }

@@ -766,7 +766,9 @@ async fn a_30_minute_policy_fires_on_time_in_local_mode_and_retention_trims() ->
     let mut run_due = async |until| -> TestResult {
         for firing in scheduler.due_firings(until) {
             fired.push(firing.at);
-            let job = firing.job;
+            let floe_schedules::ScheduledJob::Snapshot(job) = firing.job else {
+                return Err("a policy's schedule fired a drill".into());
+            };
             w.snapshotter
                 .run_scheduled(&job.org, &job.deployment_id, &job.policy_id)
                 .await?;
