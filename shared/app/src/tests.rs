@@ -1180,6 +1180,8 @@ async fn a_kept_view_is_never_older_than_its_record() -> TestResult {
         warnings: Vec::new(),
         since: chrono::Utc::now(),
         heal_started: None,
+        recovery_point: None,
+        recovery_point_breached: None,
     };
     w.app.store.record_health(&stored, &health).await?;
     w.backend.take();
@@ -1288,6 +1290,8 @@ async fn a_view_answered_without_a_read_is_never_older_than_a_write()
                 nodes: Vec::new(),
                 since: chrono::Utc::now(),
                 heal_started: None,
+                recovery_point: None,
+                recovery_point_breached: None,
             });
             app.store
                 .record_health(&stored, renamed.health.as_ref().ok_or("health")?)

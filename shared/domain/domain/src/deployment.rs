@@ -987,6 +987,11 @@ impl DeploymentView {
             crate::access::ElasticsearchAccess::of(&d.id, a, d.endpoint.as_deref())
                 .moving_to(d.endpoint_moving_to.as_deref())
         });
+        let recovery = crate::drill::RecoveryView::of(
+            d.spec.recovery_targets.as_ref(),
+            d.last_drill.as_ref(),
+            d.health.as_ref(),
+        );
         let (healthy, health_reason, nodes, health_warnings) = match d.health {
             Some(h) => (Some(h.healthy), h.reason, h.nodes, h.warnings),
             None => (None, None, Vec::new(), Vec::new()),
@@ -1029,10 +1034,7 @@ impl DeploymentView {
             health_reason,
             nodes,
             health_warnings,
-            recovery: crate::drill::RecoveryView::of(
-                spec.recovery_targets.as_ref(),
-                d.last_drill.as_ref(),
-            ),
+            recovery,
             recovery_targets: spec.recovery_targets,
             drill_schedule: spec.drill_schedule,
             license: d

@@ -606,6 +606,13 @@ impl RecoveryTargets {
         v.and_then(|s| crate::timevalue::parse_time_value(s).ok())
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
+
+    /// The recovery point target, when one is set.
+    pub fn recovery_point(&self) -> Option<std::time::Duration> {
+        self.recovery_point
+            .as_deref()
+            .and_then(|s| crate::timevalue::parse_time_value(s).ok())
+    }
 }
 
 /// A deployment's last drill, as its record keeps it.
@@ -658,20 +665,54 @@ pub struct RecoveryView {
     /// Absent before the first drill.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drill: Option<LastDrill>,
+    /// The current recovery point: the newest successful snapshot, as the
+    /// health check (each minute) last found it. A restore now would lose
+    /// what was written after its `end`. Absent before the first one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_point: Option<crate::health::RecoveryPoint>,
 }
 
 impl RecoveryView {
-    /// The recovery a deployment with `targets` and `last` shows; none
-    /// before its first drill when it sets no targets.
-    pub fn of(targets: Option<&RecoveryTargets>, last: Option<&LastDrill>) -> Option<RecoveryView> {
+    /// The recovery a deployment with `targets`, `last` drill and health
+    /// check findings shows; none before its first drill and snapshot when
+    /// it sets no targets.
+    pub fn of(
+        targets: Option<&RecoveryTargets>,
+        last: Option<&LastDrill>,
+        health: Option<&crate::health::Health>,
+    ) -> Option<RecoveryView> {
+        let recovery_point = health.and_then(|h| h.recovery_point.clone());
+        let mut reasons = Vec::new();
+        if let Some(since) = health.and_then(|h| h.recovery_point_breached) {
+            let target = targets
+                .and_then(|t| t.recovery_point.clone())
+                .unwrap_or_default();
+            reasons.push(match &recovery_point {
+                Some(p) => format!(
+                    "the newest successful snapshot ({}) ended at {}, longer ago than the recovery point target of {target} (since {})",
+                    p.snapshot,
+                    p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+                None => format!(
+                    "no successful snapshot, for longer than the recovery point target of {target} (since {})",
+                    since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            });
+        }
         let Some(drill) = last else {
-            return targets.map(|_| RecoveryView {
-                healthy: false,
-                reasons: vec!["no restore drill has run yet".into()],
+            if targets.is_some() {
+                reasons.push("no restore drill has run yet".into());
+            } else if recovery_point.is_none() && reasons.is_empty() {
+                return None;
+            }
+            return Some(RecoveryView {
+                healthy: reasons.is_empty(),
+                reasons,
                 last_drill: None,
+                recovery_point,
             });
         };
-        let mut reasons = Vec::new();
         match drill.status {
             DrillStatus::Failed => reasons.push(format!(
                 "the last drill failed{}",
@@ -707,6 +748,7 @@ impl RecoveryView {
             healthy: reasons.is_empty(),
             reasons,
             last_drill: Some(drill.clone()),
+            recovery_point,
         })
     }
 }

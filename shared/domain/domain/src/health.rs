@@ -31,6 +31,34 @@ pub struct Health {
     /// a cluster that cannot heal (a lost quorum) does not loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heal_started: Option<chrono::DateTime<chrono::Utc>>,
+    /// The newest successful snapshot, as the check last found it: what a
+    /// restore now would go back to. Absent before the first one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_point: Option<RecoveryPoint>,
+    /// Since when the check finds the recovery point older than the
+    /// deployment's target (or no successful snapshot in a deployment
+    /// older than it); cleared when a newer snapshot meets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_point_breached: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// The snapshot a restore would go back to now: the newest successful
+/// one. The data written after its `end` is what a restore would lose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RecoveryPoint {
+    #[schema(example = "floe-2026.12.06-3f9c2a7d1b0e")]
+    pub snapshot: String,
+    /// When it ended.
+    pub end: chrono::DateTime<chrono::Utc>,
+}
+
+impl RecoveryPoint {
+    /// Whether `now` is further from this point than `target` allows.
+    pub fn older_than(&self, target: std::time::Duration, now: chrono::DateTime<chrono::Utc>) -> bool {
+        (now - self.end)
+            .to_std()
+            .is_ok_and(|age| age > target)
+    }
 }
 
 impl Health {
@@ -40,6 +68,12 @@ impl Health {
             && self.reason == other.reason
             && self.nodes == other.nodes
             && self.warnings == other.warnings
+    }
+
+    /// Whether `other` says the same about the deployment's recovery point.
+    pub fn same_recovery(&self, other: &Health) -> bool {
+        self.recovery_point == other.recovery_point
+            && self.recovery_point_breached == other.recovery_point_breached
     }
 }
 

@@ -312,6 +312,8 @@ mod tests {
             warnings: vec!["repository shared is no longer registered".into()],
             since: d.created,
             heal_started: None,
+            recovery_point: None,
+            recovery_point_breached: None,
         });
         d.clone_source = Some(
             serde_json::from_value(json!({

@@ -1108,6 +1108,8 @@ pub async fn health_is_recorded_without_a_new_version(store: Store) -> TestResul
         warnings: Vec::new(),
         since: chrono::Utc::now(),
         heal_started: None,
+        recovery_point: None,
+        recovery_point_breached: None,
     };
     store.record_health(&read, &health).await?;
     let checked = store.get_deployment(&a, &d.id).await?.ok_or("d")?;

@@ -81,14 +81,15 @@ pub async fn settled(
         view,
         ..drill.clone()
     };
+    // The deployment's record first: whoever sees the drill ended (its
+    // record, or a free lock) then sees it as the deployment's last drill
+    // too. Settling is deterministic, so a second settler writes the same.
+    keep_last_drill(store, &next).await;
     let lock = store
         .get_drill_lock(&drill.org, &drill.view.deployment_id)
         .await?;
     match store.end_drill(&next, record.version, lock.as_ref()).await {
-        Ok(()) => {
-            keep_last_drill(store, &next).await;
-            Ok(next)
-        }
+        Ok(()) => Ok(next),
         // Another writer settled it first: theirs is the record.
         Err(StoreError::VersionMismatch { .. } | StoreError::NotFound) => {
             match store.get_drill(&drill.org, &drill.key).await? {

@@ -1337,3 +1337,110 @@ async fn scheduled_maintenance_is_a_warning_that_starts_no_heal() -> TestResult 
     assert!(jobs.try_recv().is_err(), "a warning started a heal");
     Ok(())
 }
+
+/// A snapshot record of `deployment` in state `state`, ended `ago` before now.
+fn snapshot_record(
+    deployment: &Deployment,
+    name: &str,
+    state: floe_domain::snapshot::SnapshotState,
+    ago: chrono::Duration,
+) -> floe_domain::snapshot::SnapshotRecord {
+    let end = Utc::now() - ago;
+    let start = end - chrono::Duration::seconds(30);
+    floe_domain::snapshot::SnapshotRecord {
+        org: deployment.org.clone(),
+        deployment_id: deployment.id.clone(),
+        repository: "main".into(),
+        name: name.into(),
+        uuid: String::new(),
+        state,
+        start,
+        end: Some(end),
+        duration_in_millis: Some(30_000),
+        indices: vec!["logs-1".into()],
+        shards: Default::default(),
+        size_in_bytes: Some(1),
+        policy_id: None,
+        failure: None,
+        sort_millis: start.timestamp_millis(),
+        updated: end,
+        deleting: None,
+        place: None,
+        missing: None,
+        document_counts: None,
+    }
+}
+
+/// The health check finds each running deployment's recovery point (its
+/// newest successful snapshot) and judges it against the recovery point
+/// target: a breach is recorded once, with when it was first found, and
+/// cleared by a newer snapshot; none of it moves the version a user read,
+/// and none of it starts a heal.
+#[tokio::test]
+async fn the_health_check_judges_the_recovery_point_against_its_target() -> TestResult {
+    use floe_domain::snapshot::SnapshotState;
+    let compute = Arc::new(SimulatedCompute::new(SimulatedConfig::default()));
+    let parameters = no_parameters();
+    let store = new_store()?;
+    let d = running(&compute, parameters.clone(), &store).await?;
+    let read = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
+    let mut next = read.value.clone();
+    next.spec.recovery_targets = Some(floe_domain::drill::RecoveryTargets {
+        recovery_point: Some("1h".into()),
+        recovery_time: None,
+    });
+    let version = store.replace_deployment(&next, &read, None).await?;
+    // Newest first: a failed one, then a success two hours old.
+    store
+        .create_snapshot(&snapshot_record(&d, "old", SnapshotState::Success, chrono::Duration::hours(2)))
+        .await?;
+    store
+        .create_snapshot(&snapshot_record(&d, "broken", SnapshotState::Failed, chrono::Duration::minutes(5)))
+        .await?;
+
+    let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
+    let (check, mut jobs) = health_check(&store, probe);
+    check.check().await;
+    let checked = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
+    assert_eq!(checked.version, version, "the check moved the version");
+    let health = checked.value.health.clone().ok_or("no health")?;
+    assert!(health.healthy, "{health:?}");
+    assert_eq!(
+        health.recovery_point.as_ref().map(|p| p.snapshot.as_str()),
+        Some("old")
+    );
+    let since = health.recovery_point_breached.ok_or("no breach found")?;
+    let view = floe_domain::deployment::DeploymentView::new(&checked.value, checked.version);
+    let recovery = view.recovery.ok_or("no recovery")?;
+    assert!(!recovery.healthy);
+    assert!(
+        recovery.reasons[0].starts_with("the newest successful snapshot (old) ended at"),
+        "{:?}",
+        recovery.reasons
+    );
+    assert_eq!(view.healthy, Some(true), "the cluster's health is its nodes'");
+
+    // Looked at again: nothing changed, nothing written, the breach keeps
+    // its first time.
+    check.check().await;
+    let again = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
+    assert_eq!(again.value.health.as_ref().and_then(|h| h.recovery_point_breached), Some(since));
+
+    // A fresh snapshot meets the target: the breach is cleared.
+    store
+        .create_snapshot(&snapshot_record(&d, "fresh", SnapshotState::Success, chrono::Duration::minutes(1)))
+        .await?;
+    check.check().await;
+    let met = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
+    assert_eq!(met.version, version);
+    let health = met.value.health.clone().ok_or("no health")?;
+    assert_eq!(
+        health.recovery_point.as_ref().map(|p| p.snapshot.as_str()),
+        Some("fresh")
+    );
+    assert_eq!(health.recovery_point_breached, None);
+    let view = floe_domain::deployment::DeploymentView::new(&met.value, met.version);
+    assert!(view.recovery.is_some_and(|r| r.reasons.is_empty() || r.reasons == ["no restore drill has run yet"]));
+    assert!(jobs.try_recv().is_err(), "a recovery finding starts no heal");
+    Ok(())
+}

@@ -300,14 +300,14 @@ fn recovery_is_judged_against_the_targets_and_never_without_a_drill_or_targets()
         recovery_time_millis: Some(90_000),
         failure: None,
     };
-    assert_eq!(RecoveryView::of(None, None), None);
-    let met = RecoveryView::of(None, Some(&last)).expect("a view");
+    assert_eq!(RecoveryView::of(None, None, None), None);
+    let met = RecoveryView::of(None, Some(&last), None).expect("a view");
     assert!(met.healthy && met.reasons.is_empty());
     let targets = RecoveryTargets {
         recovery_point: Some("1h".into()),
         recovery_time: Some("1m".into()),
     };
-    let missed = RecoveryView::of(Some(&targets), Some(&last)).expect("a view");
+    let missed = RecoveryView::of(Some(&targets), Some(&last), None).expect("a view");
     assert!(!missed.healthy);
     assert_eq!(missed.reasons.len(), 2, "{:?}", missed.reasons);
     assert!(missed.reasons[0].contains("90000 ms") && missed.reasons[0].contains("1m"));
@@ -315,13 +315,44 @@ fn recovery_is_judged_against_the_targets_and_never_without_a_drill_or_targets()
     let failed = LastDrill {
         status: DrillStatus::Failed,
         failure: Some("wait-restored: index a is red".into()),
-        ..last
+        ..last.clone()
     };
-    let view = RecoveryView::of(None, Some(&failed)).expect("a view");
+    let view = RecoveryView::of(None, Some(&failed), None).expect("a view");
     assert_eq!(
         view.reasons,
         vec!["the last drill failed at wait-restored: index a is red".to_string()]
     );
-    let unproven = RecoveryView::of(Some(&targets), None).expect("a view");
+    let unproven = RecoveryView::of(Some(&targets), None, None).expect("a view");
     assert!(!unproven.healthy);
+
+    // The health check's recovery point: shown whenever found; a breach it
+    // found is a reason of its own.
+    let point = crate::health::RecoveryPoint {
+        snapshot: "s9".into(),
+        end: t0,
+    };
+    let mut health = crate::health::Health {
+        healthy: true,
+        reason: None,
+        nodes: Vec::new(),
+        warnings: Vec::new(),
+        since: t0,
+        heal_started: None,
+        recovery_point: Some(point.clone()),
+        recovery_point_breached: None,
+    };
+    let shown = RecoveryView::of(None, None, Some(&health)).expect("a view");
+    assert!(shown.healthy && shown.last_drill.is_none());
+    assert_eq!(shown.recovery_point, Some(point.clone()));
+    health.recovery_point_breached = Some(t0 + chrono::Duration::hours(2));
+    let breached = RecoveryView::of(Some(&targets), Some(&last), Some(&health)).expect("a view");
+    assert!(!breached.healthy);
+    assert!(
+        breached.reasons[0].starts_with("the newest successful snapshot (s9) ended at ")
+            && breached.reasons[0].contains("recovery point target of 1h"),
+        "{:?}",
+        breached.reasons
+    );
+    assert!(point.older_than(std::time::Duration::from_secs(3600), t0 + chrono::Duration::minutes(61)));
+    assert!(!point.older_than(std::time::Duration::from_secs(3600), t0 + chrono::Duration::minutes(59)));
 }

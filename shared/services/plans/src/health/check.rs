@@ -18,7 +18,8 @@ use crate::sweep::{StartPlan, SweepTask};
 use async_trait::async_trait;
 use chrono::Utc;
 use floe_domain::deployment::{Deployment, DeploymentStatus};
-use floe_domain::health::Health;
+use floe_domain::health::{Health, RecoveryPoint};
+use floe_domain::snapshot::SnapshotState;
 use floe_domain::plan::{HealParams, Plan, PlanParams, lifecycle};
 use floe_store::{PageRequest, Store, StoreError, Versioned};
 use std::sync::{Arc, Mutex};
@@ -89,6 +90,9 @@ pub fn assess(
         warnings: observation.warnings,
         since: now,
         heal_started: previous.and_then(|p| p.heal_started),
+        // Judged apart (see `judge_recovery_point`); kept until then.
+        recovery_point: previous.and_then(|p| p.recovery_point.clone()),
+        recovery_point_breached: previous.and_then(|p| p.recovery_point_breached),
     };
     if let Some(p) = previous
         && p.same_findings(&health)
@@ -115,6 +119,59 @@ pub fn assess(
         now,
     );
     (health, Some(plan))
+}
+
+/// The deployment's recovery point as found now, and since when it breaks
+/// the deployment's recovery point target (kept from `previous` while it
+/// still does): a snapshot older than the target, or none at all in a
+/// deployment older than it.
+pub fn judge_recovery_point(
+    deployment: &Deployment,
+    found: Option<RecoveryPoint>,
+    previous: Option<&Health>,
+    now: chrono::DateTime<Utc>,
+) -> (Option<RecoveryPoint>, Option<chrono::DateTime<Utc>>) {
+    let Some(target) = deployment
+        .spec
+        .recovery_targets
+        .as_ref()
+        .and_then(|t| t.recovery_point())
+    else {
+        return (found, None);
+    };
+    let breached = match &found {
+        Some(point) => point.older_than(target, now),
+        None => (now - deployment.created)
+            .to_std()
+            .is_ok_and(|age| age > target),
+    };
+    let since = breached.then(|| {
+        previous
+            .and_then(|h| h.recovery_point_breached)
+            .unwrap_or(now)
+    });
+    (found, since)
+}
+
+/// The deployment's newest successful snapshot by its records: newest
+/// first, the first success that is neither being deleted nor gone from
+/// its repository (what `__latest_success__` restores).
+async fn newest_success(
+    store: &Store,
+    deployment: &Deployment,
+) -> Result<Option<RecoveryPoint>, StoreError> {
+    let mut pages = store.snapshot_pages(&deployment.org, &deployment.id, None);
+    while let Some(items) = pages.next_page().await? {
+        if let Some(s) = items.into_iter().map(|i| i.value).find(|s| {
+            s.state == SnapshotState::Success && s.deleting.is_none() && s.missing.is_none()
+        }) {
+            return Ok(Some(RecoveryPoint {
+                end: s.end.unwrap_or(s.start),
+                snapshot: s.name,
+            }));
+        }
+    }
+    Ok(None)
 }
 
 impl HealthCheck {
@@ -224,13 +281,27 @@ impl HealthCheck {
         }
         let id = d.value.id.clone();
         let observation = self.observe(&d.value).await?;
-        let (health, heal) = assess(&d.value, observation, &self.config, Utc::now());
+        let now = Utc::now();
+        let (mut health, heal) = assess(&d.value, observation, &self.config, now);
+        // A deployment that never had a repository has no snapshots to
+        // look for (one that had keeps its records).
+        if d.value.spec.snapshot.is_some() || d.value.spec.recovery_targets.is_some() {
+            match newest_success(&self.store, &d.value).await {
+                Ok(found) => {
+                    (health.recovery_point, health.recovery_point_breached) =
+                        judge_recovery_point(&d.value, found, d.value.health.as_ref(), now);
+                }
+                // Kept as last found: the next sweep looks again.
+                Err(e) => {
+                    tracing::warn!(deployment = %id, error = %e, "health check: cannot read the snapshot records");
+                }
+            }
+        }
         let healthy = health.healthy;
         if heal.is_none()
-            && d.value
-                .health
-                .as_ref()
-                .is_some_and(|h| h.same_findings(&health) && h.since == health.since)
+            && d.value.health.as_ref().is_some_and(|h| {
+                h.same_findings(&health) && h.since == health.since && h.same_recovery(&health)
+            })
         {
             return Some((healthy, false));
         }
