@@ -129,6 +129,15 @@ fn snapshotter_function_calls_aws_only_through_its_adapters() {
 }
 
 #[test]
+fn eventbridge_events_registry_matches_its_calls() {
+    check(
+        "shared/adapters/events-eventbridge/src/lib.rs",
+        called_operations(&source("shared/adapters/events-eventbridge/src/lib.rs")),
+        registered("events", floe_events_eventbridge::OPERATIONS),
+    );
+}
+
+#[test]
 fn eventbridge_scheduler_registry_matches_its_calls() {
     check(
         "shared/adapters/scheduler-aws/src/lib.rs",

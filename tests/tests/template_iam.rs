@@ -112,6 +112,11 @@ fn code_actions(function: &str) -> Option<BTreeMap<String, String>> {
                 floe_records_route53::IAM_ACTIONS,
                 "floe_records_route53::IAM_ACTIONS: the deployments' endpoint names",
             );
+            add(
+                &mut actions,
+                floe_events_eventbridge::OPERATIONS,
+                "floe_events_eventbridge::OPERATIONS: failed drills and breached recovery targets",
+            );
         }
         _ => return None,
     }

@@ -35,6 +35,8 @@ pub struct Adapters {
     /// The use cases, for what a drill schedule's firing starts (the drill
     /// is checked and recorded as one started through the API is).
     pub app: floe_app::App,
+    /// The operators' event bus: failed drills, breached recovery targets.
+    pub events: Arc<dyn floe_ports::Events>,
 }
 
 /// How long the final snapshot step waits for its snapshot in one go.
@@ -103,13 +105,19 @@ impl Adapters {
             )));
         }
         let steps = Arc::new(steps);
+        let events: Arc<dyn floe_ports::Events> = Arc::new(
+            floe_events_eventbridge::EventBridgeEvents::new(sdk, config.event_bus.clone()),
+        );
         // Its heals are plans like any other: recorded, then queued.
-        let health = Arc::new(floe_plans::HealthCheck::new(
-            store.clone(),
-            Arc::new(floe_plans::PlanStarter::new(store.clone(), queue.clone())),
-            steps.clone(),
-            floe_plans::HealthConfig::default(),
-        ));
+        let health = Arc::new(
+            floe_plans::HealthCheck::new(
+                store.clone(),
+                Arc::new(floe_plans::PlanStarter::new(store.clone(), queue.clone())),
+                steps.clone(),
+                floe_plans::HealthConfig::default(),
+            )
+            .with_events(events.clone()),
+        );
         let schedules = match &config.scheduler {
             Some(s) => {
                 let mut aws = AwsSchedulerConfig::new(
@@ -149,6 +157,7 @@ impl Adapters {
         };
         Ok(Adapters {
             app,
+            events,
             store,
             queue,
             steps,
@@ -175,7 +184,8 @@ impl Adapters {
             format!("worker/{request_id}"),
             config,
         )
-        .with_sweep_task(self.health.clone());
+        .with_sweep_task(self.health.clone())
+        .with_events(self.events.clone());
         match &self.schedules {
             Some(schedules) => engine.with_listener(schedules.clone()),
             None => engine,

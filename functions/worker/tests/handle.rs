@@ -557,7 +557,9 @@ impl floe_ports::DrillStarter for RecordingDrills {
             seen.push(job.clone());
         }
         if job.org == self.failing_org {
-            return Err(floe_ports::QueueError("injected: the store is unavailable".into()));
+            return Err(floe_ports::QueueError(
+                "injected: the store is unavailable".into(),
+            ));
         }
         Ok(floe_ports::ScheduledDrill::Started {
             drill_id: "d".into(),

@@ -508,6 +508,14 @@ async fn the_deployment_shows_its_recovery_against_its_targets() -> TestResult {
     assert_eq!(recovery["healthy"], false, "{shown}");
     let reasons = recovery["reasons"].to_string();
     assert!(reasons.contains("recovery time target of 1ms"), "{reasons}");
+    // Told on the operators' bus, once.
+    let told = w.events.taken();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].detail_type, "Floe Recovery Target Breached");
+    assert_eq!(told[0].detail["target"], "recovery_time", "{:?}", told[0]);
+    assert_eq!(told[0].detail["target_value"], "1ms");
+    assert_eq!(told[0].detail["deployment_id"], id.as_str());
+    assert_eq!(told[0].detail["drill_id"], done["id"]);
     assert!(!reasons.contains("recovery point"), "{reasons}");
     assert_eq!(shown["recovery_targets"]["recovery_time"], "1ms", "{shown}");
     // A recovery warning is not the cluster's health.
@@ -539,6 +547,13 @@ async fn the_deployment_shows_its_recovery_against_its_targets() -> TestResult {
             .is_some_and(|r| r.starts_with("the last drill failed at restore: ")),
         "{shown}"
     );
+    let told = w.events.taken();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].detail_type, "Floe Drill Failed");
+    assert_eq!(told[0].detail["org"], ORG);
+    assert_eq!(told[0].detail["drill_id"], failed["id"]);
+    assert_eq!(told[0].detail["failure"], failed["failure"]);
+    assert_eq!(told[0].detail["deployment_name"], "shop");
 
     for (bad, field) in [
         (
@@ -649,7 +664,9 @@ async fn a_drill_schedule_fires_from_the_local_scheduler() -> TestResult {
     // A rate schedule fires when it is set, then once a day: the firing
     // starts the drill as the API would, with the schedule's checks. A
     // firing while it runs is skipped (one drill at a time).
-    let due = w.scheduler.due_firings(floe_schedules::Clock::now(w.clock.as_ref()));
+    let due = w
+        .scheduler
+        .due_firings(floe_schedules::Clock::now(w.clock.as_ref()));
     assert_eq!(due.len(), 1, "{due:?}");
     for firing in due {
         w.firings.fire(firing.job.clone()).await;
@@ -676,21 +693,32 @@ async fn a_drill_schedule_fires_from_the_local_scheduler() -> TestResult {
         "{done}"
     );
     clone_gone(&w, done).await?;
-    assert!(w.scheduler.due_firings(floe_schedules::Clock::now(w.clock.as_ref())).is_empty());
+    assert!(
+        w.scheduler
+            .due_firings(floe_schedules::Clock::now(w.clock.as_ref()))
+            .is_empty()
+    );
     w.clock.advance(Duration::from_secs(24 * 3600));
-    assert_eq!(w.scheduler.due_firings(floe_schedules::Clock::now(w.clock.as_ref())).len(), 1);
+    assert_eq!(
+        w.scheduler
+            .due_firings(floe_schedules::Clock::now(w.clock.as_ref()))
+            .len(),
+        1
+    );
 
     // Removed, the schedule goes; a firing already under way starts
     // nothing.
     let job = w.scheduler.schedules()[0].input.clone();
-    spec.as_object_mut()
-        .ok_or("spec")?
-        .remove("drill_schedule");
+    spec.as_object_mut().ok_or("spec")?.remove("drill_schedule");
     let (status, updated) = w.call("PUT", &path, Some(spec.clone())).await?;
     assert_eq!(status, StatusCode::OK, "{updated}");
     assert!(updated.get("drill_schedule").is_none(), "{updated}");
     assert!(w.scheduler.schedules().is_empty());
     w.firings.fire(job).await;
-    assert_eq!(drills_of(&w, &id).await?.len(), 1, "a stale firing starts nothing");
+    assert_eq!(
+        drills_of(&w, &id).await?.len(),
+        1,
+        "a stale firing starts nothing"
+    );
     Ok(())
 }

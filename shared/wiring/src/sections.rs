@@ -748,6 +748,9 @@ pub struct WorkerConfig {
     /// `FLOE_ALLOW_PRIVATE_ENDPOINTS`, as the API reads it: the plans hold
     /// repository endpoints to the same policy again.
     pub allow_private_endpoints: bool,
+    /// `FLOE_EVENT_BUS`: the EventBridge bus failed drills and breached
+    /// recovery targets are published on (`default` unless set).
+    pub event_bus: String,
 }
 
 impl WorkerConfig {
@@ -766,7 +769,28 @@ impl WorkerConfig {
             secrets: kms_secrets(env)?,
             endpoints: EndpointSettings::read(env)?,
             allow_private_endpoints: allow_private_endpoints(env)?,
+            event_bus: event_bus(env)?,
         })
+    }
+}
+
+/// `FLOE_EVENT_BUS`: a bus name (1 to 256 of `[A-Za-z0-9._/-]`) or a bus's
+/// ARN; `default` when unset.
+fn event_bus(env: &Env) -> Result<String, ConfigError> {
+    let Some(bus) = env.get("FLOE_EVENT_BUS") else {
+        return Ok("default".into());
+    };
+    let name_ok = (1..=256).contains(&bus.len())
+        && bus
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'));
+    if bus.starts_with("arn:") || name_ok {
+        Ok(bus)
+    } else {
+        Err(invalid(
+            "FLOE_EVENT_BUS",
+            "must be an EventBridge bus name (letters, digits, . _ - /) or its ARN",
+        ))
     }
 }
 
@@ -982,6 +1006,11 @@ mod tests {
         );
         assert_eq!(ec2.key_name, None);
         assert_eq!(c.scheduler, None);
+        assert_eq!(c.event_bus, "default");
+        let c = WorkerConfig::read(&with(WORKER, &[("FLOE_EVENT_BUS", "ops-alerts")]))?;
+        assert_eq!(c.event_bus, "ops-alerts");
+        let bad = WorkerConfig::read(&with(WORKER, &[("FLOE_EVENT_BUS", "ops alerts")])).err();
+        assert_eq!(bad.map(|e| e.name), Some("FLOE_EVENT_BUS"));
         let c = WorkerConfig::read(&with(WORKER, &[("FLOE_PARAMETER_PREFIX", "/prod/floe")]))?;
         assert_eq!(c.parameter_prefix, "/prod/floe");
         let c = WorkerConfig::read(&with(

@@ -15,7 +15,9 @@ use aws_smithy_runtime_api::client::http::{
 use floe_scheduler_aws::{AwsScheduler, AwsSchedulerConfig, RetrySettings};
 use floe_schedules::conformance::reconciliation_scenario;
 use floe_schedules::names::{deployment_prefix, drill_schedule_name, schedule_name};
-use floe_schedules::{DrillJob, ScheduleSpec, ScheduledJob, Scheduler, SchedulerError, SnapshotJob};
+use floe_schedules::{
+    DrillJob, ScheduleSpec, ScheduledJob, Scheduler, SchedulerError, SnapshotJob,
+};
 use floe_store::{Backend, Store};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

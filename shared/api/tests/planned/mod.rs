@@ -87,6 +87,9 @@ pub struct World {
     pub scheduler: Arc<floe_schedules::LocalScheduler>,
     pub clock: Arc<floe_schedules::ManualClock>,
     pub firings: Arc<floe_app::scheduled::LocalFirings>,
+    /// What the plans published for operators (failed drills, breached
+    /// targets).
+    pub events: Arc<floe_ports::RecordedEvents>,
     pub store: Store,
     pub clusters: Arc<SimulatedClusters>,
     pub compute: Arc<SimulatedCompute>,
@@ -159,16 +162,20 @@ pub async fn world() -> Fallible<World> {
     });
     let (queue, mut jobs) = LocalQueue::new();
     let queue = Arc::new(queue);
-    let engine = Arc::new(Engine::new(
-        store.clone(),
-        queue.clone(),
-        steps.clone(),
-        "test-worker",
-        EngineConfig {
-            backoff: Duration::from_millis(1),
-            ..EngineConfig::default()
-        },
-    ));
+    let events = Arc::new(floe_ports::RecordedEvents::default());
+    let engine = Arc::new(
+        Engine::new(
+            store.clone(),
+            queue.clone(),
+            steps.clone(),
+            "test-worker",
+            EngineConfig {
+                backoff: Duration::from_millis(1),
+                ..EngineConfig::default()
+            },
+        )
+        .with_events(events.clone()),
+    );
     tokio::spawn(async move {
         while let Some(job) = jobs.recv().await {
             let engine = engine.clone();
@@ -210,6 +217,7 @@ pub async fn world() -> Fallible<World> {
         scheduler,
         clock,
         firings,
+        events,
         store,
         clusters,
         compute,

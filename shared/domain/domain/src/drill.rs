@@ -137,7 +137,11 @@ impl DrillSchedule {
         self.schedule.expression("drill_schedule.schedule", p);
         if let Err(Invalid(problems)) = self.drill.validate() {
             for e in problems {
-                p.push(format!("drill_schedule.drill.{}", e.field), e.code, e.message);
+                p.push(
+                    format!("drill_schedule.drill.{}", e.field),
+                    e.code,
+                    e.message,
+                );
             }
         }
         if let Some(t) = &self.drill.instance_type

@@ -54,10 +54,12 @@ pub struct RecoveryPoint {
 
 impl RecoveryPoint {
     /// Whether `now` is further from this point than `target` allows.
-    pub fn older_than(&self, target: std::time::Duration, now: chrono::DateTime<chrono::Utc>) -> bool {
-        (now - self.end)
-            .to_std()
-            .is_ok_and(|age| age > target)
+    pub fn older_than(
+        &self,
+        target: std::time::Duration,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> bool {
+        (now - self.end).to_std().is_ok_and(|age| age > target)
     }
 }
 

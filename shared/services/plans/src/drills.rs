@@ -3,14 +3,25 @@
 //! that finds the record still running behind a plan that has ended (the
 //! engine's write lost to a crash). Either way the drilled deployment's
 //! lock is released with it, so the next drill may start.
+//!
+//! The engine, as it finishes the plan (once), also tells the operators'
+//! event bus: a drill that failed (`Floe Drill Failed`), and one that
+//! passed but took longer than the deployment's recovery time target
+//! (`Floe Recovery Target Breached`), whoever wrote the drill's end. A
+//! worker that dies between finishing the plan and publishing loses the
+//! event (the drill's record still says how it ended).
 
+use floe_domain::deployment::Deployment;
 use floe_domain::drill::{Drill, DrillFailure, DrillPlan, DrillStatus, LastDrill, settle};
 use floe_domain::plan::Plan;
+use floe_ports::{Events, PlatformEvent};
 use floe_store::{Store, StoreError, Versioned};
+use serde_json::json;
 
 /// Writes the outcome of `plan`, a drill plan that has ended, onto its
-/// drill's record. A failure is logged: the next reader settles it.
-pub async fn end(store: &Store, plan: &Plan, drill: &DrillPlan) {
+/// drill's record, and publishes what it means to `events`. A failure is
+/// logged: the next reader settles it.
+pub async fn end(store: &Store, plan: &Plan, drill: &DrillPlan, events: &dyn Events) {
     let record = match store.get_drill(&plan.org, &drill.drill_key).await {
         Ok(Some(record)) => record,
         Ok(None) => {
@@ -22,14 +33,98 @@ pub async fn end(store: &Store, plan: &Plan, drill: &DrillPlan) {
             return;
         }
     };
-    match settled(store, record, Some(plan)).await {
-        Ok(d) => {
+    match settle_record(store, record, Some(plan)).await {
+        Ok(Settled {
+            drill: d,
+            here,
+            deployment,
+        }) => {
             tracing::info!(drill = %d.view.id, deployment = %d.view.deployment_id, status = d.view.status.as_str(), "drill ended");
+            // The engine finishes a plan once, so it tells once, whoever
+            // wrote the drill's end (a reader may have been first).
+            let deployment = match (here, deployment) {
+                (true, d) => d,
+                (false, _) => store
+                    .get_deployment(&d.org, &d.view.deployment_id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|v| v.value),
+            };
+            if d.view.status != DrillStatus::Running {
+                for event in drill_events(&d, deployment.as_ref()) {
+                    if let Err(e) = events.publish(&event).await {
+                        tracing::warn!(drill = %d.view.id, error = %e, detail_type = event.detail_type, "drill event not published");
+                    }
+                }
+            }
         }
         Err(e) => {
             tracing::warn!(drill = %drill.drill_id, error = %e, "cannot record a drill's outcome; its next reader will");
         }
     }
+}
+
+/// What a drill that ended means to the operators: its failure, or a
+/// recovery time longer than its deployment's target.
+pub fn drill_events(drill: &Drill, deployment: Option<&Deployment>) -> Vec<PlatformEvent> {
+    let v = &drill.view;
+    let mut events = Vec::new();
+    if v.status == DrillStatus::Failed {
+        events.push(PlatformEvent {
+            detail_type: PlatformEvent::DRILL_FAILED,
+            detail: json!({
+                "org": drill.org,
+                "deployment_id": v.deployment_id,
+                "deployment_name": deployment.map(|d| d.spec.name.as_str()),
+                "drill_id": v.id,
+                "mode": v.mode,
+                "snapshot": v.snapshot,
+                "repository": v.repository,
+                "started": v.started,
+                "finished": v.finished,
+                "failure": v.failure,
+            }),
+        });
+    }
+    let target = deployment
+        .and_then(|d| d.spec.recovery_targets.as_ref())
+        .and_then(|t| t.recovery_time.clone());
+    let limit = target
+        .as_deref()
+        .and_then(|t| floe_domain::timevalue::parse_time_value(t).ok());
+    if v.status == DrillStatus::Passed
+        && let (Some(target), Some(limit), Some(took)) = (target, limit, &v.recovery_time)
+        && u128::from(took.total_millis) > limit.as_millis()
+    {
+        events.push(PlatformEvent {
+            detail_type: PlatformEvent::RECOVERY_TARGET_BREACHED,
+            detail: json!({
+                "org": drill.org,
+                "deployment_id": v.deployment_id,
+                "deployment_name": deployment.map(|d| d.spec.name.as_str()),
+                "target": "recovery_time",
+                "target_value": target,
+                "recovery_time_millis": took.total_millis,
+                "drill_id": v.id,
+                "snapshot": v.snapshot,
+                "reason": format!(
+                    "drill {} recovered the data in {} ms, longer than the recovery time target of {target}",
+                    v.id, took.total_millis
+                ),
+            }),
+        });
+    }
+    events
+}
+
+/// A drill brought in step with its plan.
+struct Settled {
+    drill: Drill,
+    /// Whether this call wrote its end (and no other writer did).
+    here: bool,
+    /// Its deployment's record as the end was recorded on it.
+    deployment: Option<Deployment>,
 }
 
 /// The drill as its plan says it stands, written back (and its lock
@@ -40,9 +135,22 @@ pub async fn settled(
     record: Versioned<Drill>,
     plan: Option<&Plan>,
 ) -> Result<Drill, StoreError> {
+    Ok(settle_record(store, record, plan).await?.drill)
+}
+
+async fn settle_record(
+    store: &Store,
+    record: Versioned<Drill>,
+    plan: Option<&Plan>,
+) -> Result<Settled, StoreError> {
+    let unchanged = |record: Versioned<Drill>| Settled {
+        drill: record.value,
+        here: false,
+        deployment: None,
+    };
     let drill = &record.value;
     if drill.view.status != DrillStatus::Running {
-        return Ok(record.value);
+        return Ok(unchanged(record));
     }
     let read;
     let plan = match plan {
@@ -75,7 +183,7 @@ pub async fn settled(
         }
     };
     if view.status == DrillStatus::Running {
-        return Ok(record.value);
+        return Ok(unchanged(record));
     }
     let next = Drill {
         view,
@@ -84,18 +192,27 @@ pub async fn settled(
     // The deployment's record first: whoever sees the drill ended (its
     // record, or a free lock) then sees it as the deployment's last drill
     // too. Settling is deterministic, so a second settler writes the same.
-    keep_last_drill(store, &next).await;
+    let deployment = keep_last_drill(store, &next).await;
     let lock = store
         .get_drill_lock(&drill.org, &drill.view.deployment_id)
         .await?;
     match store.end_drill(&next, record.version, lock.as_ref()).await {
-        Ok(()) => Ok(next),
+        Ok(()) => Ok(Settled {
+            drill: next,
+            here: true,
+            deployment,
+        }),
         // Another writer settled it first: theirs is the record.
         Err(StoreError::VersionMismatch { .. } | StoreError::NotFound) => {
-            match store.get_drill(&drill.org, &drill.key).await? {
-                Some(now) => Ok(now.value),
-                None => Ok(next),
-            }
+            let drill = match store.get_drill(&drill.org, &drill.key).await? {
+                Some(now) => now.value,
+                None => next,
+            };
+            Ok(Settled {
+                drill,
+                here: false,
+                deployment: None,
+            })
         }
         Err(e) => Err(e),
     }
@@ -108,8 +225,9 @@ const LAST_DRILL_TRIES: usize = 5;
 /// Records `drill`, which has just ended, as its deployment's last drill
 /// (its view's `recovery`), unless a newer one is there already. A new
 /// version: the record changed (a reader's `If-Match` sees it). A failure
-/// is logged; the drill's own record holds the outcome either way.
-async fn keep_last_drill(store: &Store, drill: &Drill) {
+/// is logged; the drill's own record holds the outcome either way. The
+/// deployment as read, when it could be.
+async fn keep_last_drill(store: &Store, drill: &Drill) -> Option<Deployment> {
     let last = LastDrill::of(&drill.view);
     for _ in 0..LAST_DRILL_TRIES {
         let previous = match store
@@ -118,10 +236,10 @@ async fn keep_last_drill(store: &Store, drill: &Drill) {
         {
             Ok(Some(d)) => d,
             // Deleted since: nothing shows it.
-            Ok(None) => return,
+            Ok(None) => return None,
             Err(e) => {
                 tracing::warn!(drill = %drill.view.id, error = %e, "cannot read the drilled deployment to record its last drill");
-                return;
+                return None;
             }
         };
         if previous
@@ -130,18 +248,19 @@ async fn keep_last_drill(store: &Store, drill: &Drill) {
             .as_ref()
             .is_some_and(|l| l.id == last.id || l.started > last.started)
         {
-            return;
+            return Some(previous.value);
         }
         let mut next = previous.value.clone();
         next.last_drill = Some(last.clone());
         match store.replace_deployment(&next, &previous, None).await {
-            Ok(_) => return,
+            Ok(_) => return Some(next),
             Err(StoreError::VersionMismatch { .. }) => continue,
             Err(e) => {
                 tracing::warn!(drill = %drill.view.id, error = %e, "cannot record the deployment's last drill");
-                return;
+                return Some(previous.value);
             }
         }
     }
     tracing::warn!(drill = %drill.view.id, "the drilled deployment kept changing; its last drill is not recorded on it");
+    None
 }

@@ -236,6 +236,8 @@ pub struct Engine {
     listener: Option<Arc<dyn PlanListener>>,
     /// Run after each sweep's plans (the health check).
     sweep_tasks: Vec<Arc<dyn SweepTask>>,
+    /// Where what operators must hear of goes (a drill that failed).
+    events: Arc<dyn floe_ports::Events>,
 }
 
 fn lease_duration(d: Duration) -> chrono::Duration {
@@ -258,7 +260,14 @@ impl Engine {
             config,
             listener: None,
             sweep_tasks: Vec::new(),
+            events: Arc::new(floe_ports::LoggedEvents),
         }
+    }
+
+    /// Publishes the events plans raise to `events` (else they are logged).
+    pub fn with_events(mut self, events: Arc<dyn floe_ports::Events>) -> Engine {
+        self.events = events;
+        self
     }
 
     /// Runs `task` after each sweep's plans (the health check).
@@ -712,7 +721,8 @@ impl Engine {
                     self.forget_plans(&plan.org, &plan.deployment_id).await;
                 }
                 if let PlanParams::Drill(params) = &plan.params {
-                    crate::drills::end(&self.store, plan, &params.drill).await;
+                    crate::drills::end(&self.store, plan, &params.drill, self.events.as_ref())
+                        .await;
                 }
                 if let Some(listener) = &self.listener {
                     listener.finished(&plan.org, &plan.deployment_id).await;

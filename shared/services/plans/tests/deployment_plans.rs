@@ -1392,17 +1392,34 @@ async fn the_health_check_judges_the_recovery_point_against_its_target() -> Test
     let version = store.replace_deployment(&next, &read, None).await?;
     // Newest first: a failed one, then a success two hours old.
     store
-        .create_snapshot(&snapshot_record(&d, "old", SnapshotState::Success, chrono::Duration::hours(2)))
+        .create_snapshot(&snapshot_record(
+            &d,
+            "old",
+            SnapshotState::Success,
+            chrono::Duration::hours(2),
+        ))
         .await?;
     store
-        .create_snapshot(&snapshot_record(&d, "broken", SnapshotState::Failed, chrono::Duration::minutes(5)))
+        .create_snapshot(&snapshot_record(
+            &d,
+            "broken",
+            SnapshotState::Failed,
+            chrono::Duration::minutes(5),
+        ))
         .await?;
 
     let probe = Arc::new(steps_over(&compute, parameters.clone(), &store));
     let (check, mut jobs) = health_check(&store, probe);
+    let events = Arc::new(floe_ports::RecordedEvents::default());
+    let check = check.with_events(events.clone());
     check.check().await;
     let checked = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
     assert_eq!(checked.version, version, "the check moved the version");
+    let told = events.taken();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].detail_type, "Floe Recovery Target Breached");
+    assert_eq!(told[0].detail["target"], "recovery_point");
+    assert_eq!(told[0].detail["recovery_point"]["snapshot"], "old");
     let health = checked.value.health.clone().ok_or("no health")?;
     assert!(health.healthy, "{health:?}");
     assert_eq!(
@@ -1418,17 +1435,34 @@ async fn the_health_check_judges_the_recovery_point_against_its_target() -> Test
         "{:?}",
         recovery.reasons
     );
-    assert_eq!(view.healthy, Some(true), "the cluster's health is its nodes'");
+    assert_eq!(
+        view.healthy,
+        Some(true),
+        "the cluster's health is its nodes'"
+    );
 
     // Looked at again: nothing changed, nothing written, the breach keeps
     // its first time.
     check.check().await;
     let again = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
-    assert_eq!(again.value.health.as_ref().and_then(|h| h.recovery_point_breached), Some(since));
+    assert_eq!(
+        again
+            .value
+            .health
+            .as_ref()
+            .and_then(|h| h.recovery_point_breached),
+        Some(since)
+    );
+    assert!(events.taken().is_empty(), "a breach is told once");
 
     // A fresh snapshot meets the target: the breach is cleared.
     store
-        .create_snapshot(&snapshot_record(&d, "fresh", SnapshotState::Success, chrono::Duration::minutes(1)))
+        .create_snapshot(&snapshot_record(
+            &d,
+            "fresh",
+            SnapshotState::Success,
+            chrono::Duration::minutes(1),
+        ))
         .await?;
     check.check().await;
     let met = store.get_deployment("acme", &d.id).await?.ok_or("d")?;
@@ -1440,7 +1474,13 @@ async fn the_health_check_judges_the_recovery_point_against_its_target() -> Test
     );
     assert_eq!(health.recovery_point_breached, None);
     let view = floe_domain::deployment::DeploymentView::new(&met.value, met.version);
-    assert!(view.recovery.is_some_and(|r| r.reasons.is_empty() || r.reasons == ["no restore drill has run yet"]));
-    assert!(jobs.try_recv().is_err(), "a recovery finding starts no heal");
+    assert!(
+        view.recovery
+            .is_some_and(|r| r.reasons.is_empty() || r.reasons == ["no restore drill has run yet"])
+    );
+    assert!(
+        jobs.try_recv().is_err(),
+        "a recovery finding starts no heal"
+    );
     Ok(())
 }

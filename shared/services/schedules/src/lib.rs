@@ -26,8 +26,8 @@ pub mod conformance;
 
 pub use local::{Clock, Fire, Firing, LocalScheduler, ManualClock, SystemClock};
 pub use port::{
-    DrillJob, ExistingSchedule, NoScheduler, ScheduleSpec, ScheduledJob, Scheduler,
-    SchedulerError, SnapshotJob,
+    DrillJob, ExistingSchedule, NoScheduler, ScheduleSpec, ScheduledJob, Scheduler, SchedulerError,
+    SnapshotJob,
 };
 pub use reconcile::{
     ReconcileError, ReconcileNow, ReconcileSummary, ScheduleFailure, reconcile_deployment,

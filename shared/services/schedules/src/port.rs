@@ -2,6 +2,6 @@
 //! re-exported here for the callers that name it `floe_schedules::port`.
 
 pub use floe_ports::scheduler::{
-    DrillJob, ExistingSchedule, NoScheduler, ScheduleSpec, ScheduledJob, Scheduler,
-    SchedulerError, SnapshotJob,
+    DrillJob, ExistingSchedule, NoScheduler, ScheduleSpec, ScheduledJob, Scheduler, SchedulerError,
+    SnapshotJob,
 };

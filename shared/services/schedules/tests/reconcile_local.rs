@@ -51,10 +51,10 @@ async fn reconciled_schedules_fire_the_attached_policies() -> TestResult {
     clock.advance(std::time::Duration::from_secs(3600));
     let due = scheduler.due_firings(floe_schedules::Clock::now(clock.as_ref()));
     assert_eq!(due.len(), 3);
-    assert!(
-        due.iter().all(|f| matches!(&f.job, floe_schedules::ScheduledJob::Snapshot(j)
-            if j.policy_id == p.id && j.deployment_id == d.id && j.org == org))
-    );
+    assert!(due.iter().all(
+        |f| matches!(&f.job, floe_schedules::ScheduledJob::Snapshot(j)
+            if j.policy_id == p.id && j.deployment_id == d.id && j.org == org)
+    ));
     Ok(())
 }
 

@@ -353,6 +353,12 @@ fn recovery_is_judged_against_the_targets_and_never_without_a_drill_or_targets()
         "{:?}",
         breached.reasons
     );
-    assert!(point.older_than(std::time::Duration::from_secs(3600), t0 + chrono::Duration::minutes(61)));
-    assert!(!point.older_than(std::time::Duration::from_secs(3600), t0 + chrono::Duration::minutes(59)));
+    assert!(point.older_than(
+        std::time::Duration::from_secs(3600),
+        t0 + chrono::Duration::minutes(61)
+    ));
+    assert!(!point.older_than(
+        std::time::Duration::from_secs(3600),
+        t0 + chrono::Duration::minutes(59)
+    ));
 }

@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use chrono::Utc;
 use floe_domain::deployment::{Deployment, DeploymentStatus};
 use floe_domain::health::{Health, RecoveryPoint};
-use floe_domain::snapshot::SnapshotState;
 use floe_domain::plan::{HealParams, Plan, PlanParams, lifecycle};
+use floe_domain::snapshot::SnapshotState;
 use floe_store::{PageRequest, Store, StoreError, Versioned};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -61,6 +61,8 @@ pub struct HealthCheck {
     probe: Arc<dyn Probe>,
     config: HealthConfig,
     cursor: Arc<Mutex<Option<String>>>,
+    /// Where a breached recovery point target is told.
+    events: Arc<dyn floe_ports::Events>,
 }
 
 /// What one sweep's health check did.
@@ -153,6 +155,45 @@ pub fn judge_recovery_point(
     (found, since)
 }
 
+/// The event of a recovery point target found breached, when `health`
+/// says it is.
+pub fn recovery_point_breached(
+    deployment: &Deployment,
+    health: &Health,
+) -> Option<floe_ports::PlatformEvent> {
+    let since = health.recovery_point_breached?;
+    let target = deployment
+        .spec
+        .recovery_targets
+        .as_ref()
+        .and_then(|t| t.recovery_point.clone())
+        .unwrap_or_default();
+    let point = health.recovery_point.as_ref();
+    let reason = match point {
+        Some(p) => format!(
+            "the newest successful snapshot ({}) ended at {}, longer ago than the recovery point target of {target}",
+            p.snapshot,
+            p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ),
+        None => {
+            format!("no successful snapshot, for longer than the recovery point target of {target}")
+        }
+    };
+    Some(floe_ports::PlatformEvent {
+        detail_type: floe_ports::PlatformEvent::RECOVERY_TARGET_BREACHED,
+        detail: serde_json::json!({
+            "org": deployment.org,
+            "deployment_id": deployment.id,
+            "deployment_name": deployment.spec.name,
+            "target": "recovery_point",
+            "target_value": target,
+            "recovery_point": point,
+            "since": since,
+            "reason": reason,
+        }),
+    })
+}
+
 /// The deployment's newest successful snapshot by its records: newest
 /// first, the first success that is neither being deleted nor gone from
 /// its repository (what `__latest_success__` restores).
@@ -187,7 +228,15 @@ impl HealthCheck {
             probe,
             config,
             cursor: Arc::new(Mutex::new(None)),
+            events: Arc::new(floe_ports::LoggedEvents),
         }
+    }
+
+    /// Publishes a recovery point target found breached to `events` (else
+    /// it is logged).
+    pub fn with_events(mut self, events: Arc<dyn floe_ports::Events>) -> HealthCheck {
+        self.events = events;
+        self
     }
 
     /// One sweep's health check: the next page of running deployments.
@@ -328,6 +377,17 @@ impl HealthCheck {
         }
         if !healthy {
             tracing::warn!(deployment = %id, reason = health.reason.as_deref().unwrap_or(""), "deployment is unhealthy");
+        }
+        let was_breached = d
+            .value
+            .health
+            .as_ref()
+            .is_some_and(|h| h.recovery_point_breached.is_some());
+        if !was_breached
+            && let Some(event) = recovery_point_breached(&d.value, &health)
+            && let Err(e) = self.events.publish(&event).await
+        {
+            tracing::warn!(deployment = %id, error = %e, "recovery point event not published");
         }
         let Some(plan) = heal else {
             return Some((healthy, false));
