@@ -9,7 +9,11 @@
 //! repository, creates a deployment with a snapshot policy (nodes on moto's
 //! EC2), takes the policy's snapshot through the schedule the worker made
 //! (its target, role and input, as EventBridge Scheduler would invoke it),
-//! clones the deployment from its latest successful snapshot, loses a node
+//! clones the deployment from its latest successful snapshot, runs a
+//! restore drill from the deployment's drill schedule (the schedule's
+//! input put on its target, the stack's work queue; the clone on EC2,
+//! checked and deleted; a recovery time target it misses told on the
+//! default event bus, read through an operator's rule), loses a node
 //! (EC2 terminates it, and the stack's EventBridge rule's notification
 //! alone, the sweep turned off, starts the heal), shuts both down and
 //! deletes them, and checks what each left in AWS.
@@ -467,6 +471,84 @@ impl Platform {
     }
 }
 
+/// An operator's rule on the default bus: Floe's events about one
+/// deployment, routed to a queue of the test's.
+struct AlertQueue {
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+}
+
+async fn alert_queue(sdk: &aws_config::SdkConfig, deployment_id: &str) -> TestResult<AlertQueue> {
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let name = format!("floe-alerts-{deployment_id}");
+    let url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .send()
+        .await?
+        .queue_url()
+        .ok_or("no queue url")?
+        .to_string();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await?
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
+        .cloned()
+        .ok_or("no queue arn")?;
+    let bus = aws_sdk_eventbridge::Client::new(sdk);
+    bus.put_rule()
+        .name(&name)
+        .event_pattern(
+            json!({"source": ["floe"], "detail": {"deployment_id": [deployment_id]}}).to_string(),
+        )
+        .send()
+        .await?;
+    bus.put_targets()
+        .rule(&name)
+        .targets(
+            aws_sdk_eventbridge::types::Target::builder()
+                .id("alerts")
+                .arn(arn)
+                .build()?,
+        )
+        .send()
+        .await?;
+    Ok(AlertQueue { sqs, url })
+}
+
+impl AlertQueue {
+    /// The events' envelopes, once `n` arrived (or what did, after a while).
+    async fn wait_for(&self, n: usize) -> TestResult<Vec<Value>> {
+        let mut all = Vec::new();
+        for _ in 0..20 {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages(10)
+                .send()
+                .await?;
+            for m in out.messages() {
+                all.push(serde_json::from_str(m.body().unwrap_or_default())?);
+            }
+            if all.len() >= n {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            all.len() >= n,
+            "{} of {n} events arrived: {all:?}",
+            all.len()
+        );
+        Ok(all)
+    }
+}
+
 /// One of the deployment's running instances.
 async fn running_instance(p: &Platform, id: &str) -> TestResult<String> {
     use floe_compute::InstanceState;
@@ -860,6 +942,107 @@ async fn the_platform_runs_on_what_the_stack_made() -> TestResult {
         .await?;
     proxied.expect_status(200);
     assert_eq!(proxied.json()["count"], 3, "{}", proxied.describe());
+
+    // 4b. A restore drill on a schedule: the deployment's drill schedule
+    //     becomes a schedule whose target is the stack's work queue; its
+    //     input, put on that queue as EventBridge Scheduler would, starts
+    //     the drill in the worker; the drill's clone restores the latest
+    //     snapshot on EC2, is checked and deleted; and a recovery time
+    //     target it cannot meet is told on the default event bus.
+    let alerts = alert_queue(&sdk, &source).await?;
+    let shown = p
+        .call("GET", &format!("/api/v1/deployments/{source}"), None)
+        .await?;
+    let mut body = shown.json();
+    body["drill_schedule"] = json!({"schedule": {"interval": "1d"},
+        "drill": {"queries": [{"index": "logs-1", "min_hits": 3}]}});
+    body["recovery_targets"] = json!({"recovery_time": "1ms"});
+    let put = p
+        .call("PUT", &format!("/api/v1/deployments/{source}"), Some(&body))
+        .await?;
+    put.expect_status(200);
+    let mut drill_schedule = None;
+    for _ in 0..10 {
+        let batch = p.receive().await?;
+        if !batch.is_empty() {
+            p.deliver(batch).await?;
+        }
+        drill_schedule = p
+            .schedules()
+            .await?
+            .into_values()
+            .find(|[_, _, _, input]| input.contains("\"drill\""));
+        if drill_schedule.is_some() {
+            break;
+        }
+    }
+    let [target, role, _, input] = drill_schedule.ok_or("no drill schedule was made")?;
+    let queue_arn = var(&stack, "WorkerFunction", "FLOE_WORK_QUEUE_ARN")?;
+    assert_eq!(target, queue_arn);
+    let stack_queue_arn = p
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&p.queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await?
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(target, stack_queue_arn, "the stack's work queue");
+    assert_eq!(
+        role,
+        var(&stack, "WorkerFunction", "FLOE_SCHEDULER_ROLE_ARN")?
+    );
+    p.sqs
+        .send_message()
+        .queue_url(&p.queue_url)
+        .message_body(&input)
+        .send()
+        .await?;
+    let mut drill = Value::Null;
+    for _ in 0..10 {
+        let batch = p.receive().await?;
+        if !batch.is_empty() {
+            p.deliver(batch).await?;
+        }
+        let listed = p
+            .call("GET", &format!("/api/v1/deployments/{source}/drills"), None)
+            .await?;
+        listed.expect_status(200);
+        drill = listed.json()["drills"][0].clone();
+        if !drill.is_null() {
+            break;
+        }
+    }
+    let drill_clone = drill["clone_deployment_id"]
+        .as_str()
+        .ok_or_else(|| format!("the firing started no drill: {drill}"))?
+        .to_string();
+    let views = p.settle(&[&drill_clone]).await?;
+    assert!(
+        views[0].is_none(),
+        "the drill's clone outlived it: {views:?}"
+    );
+    let listed = p
+        .call("GET", &format!("/api/v1/deployments/{source}/drills"), None)
+        .await?;
+    let drill = listed.json()["drills"][0].clone();
+    assert_eq!(drill["status"], "passed", "{drill}");
+    assert_eq!(drill["snapshot"], snapshots[0]["snapshot"], "{drill}");
+    assert!(
+        drill["checks"]
+            .as_array()
+            .is_some_and(|c| c.iter().all(|c| c["outcome"] == "passed")),
+        "{drill}"
+    );
+    assert_eq!(p.live_instances(&drill_clone).await?, 0);
+    let told = alerts.wait_for(1).await?;
+    assert_eq!(told[0]["source"], "floe", "{told:?}");
+    assert_eq!(told[0]["detail-type"], "Floe Recovery Target Breached");
+    assert_eq!(told[0]["detail"]["target"], "recovery_time");
+    assert_eq!(told[0]["detail"]["drill_id"], drill["id"]);
 
     // 5. A node lost: EC2 terminates one of the source's instances, the
     //    stack's rule puts EC2's notification on the queue, and the worker
