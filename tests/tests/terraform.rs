@@ -479,6 +479,7 @@ resource \"floe_deployment\" \"copy\" {{
     snapshot_name        = \"__latest_success__\"
   }}
   recovery_time_target = \"1h\"
+  drill_schedule_json  = jsonencode({{ schedule = {{ interval = \"7d\" }} }})
 }}
 output \"latest\" {{
   value = data.floe_snapshot.latest.snapshot
@@ -518,6 +519,13 @@ output \"prod_ids\" {{
         "{copy}"
     );
     assert_eq!(copy["recovery"]["healthy"], json!(false), "{copy}");
+    // The API fills in the default drill; the configuration's shorter
+    // text still says the same (the second apply above changed nothing).
+    assert_eq!(
+        copy["drill_schedule"],
+        json!({"schedule": {"interval": "7d"}, "drill": {"mode": "restore"}}),
+        "{copy}"
+    );
     let plans = get(
         &server,
         &admin,

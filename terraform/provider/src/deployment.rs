@@ -78,6 +78,7 @@ pub struct DeploymentState {
     pub tags: Value<BTreeMap<String, Str>>,
     pub recovery_point_target: Str,
     pub recovery_time_target: Str,
+    pub drill_schedule_json: Str,
     #[serde(with = "serde_as_vec")]
     pub restore_snapshot: Value<RestoreSnapshot>,
     pub remove_snapshots_on_destroy: Flag,
@@ -87,6 +88,46 @@ pub struct DeploymentState {
     pub ca_certificate: Str,
     pub username: Str,
     pub password: Str,
+}
+
+/// A JSON attribute that is not JSON, named.
+struct BodyError {
+    message: String,
+    attribute: &'static str,
+}
+
+/// A drill schedule as the API shows it, with the defaults it fills in
+/// (the default drill, mode `restore`): what two writings of one schedule
+/// both come to.
+fn drill_schedule_normal(v: &serde_json::Value) -> serde_json::Value {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        let drill = o.entry("drill").or_insert_with(|| json!({}));
+        if let Some(d) = drill.as_object_mut() {
+            d.entry("mode").or_insert_with(|| json!("restore"));
+            if d.get("queries")
+                .is_some_and(|q| q.as_array().is_some_and(Vec::is_empty))
+            {
+                d.remove("queries");
+            }
+        }
+    }
+    v
+}
+
+/// `drill_schedule_json` from the view: the configuration's own text while
+/// it says what the API shows, else the API's.
+fn drill_schedule_of(seen: &serde_json::Value, prior: &Str) -> Str {
+    if seen.is_null() {
+        return Value::Null;
+    }
+    let prior_parsed = prior
+        .as_ref_option()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok());
+    match prior_parsed {
+        Some(p) if drill_schedule_normal(&p) == drill_schedule_normal(seen) => prior.clone(),
+        _ => Value::Value(seen.to_string()),
+    }
 }
 
 fn path(id: &str) -> String {
@@ -118,6 +159,7 @@ fn locate(field: &str) -> Option<AttributePath> {
             }
             _ => AttributePath::new("recovery_point_target"),
         },
+        "drill_schedule" => AttributePath::new("drill_schedule_json"),
         "name" | "version" => AttributePath::new(first.clone()),
         _ => return None,
     })
@@ -291,6 +333,7 @@ impl DeploymentState {
                 unknown(&self.snapshot_repository),
                 unknown(&self.recovery_point_target),
                 unknown(&self.recovery_time_target),
+                unknown(&self.drill_schedule_json),
                 self.snapshot_policies.is_unknown()
                     || self
                         .snapshot_policies
@@ -300,8 +343,9 @@ impl DeploymentState {
             ])
     }
 
-    /// The `DeploymentSpec` of a create (`with_restore`) or a replace.
-    fn body(&self, with_restore: bool) -> Result<serde_json::Value, String> {
+    /// The `DeploymentSpec` of a create (`with_restore`) or a replace; a
+    /// JSON attribute that is not JSON is named.
+    fn body(&self, with_restore: bool) -> Result<serde_json::Value, BodyError> {
         let mut b = Map::new();
         put(&mut b, "name", json_str(&self.name));
         put(&mut b, "version", json_str(&self.version));
@@ -313,9 +357,20 @@ impl DeploymentState {
             .collect();
         b.insert("node_groups".into(), groups.into());
         if let Some(text) = self.user_settings_json.as_ref_option() {
-            let settings: serde_json::Value = serde_json::from_str(text)
-                .map_err(|e| format!("user_settings_json is not JSON: {e}"))?;
+            let settings: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| BodyError {
+                    message: format!("user_settings_json is not JSON: {e}"),
+                    attribute: "user_settings_json",
+                })?;
             b.insert("user_settings".into(), settings);
+        }
+        if let Some(text) = self.drill_schedule_json.as_ref_option() {
+            let schedule: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| BodyError {
+                    message: format!("drill_schedule_json is not JSON: {e}"),
+                    attribute: "drill_schedule_json",
+                })?;
+            b.insert("drill_schedule".into(), schedule);
         }
         if self.snapshot_repository.is_value() || self.snapshot_policies.is_value() {
             let mut s = Map::new();
@@ -421,6 +476,10 @@ impl DeploymentState {
             tags,
             recovery_point_target: str_of(&view["recovery_targets"]["recovery_point"]),
             recovery_time_target: str_of(&view["recovery_targets"]["recovery_time"]),
+            drill_schedule_json: drill_schedule_of(
+                &view["drill_schedule"],
+                &prior.drill_schedule_json,
+            ),
             restore_snapshot,
             remove_snapshots_on_destroy: match prior.remove_snapshots_on_destroy {
                 Value::Value(b) => Value::Value(b),
@@ -493,7 +552,7 @@ async fn validate(
     let body = match state.body(id.is_none()) {
         Ok(b) => b,
         Err(e) => {
-            diags.error_short(e, AttributePath::new("user_settings_json"));
+            diags.error_short(e.message, AttributePath::new(e.attribute));
             return None;
         }
     };
@@ -802,6 +861,13 @@ impl Resource for DeploymentResource {
                         ),
                     ),
                     (
+                        "drill_schedule_json",
+                        optional(
+                            string(),
+                            "Restore drills on a schedule, as JSON (`jsonencode({schedule = {interval = \"7d\"}, drill = {...}})`): `schedule` takes `interval` or `cron` and `timezone`, `drill` what `POST …/_drill` takes. Changes need no plan. See docs/drills.md.",
+                        ),
+                    ),
+                    (
                         "remove_snapshots_on_destroy",
                         defaulted(
                             bool(),
@@ -858,6 +924,15 @@ impl Resource for DeploymentResource {
                 "user_settings_json is not JSON",
                 e.to_string(),
                 AttributePath::new("user_settings_json"),
+            );
+        }
+        if let Some(text) = config.drill_schedule_json.as_ref_option()
+            && let Err(e) = serde_json::from_str::<serde_json::Value>(text)
+        {
+            diags.error(
+                "drill_schedule_json is not JSON",
+                e.to_string(),
+                AttributePath::new("drill_schedule_json"),
             );
         }
         if config.node_group.as_ref_option().is_some_and(Vec::is_empty) {
@@ -981,7 +1056,7 @@ impl Resource for DeploymentResource {
         let body = match planned.body(true) {
             Ok(b) => b,
             Err(e) => {
-                diags.error_short(e, AttributePath::new("user_settings_json"));
+                diags.error_short(e.message, AttributePath::new(e.attribute));
                 return None;
             }
         };
@@ -1033,7 +1108,7 @@ impl Resource for DeploymentResource {
         let body = match planned.body(false) {
             Ok(b) => b,
             Err(e) => {
-                diags.error_short(e, AttributePath::new("user_settings_json"));
+                diags.error_short(e.message, AttributePath::new(e.attribute));
                 return None;
             }
         };
@@ -1196,6 +1271,33 @@ mod tests {
                     .index(0)
                     .attribute("snapshot_name")
             )
+        );
+    }
+
+    #[test]
+    fn a_drill_schedule_the_api_fills_in_keeps_the_configuration_s_text() {
+        let prior = DeploymentState {
+            drill_schedule_json: Value::Value("{\"schedule\": {\"interval\": \"7d\"}}".into()),
+            ..Default::default()
+        };
+        let view = json!({"id": "x", "node_groups": [],
+            "drill_schedule": {"schedule": {"interval": "7d"}, "drill": {"mode": "restore"}}});
+        let state = DeploymentState::from_view(&view, &prior);
+        assert_eq!(state.drill_schedule_json, prior.drill_schedule_json);
+        let view = json!({"id": "x", "node_groups": [],
+            "drill_schedule": {"schedule": {"interval": "1d"}, "drill": {"mode": "restore"}}});
+        let state = DeploymentState::from_view(&view, &prior);
+        assert_eq!(
+            state.drill_schedule_json,
+            Value::Value(
+                "{\"drill\":{\"mode\":\"restore\"},\"schedule\":{\"interval\":\"1d\"}}".into()
+            )
+        );
+        let state = DeploymentState::from_view(&json!({"id": "x", "node_groups": []}), &prior);
+        assert_eq!(state.drill_schedule_json, Value::Null);
+        assert_eq!(
+            locate("drill_schedule.drill.instance_type"),
+            Some(AttributePath::new("drill_schedule_json"))
         );
     }
 
