@@ -220,6 +220,23 @@ async fn an_operator_drives_floe_through_a_deployments_life() -> TestResult {
     assert_eq!(refused.code, 1, "{}", refused.stderr);
     assert!(refused.stderr.contains("mode"), "{}", refused.stderr);
 
+    // A drill schedule: local mode's scheduler fires a rate schedule when
+    // it is set, and that firing runs a drill like the one above.
+    let mut scheduled = spec.clone();
+    scheduled["drill_schedule"] = json!({"schedule": {"interval": "1d"}});
+    let scheduled_file = file("scheduled.json", &scheduled)?;
+    floe(&["deployment", "update", &id, "-f", &scheduled_file]).ok();
+    let mut passed = 0;
+    for _ in 0..200 {
+        let drills = floe(&["drill", "list", &id]).ok();
+        passed = drills.stdout.lines().filter(|l| l.contains("passed")).count();
+        if passed == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(passed, 2, "the schedule's drill did not pass");
+
     // A clone from the latest successful snapshot, on x86, followed.
     let cloned = floe(&[
         "deployment",
