@@ -91,6 +91,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("floe-store-dynamo", Layer::Adapters),
     ("floe-secrets-kms", Layer::Adapters),
     ("floe-queue-sqs", Layer::Adapters),
+    ("floe-events-eventbridge", Layer::Adapters),
     ("floe-scheduler-aws", Layer::Adapters),
     ("floe-plans", Layer::Services),
     ("floe-snapshots", Layer::Services),
