@@ -229,7 +229,11 @@ async fn an_operator_drives_floe_through_a_deployments_life() -> TestResult {
     let mut passed = 0;
     for _ in 0..200 {
         let drills = floe(&["drill", "list", &id]).ok();
-        passed = drills.stdout.lines().filter(|l| l.contains("passed")).count();
+        passed = drills
+            .stdout
+            .lines()
+            .filter(|l| l.contains("passed"))
+            .count();
         if passed == 2 {
             break;
         }

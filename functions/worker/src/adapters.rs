@@ -54,7 +54,8 @@ impl Adapters {
         sdk: &aws_config::SdkConfig,
     ) -> Result<Adapters, WiringError> {
         let store = build::store(&config.store, sdk.into()).await?;
-        let queue: Arc<dyn WorkQueue> = Arc::new(SqsQueue::new(sdk, config.queue_url.clone()));
+        let sqs = Arc::new(SqsQueue::new(sdk, config.queue_url.clone()));
+        let queue: Arc<dyn WorkQueue> = sqs.clone();
         let Nodes {
             compute,
             clusters,
@@ -116,7 +117,9 @@ impl Adapters {
                 steps.clone(),
                 floe_plans::HealthConfig::default(),
             )
-            .with_events(events.clone()),
+            .with_events(events.clone())
+            // Each sweep hands the shards to workers of their own.
+            .with_shards(sqs),
         );
         let schedules = match &config.scheduler {
             Some(s) => {

@@ -9,7 +9,9 @@
 //!   the records; a drill schedule's firing (its job, put on the queue by
 //!   EventBridge Scheduler) starts the deployment's drill;
 //! - `{"sweep": true}` from a one-minute EventBridge Scheduler schedule:
-//!   plans whose worker died, or whose message was lost, are queued again.
+//!   plans whose worker died, or whose message was lost, are queued again,
+//!   and one health check job per shard of the fleet goes on the queue
+//!   (`{"health_shard": n}`), each checked by the worker that takes it.
 
 pub mod adapters;
 
@@ -81,6 +83,7 @@ pub async fn handle_with(
             schedules,
             instances: None,
             drills: None,
+            health: None,
         },
         event,
     )
@@ -97,6 +100,9 @@ pub struct Handlers<'a> {
     pub instances: Option<&'a InstanceEvents>,
     /// Drill schedules' firings (`None`: dropped, and said so).
     pub drills: Option<&'a dyn floe_ports::DrillStarter>,
+    /// The health check of the shards the sweep hands out (`None`:
+    /// dropped, and said so).
+    pub health: Option<&'a floe_plans::HealthCheck>,
 }
 
 /// As [`handle_with`], with every handler the function has.
@@ -215,6 +221,36 @@ async fn run_record(engine: &Engine, handlers: Handlers<'_>, record: &SqsMessage
                     RecordOutcome::Retry
                 }
             };
+        }
+        Some(Ok(WorkMessage::HealthShard { health_shard })) => {
+            let Some(health) = handlers.health else {
+                tracing::warn!(
+                    message_id,
+                    shard = health_shard,
+                    "dropping a health check shard: this worker has no health check"
+                );
+                return RecordOutcome::Dropped;
+            };
+            if health_shard >= floe_store::FLEET_SHARDS {
+                tracing::warn!(
+                    message_id,
+                    shard = health_shard,
+                    "dropping a health check shard that does not exist"
+                );
+                return RecordOutcome::Dropped;
+            }
+            // A shard that could not be read is checked again by the next
+            // sweep's job, a minute later: nothing to retry here.
+            let summary = health.check_shard(health_shard).await;
+            tracing::info!(
+                message_id,
+                shard = health_shard,
+                checked = summary.checked,
+                unhealthy = summary.unhealthy,
+                heals_started = summary.heals_started,
+                "health check shard done"
+            );
+            return RecordOutcome::Handled;
         }
         Some(Ok(WorkMessage::Drill { drill })) => {
             let Some(drills) = handlers.drills else {

@@ -41,6 +41,7 @@ async fn main() -> ExitCode {
                 .map(|s| s as &dyn floe_ports::ScheduleSync),
             instances: Some(&adapters.instances),
             drills: Some(&adapters.app),
+            health: Some(&adapters.health),
         };
         floe_worker::handle_all(&engine, handlers, event.payload)
             .await

@@ -90,6 +90,20 @@ impl WorkQueue for SqsQueue {
     }
 }
 
+/// The sweep hands each shard of the health check to a worker of its own.
+#[async_trait]
+impl floe_ports::HealthShards for SqsQueue {
+    async fn check_shard(&self, shard: u16) -> Result<(), QueueError> {
+        self.send(
+            &WorkMessage::HealthShard {
+                health_shard: shard,
+            },
+            Duration::ZERO,
+        )
+        .await
+    }
+}
+
 /// The api function keeps schedules in step through the worker: it sends
 /// the reconciliation as a job, and never calls EventBridge Scheduler.
 #[async_trait]

@@ -14,7 +14,7 @@ pub use listener::PlanListener;
 pub use queue::{LocalQueue, PlanJob, QueueError, WorkQueue};
 pub use resolver::{FixedResolver, OfflineResolver, ResolveError, Resolver, SystemResolver};
 pub use schedule_sync::{
-    InstanceStateChange, InstanceStateDetail, ReconcileJob, ScheduleSync, WorkMessage,
+    HealthShards, InstanceStateChange, InstanceStateDetail, ReconcileJob, ScheduleSync, WorkMessage,
 };
 pub use scheduler::{
     DrillJob, DrillStarter, ExistingSchedule, NoScheduler, ScheduleSpec, ScheduledDrill,

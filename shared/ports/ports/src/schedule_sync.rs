@@ -62,6 +62,10 @@ pub enum WorkMessage {
         drill: crate::scheduler::DrillJob,
     },
     Plan(PlanJob),
+    /// One shard of the fleet's health check, handed out by the sweep.
+    HealthShard {
+        health_shard: u16,
+    },
     /// An EC2 instance changed state: the stack's EventBridge rule puts
     /// EC2's notifications on the queue as they are.
     InstanceState(InstanceStateChange),
@@ -100,6 +104,14 @@ impl InstanceStateChange {
             && self.detail_type == Self::DETAIL_TYPE
             && Self::LOST_STATES.contains(&self.detail.state.as_str())
     }
+}
+
+/// Hands one shard of the fleet's health check to a worker of its own
+/// (the sweep sends one per shard, so that no worker checks the whole
+/// fleet and none depends on what another remembers).
+#[async_trait]
+pub trait HealthShards: Send + Sync {
+    async fn check_shard(&self, shard: u16) -> Result<(), QueueError>;
 }
 
 #[cfg(test)]

@@ -1050,25 +1050,35 @@ pub async fn the_fleet_lists_running_deployments(store: Store) -> TestResult {
             .find(|d| d.value.id == id)
             .map(|d| d.version)
     };
+    // Every shard, every page.
     let all = |store: Store| async move {
         let mut items = Vec::new();
-        let mut page = PageRequest {
-            size: Some(100),
-            cursor: None,
-        };
-        loop {
-            let got = store.list_running_fleet(&page).await?;
-            items.extend(got.items);
-            match got.next_cursor {
-                Some(c) => page.cursor = Some(c),
-                None => {
-                    return Ok::<_, StoreError>(crate::Page {
-                        items,
-                        next_cursor: None,
-                    });
+        for shard in 0..crate::FLEET_SHARDS {
+            let mut page = PageRequest {
+                size: Some(100),
+                cursor: None,
+            };
+            loop {
+                let got = store.list_fleet_shard(shard, &page).await?;
+                for d in &got.items {
+                    assert_eq!(
+                        crate::fleet_shard(&d.value.org, &d.value.id),
+                        shard,
+                        "{} is listed in the wrong shard",
+                        d.value.id
+                    );
+                }
+                items.extend(got.items);
+                match got.next_cursor {
+                    Some(c) => page.cursor = Some(c),
+                    None => break,
                 }
             }
         }
+        Ok::<_, StoreError>(crate::Page {
+            items,
+            next_cursor: None,
+        })
     };
     // Initializing: not listed.
     assert_eq!(listed(&all(store.clone()).await?, &da.id), None);
@@ -1117,10 +1127,13 @@ pub async fn health_is_recorded_without_a_new_version(store: Store) -> TestResul
     assert_eq!(checked.value.health.as_ref(), Some(&health));
     assert_eq!(checked.value.spec, read.value.spec);
     let fleet = store
-        .list_running_fleet(&PageRequest {
-            size: Some(100),
-            cursor: None,
-        })
+        .list_fleet_shard(
+            crate::fleet_shard(&a, &d.id),
+            &PageRequest {
+                size: Some(100),
+                cursor: None,
+            },
+        )
         .await?;
     let copy = fleet
         .items

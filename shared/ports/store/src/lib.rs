@@ -14,6 +14,7 @@ pub mod stores;
 pub use backend::{Backend, BackendError, Filter, Kind};
 pub use memo::{Memo, Weigh};
 pub use stores::{
-    ActivePlan, ClaimChange, DeploymentOutcome, DrillLock, Idempotency, IdempotencyRecord, Page,
-    PageRequest, SnapshotPages, SnapshotPin, Store, StoreError, Versioned, drill_key,
+    ActivePlan, ClaimChange, DeploymentOutcome, DrillLock, FLEET_SHARDS, Idempotency,
+    IdempotencyRecord, Page, PageRequest, SnapshotPages, SnapshotPin, Store, StoreError, Versioned,
+    drill_key, fleet_shard,
 };

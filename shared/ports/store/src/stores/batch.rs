@@ -82,29 +82,41 @@ impl Batch {
     }
 
     pub(super) async fn run(mut self, backend: &dyn Backend) -> Result<(), StoreError> {
-        let first = backend.write(self.writes.clone()).await;
-        // Once only: the batch again, with a missing fleet copy created
-        // (or, for a delete, left alone).
-        if let Err(BackendError::Failed {
-            index,
-            failure: WriteFailure::Missing,
-        }) = &first
-            && let Some(Meaning::Fleet(instead)) = self.meanings.get(*index).cloned()
-        {
+        let mut result = backend.write(self.writes.clone()).await;
+        // Once per fleet write at most: the batch again, with a missing
+        // fleet copy created (or, for a delete, left alone). A deployment
+        // has two (its shard's copy, and the unsharded one of an older
+        // Floe), either of which may be missing.
+        let fleet_writes = self
+            .meanings
+            .iter()
+            .filter(|m| matches!(m, Meaning::Fleet(_)))
+            .count();
+        for _ in 0..fleet_writes {
+            let Err(BackendError::Failed {
+                index,
+                failure: WriteFailure::Missing,
+            }) = &result
+            else {
+                break;
+            };
+            let index = *index;
+            let Some(Meaning::Fleet(instead)) = self.meanings.get(index).cloned() else {
+                break;
+            };
             match instead {
                 Some(w) => {
-                    self.writes[*index] = w;
-                    self.meanings[*index] = Meaning::Own;
+                    self.writes[index] = w;
+                    self.meanings[index] = Meaning::Own;
                 }
                 None => {
-                    self.writes.remove(*index);
-                    self.meanings.remove(*index);
+                    self.writes.remove(index);
+                    self.meanings.remove(index);
                 }
             }
-            let again = backend.write(self.writes.clone()).await;
-            return self.finish(again);
+            result = backend.write(self.writes.clone()).await;
         }
-        self.finish(first)
+        self.finish(result)
     }
 
     fn finish(self, result: Result<(), BackendError>) -> Result<(), StoreError> {

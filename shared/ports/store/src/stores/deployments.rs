@@ -15,7 +15,47 @@ use crate::memo::{Memo, Weigh};
 use floe_domain::deployment::Deployment;
 use floe_domain::plan::Plan;
 
+/// How many shards the fleet index is split into. Each is a partition of
+/// its own (`~fleet-00` to `~fleet-15`), read with one query a page, so
+/// that one health check job reads one shard and the jobs of one sweep
+/// read the whole fleet side by side. Changing it moves every copy: a
+/// deployment's shard must be the same for every writer.
+pub const FLEET_SHARDS: u16 = 16;
+
+/// The shard a deployment's fleet copy lives in: FNV-1a over its org and
+/// id, stable across processes and releases (Rust's own hasher is not).
+pub fn fleet_shard(org: &str, deployment_id: &str) -> u16 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in org
+        .bytes()
+        .chain(std::iter::once(b'#'))
+        .chain(deployment_id.bytes())
+    {
+        hash ^= u32::from(b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    // At most FLEET_SHARDS - 1: the conversion cannot fail.
+    u16::try_from(hash % u32::from(FLEET_SHARDS)).unwrap_or(0)
+}
+
+/// The partition of one shard of the fleet index. `~` is in no
+/// organization's name, so no organization's records share it.
+fn shard_partition(shard: u16) -> String {
+    format!("~fleet-{shard:02}")
+}
+
 fn fleet_key(org: &str, deployment_id: &str) -> RecordKey {
+    RecordKey::new(
+        &shard_partition(fleet_shard(org, deployment_id)),
+        Kind::Fleet,
+        &format!("{org}#{deployment_id}"),
+    )
+}
+
+/// Where a Floe before the shards kept every fleet copy, in one
+/// partition: each is moved to its shard by its deployment's next write,
+/// or by the health check's backfill ([`Store::list_unsharded_fleet`]).
+fn unsharded_fleet_key(org: &str, deployment_id: &str) -> RecordKey {
     RecordKey::new(SYSTEM_ORG, Kind::Fleet, &format!("{org}#{deployment_id}"))
 }
 
@@ -79,6 +119,16 @@ fn push_deployment_write(
         },
         Meaning::Fleet(Some(Write::Create(copy))),
     );
+    // An unsharded copy (kept in step with the record, as the sharded one
+    // is) goes with the first write that makes the sharded one.
+    b.push(
+        Write::Delete {
+            key: unsharded_fleet_key(&d.org, &d.id),
+            expected: previous_version,
+            unreferenced: false,
+        },
+        Meaning::Fleet(None),
+    );
     Ok(())
 }
 
@@ -95,6 +145,14 @@ pub(super) fn push_deployment_delete(b: &mut Batch, d: &Deployment, version: u64
     b.push(
         Write::Delete {
             key: fleet_key(&d.org, &d.id),
+            expected: version,
+            unreferenced: false,
+        },
+        Meaning::Fleet(None),
+    );
+    b.push(
+        Write::Delete {
+            key: unsharded_fleet_key(&d.org, &d.id),
             expected: version,
             unreferenced: false,
         },
@@ -322,11 +380,12 @@ impl Store {
         b.run(self.backend.as_ref()).await
     }
 
-    /// One page of the running deployments of every organization, from
-    /// their fleet copies: one query per page, for the health check. The
-    /// versions are the deployment records' own.
-    pub async fn list_running_fleet(
+    /// One page of the running deployments of one shard of the fleet
+    /// index, of every organization: one query per page, for the health
+    /// check. The versions are the deployment records' own.
+    pub async fn list_fleet_shard(
         &self,
+        shard: u16,
         page: &PageRequest,
     ) -> Result<Page<Versioned<Deployment>>, StoreError> {
         let filter = Filter {
@@ -337,7 +396,57 @@ impl Store {
             ),
             ..Filter::default()
         };
-        self.list(SYSTEM_ORG, Kind::Fleet, String::new(), filter, page)
-            .await
+        self.list(
+            &shard_partition(shard),
+            Kind::Fleet,
+            String::new(),
+            filter,
+            page,
+        )
+        .await
+    }
+
+    /// One page of the fleet copies a Floe before the shards wrote, in any
+    /// status, as their deployments' records: what is still to move.
+    pub async fn list_unsharded_fleet(
+        &self,
+        page: &PageRequest,
+    ) -> Result<Page<Versioned<Deployment>>, StoreError> {
+        self.list(
+            SYSTEM_ORG,
+            Kind::Fleet,
+            String::new(),
+            Filter::default(),
+            page,
+        )
+        .await
+    }
+
+    /// Removes an unsharded fleet copy whose deployment record is gone,
+    /// at the copy's version.
+    pub async fn drop_unsharded_copy(
+        &self,
+        copy: &Versioned<Deployment>,
+    ) -> Result<(), StoreError> {
+        let mut b = Batch::default();
+        b.push(
+            Write::Delete {
+                key: unsharded_fleet_key(&copy.value.org, &copy.value.id),
+                expected: copy.version,
+                unreferenced: false,
+            },
+            Meaning::Own,
+        );
+        b.run(self.backend.as_ref()).await
+    }
+
+    /// Moves the deployment's fleet copy into its shard: its record written
+    /// again as it is (same version, as a health write), which writes the
+    /// sharded copy and removes the unsharded one. `VersionMismatch` when
+    /// the record moved on (that write moved the copy).
+    pub async fn move_to_shard(&self, current: &Versioned<Deployment>) -> Result<(), StoreError> {
+        let mut b = Batch::default();
+        push_deployment_write(&mut b, &current.value, current.version, current.version)?;
+        b.run(self.backend.as_ref()).await
     }
 }

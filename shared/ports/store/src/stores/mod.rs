@@ -35,7 +35,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Serialize, de::DeserializeOwned};
 use std::sync::Arc;
 
-pub use deployments::deployment_attrs;
+pub use deployments::{FLEET_SHARDS, deployment_attrs, fleet_shard};
 pub use drills::{DrillLock, drill_key};
 pub use idempotency::{IDEMPOTENCY_TTL_SECS, Idempotency, IdempotencyRecord};
 pub use pins::SnapshotPin;

@@ -22,7 +22,7 @@ use floe_domain::health::{Health, RecoveryPoint};
 use floe_domain::plan::{HealParams, Plan, PlanParams, lifecycle};
 use floe_domain::snapshot::SnapshotState;
 use floe_store::{PageRequest, Store, StoreError, Versioned};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -60,7 +60,8 @@ pub struct HealthCheck {
     heals: Arc<dyn StartPlan>,
     probe: Arc<dyn Probe>,
     config: HealthConfig,
-    cursor: Arc<Mutex<Option<String>>>,
+    /// Where the sweep hands out the shards (`None`: it checks them).
+    shards: Option<Arc<dyn floe_ports::HealthShards>>,
     /// Where a breached recovery point target is told.
     events: Arc<dyn floe_ports::Events>,
 }
@@ -71,7 +72,27 @@ pub struct HealthSummary {
     pub checked: usize,
     pub unhealthy: usize,
     pub heals_started: usize,
+    /// Fleet copies of an older Floe moved into their shards.
+    pub moved: usize,
+    /// Shards handed to workers of their own.
+    pub shards_sent: usize,
 }
+
+impl HealthSummary {
+    fn add(&mut self, other: HealthSummary) {
+        self.checked += other.checked;
+        self.unhealthy += other.unhealthy;
+        self.heals_started += other.heals_started;
+        self.moved += other.moved;
+        self.shards_sent += other.shards_sent;
+    }
+}
+
+/// How many fleet copies of an older Floe one sweep moves into their
+/// shards at most (a write each, no probe): a fleet of 10,000 moves in
+/// ten sweeps, each deployment checked by its shard from the sweep that
+/// moved it.
+const MOVES_PER_SWEEP: usize = 1000;
 
 /// The user a health check's plans are recorded as started by.
 pub const HEALTH_CHECK_USER: &str = "floe-health-check";
@@ -227,7 +248,7 @@ impl HealthCheck {
             heals,
             probe,
             config,
-            cursor: Arc::new(Mutex::new(None)),
+            shards: None,
             events: Arc::new(floe_ports::LoggedEvents),
         }
     }
@@ -239,41 +260,131 @@ impl HealthCheck {
         self
     }
 
-    /// One sweep's health check: the next page of running deployments.
+    /// Hands each shard to a worker of its own through `shards` (the
+    /// worker's queue); without it, a sweep checks the shards itself, one
+    /// after the other (local mode, tests).
+    pub fn with_shards(mut self, shards: Arc<dyn floe_ports::HealthShards>) -> HealthCheck {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// One sweep's health check: the fleet copies an older Floe left
+    /// unsharded are moved into their shards (up to [`MOVES_PER_SWEEP`]),
+    /// then every shard is checked, by a worker of its own when the check
+    /// has a queue for them. Nothing is remembered from one sweep to the
+    /// next: a cold worker's sweep checks the whole fleet as a warm one's.
     pub async fn check(&self) -> HealthSummary {
-        let cursor = self
-            .cursor
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        let page = PageRequest {
-            size: Some(self.config.per_sweep.clamp(1, 100)),
-            cursor,
+        let mut summary = HealthSummary {
+            moved: self.move_unsharded().await,
+            ..HealthSummary::default()
         };
-        let fleet = match self.store.list_running_fleet(&page).await {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(error = %e, "health check: cannot list the running deployments");
-                return HealthSummary::default();
+        for shard in 0..floe_store::FLEET_SHARDS {
+            match &self.shards {
+                Some(queue) => match queue.check_shard(shard).await {
+                    Ok(()) => summary.shards_sent += 1,
+                    // The next sweep sends it again; its deployments wait
+                    // a minute more.
+                    Err(e) => {
+                        tracing::warn!(shard, error = %e, "health check: cannot hand out a shard")
+                    }
+                },
+                None => summary.add(self.check_shard(shard).await),
             }
-        };
-        *self
-            .cursor
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = fleet.next_cursor;
-        use futures_util::StreamExt;
-        let results: Vec<Option<(bool, bool)>> = futures_util::stream::iter(fleet.items)
-            .map(|d| self.check_one(d))
-            .buffer_unordered(self.config.concurrency.max(1))
-            .collect()
-            .await;
-        let mut summary = HealthSummary::default();
-        for (healthy, healing) in results.into_iter().flatten() {
-            summary.checked += 1;
-            summary.unhealthy += usize::from(!healthy);
-            summary.heals_started += usize::from(healing);
         }
         summary
+    }
+
+    /// Checks every running deployment of one shard of the fleet index,
+    /// a page (one query) at a time.
+    pub async fn check_shard(&self, shard: u16) -> HealthSummary {
+        use futures_util::StreamExt;
+        let mut summary = HealthSummary::default();
+        let mut page = PageRequest {
+            size: Some(self.config.per_sweep.clamp(1, 100)),
+            cursor: None,
+        };
+        loop {
+            let fleet = match self.store.list_fleet_shard(shard, &page).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(shard, error = %e, "health check: cannot list the shard's running deployments");
+                    return summary;
+                }
+            };
+            let results: Vec<Option<(bool, bool)>> = futures_util::stream::iter(fleet.items)
+                .map(|d| self.check_one(d))
+                .buffer_unordered(self.config.concurrency.max(1))
+                .collect()
+                .await;
+            for (healthy, healing) in results.into_iter().flatten() {
+                summary.checked += 1;
+                summary.unhealthy += usize::from(!healthy);
+                summary.heals_started += usize::from(healing);
+            }
+            match fleet.next_cursor {
+                Some(c) => page.cursor = Some(c),
+                None => return summary,
+            }
+        }
+    }
+
+    /// Moves up to [`MOVES_PER_SWEEP`] fleet copies of an older Floe into
+    /// their shards; how many moved. Each copy is moved by its record
+    /// written again as it is now, so a copy behind its record never
+    /// moves stale.
+    async fn move_unsharded(&self) -> usize {
+        use futures_util::StreamExt;
+        let mut moved = 0;
+        while moved < MOVES_PER_SWEEP {
+            let page = PageRequest {
+                size: Some(100),
+                cursor: None,
+            };
+            let unsharded = match self.store.list_unsharded_fleet(&page).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "health check: cannot list the unsharded fleet copies");
+                    return moved;
+                }
+            };
+            if unsharded.items.is_empty() {
+                return moved;
+            }
+            let results: Vec<bool> = futures_util::stream::iter(unsharded.items)
+                .map(|copy| async move {
+                    let current = self
+                        .store
+                        .get_deployment(&copy.value.org, &copy.value.id)
+                        .await;
+                    let result = match current {
+                        Ok(Some(d)) => self.store.move_to_shard(&d).await,
+                        // A record gone without its copy: the copy's own
+                        // version removes it.
+                        Ok(None) => self.store.drop_unsharded_copy(&copy).await,
+                        Err(e) => Err(e),
+                    };
+                    match result {
+                        Ok(()) => true,
+                        // Written meanwhile: that write moved it.
+                        Err(StoreError::VersionMismatch { .. }) => true,
+                        Err(e) => {
+                            tracing::warn!(deployment = %copy.value.id, error = %e, "health check: cannot move a fleet copy into its shard");
+                            false
+                        }
+                    }
+                })
+                .buffer_unordered(self.config.concurrency.max(1))
+                .collect()
+                .await;
+            let done = results.iter().filter(|m| **m).count();
+            moved += done;
+            // Nothing moved this round: the next sweep tries again rather
+            // than this one looping on the same page.
+            if done == 0 {
+                return moved;
+            }
+        }
+        moved
     }
 
     /// What one deployment's probe found, within the time limit: a cluster
@@ -405,6 +516,8 @@ impl SweepTask for HealthCheck {
             checked = summary.checked,
             unhealthy = summary.unhealthy,
             heals_started = summary.heals_started,
+            moved = summary.moved,
+            shards_sent = summary.shards_sent,
             "health check done"
         );
     }
