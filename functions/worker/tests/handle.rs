@@ -613,3 +613,57 @@ async fn a_drill_schedules_firing_starts_the_drill_in_the_worker() -> TestResult
     assert_eq!(failures(&response)?, Vec::<String>::new());
     Ok(())
 }
+
+/// The sweep hands out shards; a `{"health_shard": n}` message is the
+/// check of shard n by the worker that takes it: a lost node of a
+/// deployment in that shard starts its heal there. A shard that does not
+/// exist, or a worker without a health check, drops the message.
+#[tokio::test]
+async fn a_health_shard_message_checks_that_shard_in_the_worker() -> TestResult {
+    let mut w = world(Arc::new(sqlite()?));
+    let created = create_plan(&w.store).await?;
+    handle(&w.engine, batch(vec![job_record("m-create", &created)?])).await?;
+    assert_eq!(run_to_end(&mut w, &created).await?, PlanStatus::Succeeded);
+    let instances = w.compute.instances(&created.deployment_id).await?;
+    assert!(w.compute.kill(&instances[0].id));
+
+    let (queue, mut jobs) = LocalQueue::new();
+    let queue: Arc<dyn floe_plans::WorkQueue> = Arc::new(queue);
+    let health = floe_plans::HealthCheck::new(
+        w.store.clone(),
+        Arc::new(floe_plans::PlanStarter::new(w.store.clone(), queue)),
+        w.steps.clone(),
+        floe_plans::HealthConfig::default(),
+    );
+    let handlers = floe_worker::Handlers {
+        health: Some(&health),
+        ..floe_worker::Handlers::default()
+    };
+    let shard = floe_store::fleet_shard("acme", &created.deployment_id);
+    let other = (shard + 1) % floe_store::FLEET_SHARDS;
+    let event = |n: u16| {
+        batch(vec![record(
+            "m-shard",
+            Some(&json!({ "health_shard": n }).to_string()),
+        )])
+    };
+    // Another shard: nothing of this deployment's is looked at.
+    let response = floe_worker::handle_all(&w.engine, handlers, event(other)).await?;
+    assert_eq!(failures(&response)?, Vec::<String>::new());
+    assert!(jobs.try_recv().is_err());
+    // Its own: the heal starts.
+    let response = floe_worker::handle_all(&w.engine, handlers, event(shard)).await?;
+    assert_eq!(failures(&response)?, Vec::<String>::new());
+    let heal = jobs.try_recv()?;
+    assert_eq!(
+        plan(&w.store, &heal).await?.kind(),
+        floe_domain::plan::PlanKind::Heal
+    );
+    // No such shard, or no health check here: dropped, not retried.
+    let response =
+        floe_worker::handle_all(&w.engine, handlers, event(floe_store::FLEET_SHARDS)).await?;
+    assert_eq!(failures(&response)?, Vec::<String>::new());
+    let response = handle(&w.engine, event(shard)).await?;
+    assert_eq!(failures(&response)?, Vec::<String>::new());
+    Ok(())
+}
