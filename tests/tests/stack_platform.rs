@@ -489,16 +489,7 @@ async fn alert_queue(sdk: &aws_config::SdkConfig, deployment_id: &str) -> TestRe
         .queue_url()
         .ok_or("no queue url")?
         .to_string();
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await?
-        .attributes()
-        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
-        .cloned()
-        .ok_or("no queue arn")?;
+    let arn = queue_arn(&sqs, &url).await?;
     let bus = aws_sdk_eventbridge::Client::new(sdk);
     bus.put_rule()
         .name(&name)
@@ -518,6 +509,20 @@ async fn alert_queue(sdk: &aws_config::SdkConfig, deployment_id: &str) -> TestRe
         .send()
         .await?;
     Ok(AlertQueue { sqs, url })
+}
+
+/// The queue's ARN, as SQS reports it.
+async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> TestResult<String> {
+    Ok(sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await?
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
+        .cloned()
+        .ok_or("no queue arn")?)
 }
 
 impl AlertQueue {
@@ -977,20 +982,13 @@ async fn the_platform_runs_on_what_the_stack_made() -> TestResult {
         }
     }
     let [target, role, _, input] = drill_schedule.ok_or("no drill schedule was made")?;
-    let queue_arn = var(&stack, "WorkerFunction", "FLOE_WORK_QUEUE_ARN")?;
-    assert_eq!(target, queue_arn);
-    let stack_queue_arn = p
-        .sqs
-        .get_queue_attributes()
-        .queue_url(&p.queue_url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await?
-        .attributes()
-        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(target, stack_queue_arn, "the stack's work queue");
+    let work_queue = var(&stack, "WorkerFunction", "FLOE_WORK_QUEUE_ARN")?;
+    assert_eq!(target, work_queue);
+    assert_eq!(
+        target,
+        queue_arn(&p.sqs, &p.queue_url).await?,
+        "the stack's work queue"
+    );
     assert_eq!(
         role,
         var(&stack, "WorkerFunction", "FLOE_SCHEDULER_ROLE_ARN")?
