@@ -617,6 +617,13 @@ impl RecoveryTargets {
             .as_deref()
             .and_then(|s| crate::timevalue::parse_time_value(s).ok())
     }
+
+    /// The recovery time target, when one is set.
+    pub fn recovery_time(&self) -> Option<std::time::Duration> {
+        self.recovery_time
+            .as_deref()
+            .and_then(|s| crate::timevalue::parse_time_value(s).ok())
+    }
 }
 
 /// A deployment's last drill, as its record keeps it.
@@ -691,18 +698,11 @@ impl RecoveryView {
             let target = targets
                 .and_then(|t| t.recovery_point.clone())
                 .unwrap_or_default();
-            reasons.push(match &recovery_point {
-                Some(p) => format!(
-                    "the newest successful snapshot ({}) ended at {}, longer ago than the recovery point target of {target} (since {})",
-                    p.snapshot,
-                    p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                    since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                ),
-                None => format!(
-                    "no successful snapshot, for longer than the recovery point target of {target} (since {})",
-                    since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                ),
-            });
+            reasons.push(crate::health::RecoveryPoint::breach(
+                recovery_point.as_ref(),
+                &target,
+                since,
+            ));
         }
         let Some(drill) = last else {
             if targets.is_some() {

@@ -53,6 +53,27 @@ pub struct RecoveryPoint {
 }
 
 impl RecoveryPoint {
+    /// Why a recovery point (`None`: no successful snapshot) breaks the
+    /// `target` (as the operator wrote it), found so `since`: the one
+    /// wording of the view's reason and the operators' event.
+    pub fn breach(
+        point: Option<&RecoveryPoint>,
+        target: &str,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> String {
+        let since = since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        match point {
+            Some(p) => format!(
+                "the newest successful snapshot ({}) ended at {}, longer ago than the recovery point target of {target} (since {since})",
+                p.snapshot,
+                p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+            None => format!(
+                "no successful snapshot, for longer than the recovery point target of {target} (since {since})"
+            ),
+        }
+    }
+
     /// Whether `now` is further from this point than `target` allows.
     pub fn older_than(
         &self,

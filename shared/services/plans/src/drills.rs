@@ -87,12 +87,9 @@ pub fn drill_events(drill: &Drill, deployment: Option<&Deployment>) -> Vec<Platf
             }),
         });
     }
-    let target = deployment
-        .and_then(|d| d.spec.recovery_targets.as_ref())
-        .and_then(|t| t.recovery_time.clone());
-    let limit = target
-        .as_deref()
-        .and_then(|t| floe_domain::timevalue::parse_time_value(t).ok());
+    let targets = deployment.and_then(|d| d.spec.recovery_targets.as_ref());
+    let target = targets.and_then(|t| t.recovery_time.clone());
+    let limit = targets.and_then(|t| t.recovery_time());
     if v.status == DrillStatus::Passed
         && let (Some(target), Some(limit), Some(took)) = (target, limit, &v.recovery_time)
         && u128::from(took.total_millis) > limit.as_millis()

@@ -27,8 +27,9 @@ use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct HealthConfig {
-    /// Deployments one sweep checks (one page of the fleet, at most 100).
-    pub per_sweep: u32,
+    /// Deployments read with one query of a shard (at most 100); a shard's
+    /// job reads as many pages as the shard holds.
+    pub page_size: u32,
     /// Deployments probed at once.
     pub concurrency: usize,
     /// One probe's time limit: a cluster that does not answer is reported
@@ -42,7 +43,7 @@ pub struct HealthConfig {
 impl Default for HealthConfig {
     fn default() -> HealthConfig {
         HealthConfig {
-            per_sweep: 100,
+            page_size: 100,
             concurrency: 8,
             probe_timeout: Duration::from_secs(20),
             heal_retry_after: Duration::from_secs(15 * 60),
@@ -190,16 +191,7 @@ pub fn recovery_point_breached(
         .and_then(|t| t.recovery_point.clone())
         .unwrap_or_default();
     let point = health.recovery_point.as_ref();
-    let reason = match point {
-        Some(p) => format!(
-            "the newest successful snapshot ({}) ended at {}, longer ago than the recovery point target of {target}",
-            p.snapshot,
-            p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        ),
-        None => {
-            format!("no successful snapshot, for longer than the recovery point target of {target}")
-        }
-    };
+    let reason = floe_domain::health::RecoveryPoint::breach(point, &target, since);
     Some(floe_ports::PlatformEvent {
         detail_type: floe_ports::PlatformEvent::RECOVERY_TARGET_BREACHED,
         detail: serde_json::json!({
@@ -300,7 +292,7 @@ impl HealthCheck {
         use futures_util::StreamExt;
         let mut summary = HealthSummary::default();
         let mut page = PageRequest {
-            size: Some(self.config.per_sweep.clamp(1, 100)),
+            size: Some(self.config.page_size.clamp(1, 100)),
             cursor: None,
         };
         loop {
