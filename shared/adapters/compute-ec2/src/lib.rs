@@ -81,11 +81,12 @@ const MAX_USER_DATA_BYTES: usize = 16 * 1024;
 /// EC2's limit on `ClientToken`.
 const MAX_CLIENT_TOKEN_LEN: usize = 64;
 
-/// A filter accepts at most 200 values.
-const MAX_FILTER_VALUES: usize = 200;
+/// A filter accepts at most 200 values (the port counts a listing's calls
+/// by the same figure).
+const MAX_FILTER_VALUES: usize = floe_compute::DEPLOYMENTS_PER_LISTING;
 
 /// The largest page DescribeInstances serves.
-const DESCRIBE_PAGE_SIZE: i32 = 1000;
+const DESCRIBE_PAGE_SIZE: i32 = floe_compute::INSTANCES_PER_PAGE as i32;
 
 /// The largest page DescribeLaunchTemplates serves.
 const TEMPLATE_PAGE_SIZE: i32 = 200;
@@ -594,6 +595,40 @@ impl Compute for Ec2Compute {
         Ok(found.iter().filter_map(to_instance).collect())
     }
 
+    async fn instances_of(
+        &self,
+        deployment_ids: &[String],
+    ) -> Result<BTreeMap<String, Vec<Instance>>, ComputeError> {
+        let mut found: BTreeMap<String, Vec<Instance>> = deployment_ids
+            .iter()
+            .map(|id| (id.clone(), Vec::new()))
+            .collect();
+        let wanted: Vec<&String> = found.keys().filter(|id| !id.is_empty()).collect();
+        let mut listed = Vec::new();
+        for chunk in wanted.chunks(MAX_FILTER_VALUES) {
+            let filter = Filter::builder()
+                .name(format!("tag:{TAG_DEPLOYMENT}"))
+                .set_values(Some(
+                    chunk.iter().map(|id| escape_filter_value(id)).collect(),
+                ))
+                .build();
+            listed.extend(self.describe(vec![filter]).await?);
+        }
+        for instance in listed.iter().filter_map(to_instance) {
+            // The filter matches wildcards EC2's way; only the exact tag
+            // value places an instance.
+            if let Some(list) = instance
+                .tags
+                .get(TAG_DEPLOYMENT)
+                .cloned()
+                .and_then(|d| found.get_mut(&d))
+            {
+                list.push(instance);
+            }
+        }
+        Ok(found)
+    }
+
     async fn instance(&self, id: &str) -> Result<Option<Instance>, ComputeError> {
         // By filter, not by id: an unknown id is then no instance rather
         // than an InvalidInstanceID error.
@@ -644,7 +679,7 @@ impl Compute for Ec2Compute {
             .cloned()
             .collect();
         let mut found = Vec::new();
-        for chunk in ids.chunks(STATUS_IDS_PER_CALL) {
+        for chunk in ids.chunks(floe_compute::STATUS_IDS_PER_CALL) {
             // Without `IncludeAllInstances` EC2 answers for running
             // instances only, which are the ones status checks judge.
             let out = self
@@ -668,10 +703,6 @@ impl Compute for Ec2Compute {
         Ok(found)
     }
 }
-
-/// How many instance ids one `DescribeInstanceStatus` call takes: the
-/// call pages only without ids, so a longer list is asked in parts.
-const STATUS_IDS_PER_CALL: usize = 100;
 
 /// The checks EC2 reports for one instance. A check EC2 leaves out (it
 /// reports none for an instance that is not running, and the attached EBS

@@ -876,6 +876,51 @@ async fn an_unreachable_endpoint_is_transient() -> TestResult {
 
 /// One node group's whole life, checking that the adapter calls exactly the
 /// operations it declares for the IAM policy.
+/// The instances of many deployments are one `DescribeInstances` by tag
+/// (the health check's survey of a page), each deployment given its own;
+/// more deployments than one filter takes are listed in parts.
+#[tokio::test]
+async fn instances_of_many_deployments_are_listed_together() -> TestResult {
+    let fx = Fixture::new().await?;
+    let recorder = Recorder::default();
+    let compute = fx.compute(&recorder);
+    let spec = fx.spec("many", "m5.large", Arch::X86_64);
+    compute.ensure_launch_template(&spec).await?;
+    let deployments: Vec<String> = (0..3).map(|n| format!("{}-{n}", fx.deployment())).collect();
+    for (n, d) in deployments.iter().enumerate() {
+        let mut request = fx.launch(&spec.name, 2, 0, &format!("many-{n}"));
+        request.tags.insert(TAG_DEPLOYMENT.to_owned(), d.clone());
+        compute.launch(&request).await?;
+    }
+    recorder.clear();
+    let mut asked = deployments.clone();
+    asked.push(format!("{}-none", fx.deployment()));
+    // A wildcard in a name matches nothing but itself.
+    asked.push(format!("{}-*", fx.deployment()));
+    let found = compute.instances_of(&asked).await?;
+    assert_eq!(recorder.actions(), ["DescribeInstances"]);
+    for d in &deployments {
+        let mine = found.get(d).ok_or("listed")?;
+        assert_eq!(mine.len(), 2, "{d}: {mine:?}");
+        assert!(mine.iter().all(|i| i.tags.get(TAG_DEPLOYMENT) == Some(d)));
+    }
+    assert_eq!(found.get(&asked[3]).map(Vec::len), Some(0));
+    assert_eq!(found.get(&asked[4]).map(Vec::len), Some(0));
+
+    recorder.clear();
+    let many: Vec<String> = (0..250)
+        .map(|n| format!("{}-x{n}", fx.deployment()))
+        .collect();
+    let none = compute.instances_of(&many).await?;
+    assert_eq!(none.len(), 250);
+    assert_eq!(
+        recorder.actions(),
+        ["DescribeInstances", "DescribeInstances"]
+    );
+    assert_eq!(floe_compute::describe_calls(250, 0, 0), (2, 0));
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_lifecycle_calls_exactly_the_declared_operations() -> TestResult {
     let fx = Fixture::new().await?;

@@ -32,6 +32,31 @@ pub const TAG_PLAN: &str = "floe:plan";
 /// landed in: a retry finds what an earlier attempt started by this tag.
 pub const TAG_LAUNCH: &str = "floe:launch";
 
+/// How many deployments one listing of instances names at most: the
+/// values of one EC2 filter (`tag:floe:deployment`). A longer list is
+/// listed in parts.
+pub const DEPLOYMENTS_PER_LISTING: usize = 200;
+/// How many instances one page of a listing holds at most
+/// (`DescribeInstances`' `MaxResults`).
+pub const INSTANCES_PER_PAGE: usize = 1000;
+/// How many instance ids one status call takes at most: EC2 refuses more
+/// than 100 explicit ids in `DescribeInstanceStatus`, and pages only
+/// without ids (all of the account's instances, Floe's or not).
+pub const STATUS_IDS_PER_CALL: usize = 100;
+
+/// The EC2 calls that read the instances of `deployments` deployments
+/// holding `instances` instances and then the status checks of `running`
+/// of them, as the EC2 adapter makes them: `(DescribeInstances,
+/// DescribeInstanceStatus)`. What the health check's cost is counted in.
+pub fn describe_calls(deployments: usize, instances: usize, running: usize) -> (usize, usize) {
+    let listings = deployments.div_ceil(DEPLOYMENTS_PER_LISTING);
+    // A listing of n instances reads n / 1000 full pages and one more,
+    // partly filled (or empty): exact for one listing, at most this many
+    // for several.
+    let pages = listings + instances / INSTANCES_PER_PAGE;
+    (pages, running.div_ceil(STATUS_IDS_PER_CALL))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Volume {
     pub size_gb: u32,
@@ -216,6 +241,25 @@ pub trait Compute: Send + Sync + 'static {
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<String>, ComputeError>;
     /// The deployment's instances (by `floe:deployment` tag), terminated ones included.
     async fn instances(&self, deployment_id: &str) -> Result<Vec<Instance>, ComputeError>;
+    /// The instances of each of `deployment_ids`, terminated ones
+    /// included, listed together: the health check reads a page of its
+    /// shard this way, in one `DescribeInstances` (by tag, a thousand
+    /// instances a page) per [`DEPLOYMENTS_PER_LISTING`] deployments
+    /// rather than one per deployment. A deployment without instances
+    /// maps to none.
+    ///
+    /// The default asks for each deployment in turn, for a test's
+    /// stand-in; both adapters of this workspace list them together.
+    async fn instances_of(
+        &self,
+        deployment_ids: &[String],
+    ) -> Result<BTreeMap<String, Vec<Instance>>, ComputeError> {
+        let mut found = BTreeMap::new();
+        for id in deployment_ids {
+            found.insert(id.clone(), self.instances(id).await?);
+        }
+        Ok(found)
+    }
     /// Terminates the instances; already terminated or unknown ones are fine.
     async fn terminate(&self, ids: &[String]) -> Result<(), ComputeError>;
     /// The status checks of those of `ids` that run (EC2 reports none for

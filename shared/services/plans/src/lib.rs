@@ -23,7 +23,9 @@ pub mod sweep;
 
 pub use deployment_steps::{DeploymentSteps, EndpointCheck, StepPorts, StepSettings};
 pub use engine::{Engine, EngineConfig, Outcome, RunResult, StepContext, Steps};
-pub use health::{EventOutcome, HealthCheck, HealthConfig, HealthSummary, InstanceEvents, Probe};
+pub use health::{
+    EventOutcome, HealthCheck, HealthConfig, HealthSummary, InstanceEvents, Probe, Survey,
+};
 pub use sweep::{PlanStarter, StartPlan, SweepTask};
 // The ports the engine calls, where its callers have always found them.
 pub use floe_ports::{LocalQueue, PlanJob, PlanListener, WorkQueue, queue};

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use floe_compute::ComputeError;
 use floe_domain::deployment::{Deployment, DeploymentStatus};
 use floe_domain::plan::{Plan, PlanParams};
-use floe_plans::health::Observation;
+use floe_plans::health::{Observation, Survey};
 use floe_plans::{HealthCheck, HealthConfig, PlanStarter, Probe};
 use floe_ports::{HealthShards, LocalQueue, QueueError};
 use floe_store::backend::{Kind, Record, RecordKey, Write};
@@ -24,17 +24,25 @@ use std::sync::{Arc, Mutex};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
-/// Finds every deployment healthy, and counts what it looked at.
+/// Finds every deployment healthy, and counts what it looked at: the
+/// deployments probed, and the size of each survey (one per page).
 #[derive(Default)]
-struct Healthy(Mutex<Vec<String>>);
+struct Healthy(Mutex<Vec<String>>, Mutex<Vec<usize>>);
 
 #[async_trait]
 impl Probe for Healthy {
-    async fn probe(&self, d: &Deployment) -> Result<Observation, ComputeError> {
+    async fn survey(&self, deployments: &[&Deployment]) -> Result<Survey, ComputeError> {
+        if let Ok(mut surveys) = self.1.lock() {
+            surveys.push(deployments.len());
+        }
+        Ok(Survey::default())
+    }
+
+    async fn probe(&self, d: &Deployment, _survey: &Survey) -> Option<Observation> {
         if let Ok(mut seen) = self.0.lock() {
             seen.push(d.id.clone());
         }
-        Ok(Observation {
+        Some(Observation {
             healthy: true,
             problems: Vec::new(),
             nodes: Vec::new(),
@@ -143,6 +151,15 @@ async fn a_cold_worker_misses_no_deployment_of_a_fleet_of_350() -> TestResult {
             .unwrap_or_default();
         let distinct: BTreeSet<&String> = seen.iter().collect();
         assert_eq!((seen.len(), distinct.len()), (350, 350), "each once");
+        // One survey of the instances per page of a shard (each shard
+        // fits a page), not one per deployment.
+        let surveys = probe
+            .1
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        assert_eq!(surveys.len(), usize::from(FLEET_SHARDS), "{surveys:?}");
+        assert_eq!(surveys.iter().sum::<usize>(), 350);
     }
 
     // A deployment that is not running is in its shard but not checked.
@@ -208,5 +225,66 @@ async fn fleet_copies_of_an_older_floe_move_into_their_shards_and_are_checked() 
     }
     let again = fresh(&store, probe).check().await;
     assert_eq!((again.moved, again.checked), (0, 350));
+    Ok(())
+}
+
+/// A page's survey reads the instances of all its deployments in one
+/// listing and their status checks in one call per hundred running
+/// instances, whatever the number of deployments; each deployment then
+/// sees its own instances only, and one the listing did not name is not
+/// judged.
+#[tokio::test]
+async fn a_page_is_surveyed_in_one_listing_and_a_status_call_per_hundred_instances() -> TestResult {
+    use floe_compute::{Compute, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT, Volume};
+    use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
+    use std::collections::BTreeMap;
+
+    let compute = SimulatedCompute::new(SimulatedConfig::default());
+    compute
+        .ensure_launch_template(&LaunchTemplateSpec {
+            name: "lt".into(),
+            instance_type: "m6g.xlarge".into(),
+            arch: floe_domain::catalog::Arch::Arm64,
+            user_data: String::new(),
+            volume: Volume {
+                size_gb: 20,
+                volume_type: floe_domain::deployment::VolumeType::Gp3,
+                iops: None,
+                throughput: None,
+            },
+            tags: BTreeMap::new(),
+            instance_profile: None,
+        })
+        .await?;
+    let mut page = Vec::new();
+    for n in 0..40 {
+        let d = running("acme", n)?;
+        compute
+            .launch(&LaunchRequest {
+                template_name: "lt".into(),
+                count: 3,
+                zone: 0,
+                client_token: format!("t{n}"),
+                tags: BTreeMap::from([(TAG_DEPLOYMENT.to_string(), d.id.clone())]),
+            })
+            .await?;
+        page.push(d);
+    }
+    let deployments: Vec<&Deployment> = page.iter().collect();
+    let survey = Survey::read(&compute, &deployments).await?;
+    assert_eq!(compute.calls("instances"), 1);
+    // 120 running instances: two status calls of at most a hundred ids
+    // on EC2; the simulator takes them in one.
+    assert_eq!(compute.calls("status_checks"), 1);
+    assert_eq!(floe_compute::describe_calls(40, 120, 120), (1, 2));
+    for d in &page {
+        let mine = survey.instances(&d.id).ok_or("listed")?;
+        assert_eq!(mine.len(), 3);
+        assert!(
+            mine.iter()
+                .all(|i| i.tags.get(TAG_DEPLOYMENT) == Some(&d.id))
+        );
+    }
+    assert!(survey.instances("not-asked-for").is_none());
     Ok(())
 }

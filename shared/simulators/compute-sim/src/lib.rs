@@ -821,6 +821,28 @@ impl Compute for SimulatedCompute {
             .collect())
     }
 
+    /// One listing for them all, as EC2's by tag: a fault injected on
+    /// `instances` fails it whole.
+    async fn instances_of(
+        &self,
+        deployment_ids: &[String],
+    ) -> Result<BTreeMap<String, Vec<Instance>>, ComputeError> {
+        self.faults_requested();
+        let mut state = self.lock();
+        self.enter(&mut state, OP_INSTANCES)?;
+        let now = Instant::now();
+        let mut found: BTreeMap<String, Vec<Instance>> = deployment_ids
+            .iter()
+            .map(|id| (id.clone(), Vec::new()))
+            .collect();
+        for i in &state.world.instances {
+            if let Some(list) = i.tags.get(TAG_DEPLOYMENT).and_then(|d| found.get_mut(d)) {
+                list.push(self.seen(i, now));
+            }
+        }
+        Ok(found)
+    }
+
     async fn instance(&self, id: &str) -> Result<Option<Instance>, ComputeError> {
         self.faults_requested();
         let mut state = self.lock();
@@ -1238,6 +1260,26 @@ mod tests {
         assert_eq!(sim.instances("dep-1").await?.len(), 1);
         assert!(sim.instances("dep-c").await?.is_empty());
         assert!(sim.instances("").await?.is_empty());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn instances_of_many_deployments_are_one_listing() -> TestResult {
+        let sim = SimulatedCompute::new(SimulatedConfig::default());
+        with_template(&sim).await?;
+        sim.launch(&request("lt-hot", 2, 0, "a", "dep-a")).await?;
+        sim.launch(&request("lt-hot", 1, 0, "b", "dep-b")).await?;
+        sim.launch(&request("lt-hot", 1, 0, "c", "dep-c")).await?;
+        let before = sim.calls("instances");
+        let ids = ["dep-a", "dep-b", "dep-none", "dep-a*"].map(String::from);
+        let found = sim.instances_of(&ids).await?;
+        assert_eq!(sim.calls("instances") - before, 1);
+        let counts: Vec<(&str, usize)> = found.iter().map(|(d, i)| (d.as_str(), i.len())).collect();
+        // dep-c was not asked for; a wildcard is a name like any other.
+        assert_eq!(
+            counts,
+            [("dep-a", 2), ("dep-a*", 0), ("dep-b", 1), ("dep-none", 0)]
+        );
         Ok(())
     }
 

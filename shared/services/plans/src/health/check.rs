@@ -1,19 +1,21 @@
-//! The health check's round over the fleet: each sweep, the next page of
-//! running deployments, each probed, judged and recorded.
+//! The health check's round over the fleet: each sweep, every shard of
+//! the fleet index, a page of running deployments at a time, each probed,
+//! judged and recorded.
 //!
 //! A write of health alone keeps the record's version (see
 //! [`floe_store::Store::record_health`]): a user who read the deployment
 //! and sends a change with `If-Match` is not refused because the check
 //! looked at it. Starting a heal is a change like any other and moves it.
 //!
-//! Its cost is bounded: each sweep reads one page of running deployments
-//! (one store query, from the fleet copies of every organization), probes
-//! them a few at a time, each within a time limit, and writes a record
-//! only when what it found changed or a heal starts. The next sweep takes
-//! the next page. Nothing it does can fail or hold up the plan sweep.
+//! Its cost per deployment is bounded and flat: a page of a shard is one
+//! store query; its deployments' instances are listed together (one
+//! `DescribeInstances` per page, a status call per hundred running
+//! instances); each cluster is probed within a time limit, a few at once;
+//! a record is written only when what was found changed or a heal starts.
+//! Nothing it does can fail or hold up the plan sweep.
 
 use super::judge::Observation;
-use super::probe::Probe;
+use super::probe::{Probe, Survey};
 use crate::sweep::{StartPlan, SweepTask};
 use async_trait::async_trait;
 use chrono::Utc;
@@ -53,8 +55,8 @@ impl Default for HealthConfig {
 
 /// The health check each sweep runs beside the plans: where it reads and
 /// records, how it looks at a deployment, how it starts a heal, its
-/// settings, and where in the fleet the next sweep goes on (kept for as
-/// long as the worker stays warm; a cold start begins at the first page).
+/// settings, and where it hands out the shards. It keeps nothing between
+/// sweeps.
 #[derive(Clone)]
 pub struct HealthCheck {
     store: Store,
@@ -289,7 +291,6 @@ impl HealthCheck {
     /// Checks every running deployment of one shard of the fleet index,
     /// a page (one query) at a time.
     pub async fn check_shard(&self, shard: u16) -> HealthSummary {
-        use futures_util::StreamExt;
         let mut summary = HealthSummary::default();
         let mut page = PageRequest {
             size: Some(self.config.page_size.clamp(1, 100)),
@@ -303,19 +304,57 @@ impl HealthCheck {
                     return summary;
                 }
             };
-            let results: Vec<Option<(bool, bool)>> = futures_util::stream::iter(fleet.items)
-                .map(|d| self.check_one(d))
-                .buffer_unordered(self.config.concurrency.max(1))
-                .collect()
-                .await;
-            for (healthy, healing) in results.into_iter().flatten() {
-                summary.checked += 1;
-                summary.unhealthy += usize::from(!healthy);
-                summary.heals_started += usize::from(healing);
-            }
+            summary.add(self.check_page(fleet.items).await);
             match fleet.next_cursor {
                 Some(c) => page.cursor = Some(c),
                 None => return summary,
+            }
+        }
+    }
+
+    /// Checks a page of deployments: their instances and status checks
+    /// read together (one survey), then each one's cluster, a few at once.
+    async fn check_page(&self, page: Vec<Versioned<Deployment>>) -> HealthSummary {
+        use futures_util::StreamExt;
+        let mut summary = HealthSummary::default();
+        let due: Vec<Versioned<Deployment>> = page.into_iter().filter(checkable).collect();
+        if due.is_empty() {
+            return summary;
+        }
+        let Some(survey) = self.survey(&due).await else {
+            return summary;
+        };
+        let results: Vec<Option<(bool, bool)>> = futures_util::stream::iter(due)
+            .map(|d| self.check_one(d, &survey))
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        for (healthy, healing) in results.into_iter().flatten() {
+            summary.checked += 1;
+            summary.unhealthy += usize::from(!healthy);
+            summary.heals_started += usize::from(healing);
+        }
+        summary
+    }
+
+    /// The survey of `due`, within the probe's time limit; `None` (logged)
+    /// when the instances cannot be listed: those deployments wait for
+    /// the next sweep rather than being judged on nothing.
+    async fn survey(&self, due: &[Versioned<Deployment>]) -> Option<Survey> {
+        let deployments: Vec<&Deployment> = due.iter().map(|d| &d.value).collect();
+        match tokio::time::timeout(self.config.probe_timeout, self.probe.survey(&deployments)).await
+        {
+            Ok(Ok(survey)) => Some(survey),
+            Ok(Err(e)) => {
+                tracing::warn!(deployments = due.len(), error = %e, "health check: cannot list the instances");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(
+                    deployments = due.len(),
+                    "health check: the instances' listing did not answer in time"
+                );
+                None
             }
         }
     }
@@ -381,13 +420,9 @@ impl HealthCheck {
 
     /// What one deployment's probe found, within the time limit: a cluster
     /// that does not answer is unhealthy, with the nodes last seen.
-    async fn observe(&self, d: &Deployment) -> Option<Observation> {
-        match tokio::time::timeout(self.config.probe_timeout, self.probe.probe(d)).await {
-            Ok(Ok(o)) => Some(o),
-            Ok(Err(e)) => {
-                tracing::warn!(deployment = %d.id, error = %e, "health check: cannot list the instances");
-                None
-            }
+    async fn observe(&self, d: &Deployment, survey: &Survey) -> Option<Observation> {
+        match tokio::time::timeout(self.config.probe_timeout, self.probe.probe(d, survey)).await {
+            Ok(found) => found,
             Err(_) => Some(Observation {
                 healthy: false,
                 problems: vec![format!(
@@ -410,8 +445,6 @@ impl HealthCheck {
         }
     }
 
-    /// Probes one deployment and records what changed; `(healthy, heal
-    /// started)`, or `None` when it could not be checked this time.
     /// One deployment's check, now (an instance of it stopped serving):
     /// whether it is healthy and whether a heal started; `None` when it is
     /// gone, not running, or has a plan pending (which the check leaves
@@ -421,18 +454,26 @@ impl HealthCheck {
         org: &str,
         deployment_id: &str,
     ) -> Result<Option<(bool, bool)>, StoreError> {
-        match self.store.get_deployment(org, deployment_id).await? {
-            Some(d) => Ok(self.check_one(d).await),
-            None => Ok(None),
-        }
+        let Some(d) = self
+            .store
+            .get_deployment(org, deployment_id)
+            .await?
+            .filter(checkable)
+        else {
+            return Ok(None);
+        };
+        let Some(survey) = self.survey(std::slice::from_ref(&d)).await else {
+            return Ok(None);
+        };
+        Ok(self.check_one(d, &survey).await)
     }
 
-    async fn check_one(&self, d: Versioned<Deployment>) -> Option<(bool, bool)> {
-        if d.value.status != DeploymentStatus::Running || d.value.pending_plan.is_some() {
-            return None;
-        }
+    /// Probes one deployment of `survey` and records what changed;
+    /// `(healthy, heal started)`, or `None` when it could not be checked
+    /// this time.
+    async fn check_one(&self, d: Versioned<Deployment>, survey: &Survey) -> Option<(bool, bool)> {
         let id = d.value.id.clone();
-        let observation = self.observe(&d.value).await?;
+        let observation = self.observe(&d.value, survey).await?;
         let now = Utc::now();
         let (mut health, heal) = assess(&d.value, observation, &self.config, now);
         // A deployment that never had a repository has no snapshots to
@@ -498,6 +539,12 @@ impl HealthCheck {
         tracing::info!(deployment = %id, plan = %plan.id, "health check started a heal plan");
         Some((healthy, true))
     }
+}
+
+/// Whether the check looks at `d`: a running deployment without a plan
+/// pending (a plan's own changes are not losses to heal).
+fn checkable(d: &Versioned<Deployment>) -> bool {
+    d.value.status == DeploymentStatus::Running && d.value.pending_plan.is_none()
 }
 
 #[async_trait]

@@ -27,4 +27,4 @@ pub mod probe;
 pub use check::{HEALTH_CHECK_USER, HealthCheck, HealthConfig, HealthSummary, assess};
 pub use events::{EventError, EventOutcome, InstanceEvents};
 pub use judge::{ClusterFacts, Facts, MountSourceFacts, Observation, SourceRecord, judge};
-pub use probe::Probe;
+pub use probe::{Probe, Survey};

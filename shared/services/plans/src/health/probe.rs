@@ -5,7 +5,7 @@ use super::judge::{
 };
 use crate::deployment_steps::DeploymentSteps;
 use async_trait::async_trait;
-use floe_compute::{ComputeError, Instance, InstanceState, ScheduledEvent};
+use floe_compute::{Compute, ComputeError, Instance, InstanceState, ScheduledEvent, StatusChecks};
 use floe_domain::deployment::Deployment;
 use floe_elastic::{ElasticClient, ElasticError, RepositoryRegistration};
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,26 +25,133 @@ fn unlicensed(e: &ElasticError) -> bool {
             .is_some_and(|f| f.reason.contains("current license is non-compliant"))
 }
 
-/// Looks at one deployment's instances and cluster.
+/// Looks at deployments: what EC2 says of a page of them, read together,
+/// then each one's instances and cluster.
 #[async_trait]
 pub trait Probe: Send + Sync + 'static {
-    async fn probe(&self, deployment: &Deployment) -> Result<Observation, ComputeError>;
+    /// The instances of `deployments` and their status checks, in one
+    /// listing and a status call per hundred running instances (see
+    /// [`Survey::read`]). Fails when the instances cannot be listed.
+    async fn survey(&self, deployments: &[&Deployment]) -> Result<Survey, ComputeError>;
+    /// What one deployment of `survey` is found to be; `None` when the
+    /// survey does not hold it (it judges nothing then).
+    async fn probe(&self, deployment: &Deployment, survey: &Survey) -> Option<Observation>;
 }
 
 #[async_trait]
 impl Probe for DeploymentSteps {
-    async fn probe(&self, d: &Deployment) -> Result<Observation, ComputeError> {
-        let facts = self.health_facts(d).await?;
-        Ok(judge(&d.spec, &facts))
+    async fn survey(&self, deployments: &[&Deployment]) -> Result<Survey, ComputeError> {
+        Survey::read(self.compute.as_ref(), deployments).await
+    }
+
+    async fn probe(&self, d: &Deployment, survey: &Survey) -> Option<Observation> {
+        let facts = self.health_facts(d, survey).await?;
+        Some(judge(&d.spec, &facts))
+    }
+}
+
+/// Running instances failing a status check, with the names of the checks.
+type Impaired = BTreeMap<String, Vec<&'static str>>;
+/// Maintenance EC2 has scheduled, by instance.
+type Scheduled = BTreeMap<String, Vec<ScheduledEvent>>;
+
+/// What EC2 says of a page of deployments, read together: the cost of a
+/// check is then a listing per page (a thousand instances a page) and a
+/// status call per hundred running instances, not calls per deployment.
+#[derive(Debug, Clone, Default)]
+pub struct Survey {
+    instances: BTreeMap<String, Vec<Instance>>,
+    /// The running instances' status checks by instance; `None` when they
+    /// could not be read, which judges nothing this time (the instances'
+    /// states still do): a missing permission or an EC2 hiccup must not
+    /// make every deployment look broken.
+    checks: Option<BTreeMap<String, StatusChecks>>,
+}
+
+impl Survey {
+    /// Lists the instances of `deployments` together, then the status
+    /// checks of those that run.
+    pub async fn read(
+        compute: &dyn Compute,
+        deployments: &[&Deployment],
+    ) -> Result<Survey, ComputeError> {
+        let ids: Vec<String> = deployments.iter().map(|d| d.id.clone()).collect();
+        let instances = compute.instances_of(&ids).await?;
+        let running: Vec<String> = instances
+            .values()
+            .flatten()
+            .filter(|i| i.state == InstanceState::Running)
+            .map(|i| i.id.clone())
+            .collect();
+        let checks = if running.is_empty() {
+            Some(BTreeMap::new())
+        } else {
+            match compute.status_checks(&running).await {
+                Ok(checks) => Some(checks.into_iter().map(|c| (c.id.clone(), c)).collect()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "health check: cannot read the instances' status checks");
+                    None
+                }
+            }
+        };
+        Ok(Survey { instances, checks })
+    }
+
+    /// A survey of what is given: `instances` by deployment, and the
+    /// status checks of the running ones (`None`: not readable).
+    pub fn of(
+        instances: BTreeMap<String, Vec<Instance>>,
+        checks: Option<Vec<StatusChecks>>,
+    ) -> Survey {
+        Survey {
+            instances,
+            checks: checks.map(|c| c.into_iter().map(|c| (c.id.clone(), c)).collect()),
+        }
+    }
+
+    /// The deployment's instances; `None` when the survey did not list it.
+    pub fn instances(&self, deployment_id: &str) -> Option<&[Instance]> {
+        self.instances.get(deployment_id).map(Vec::as_slice)
+    }
+
+    /// Of `instances`, the running ones that fail a status check, with
+    /// the names of the checks, and the maintenance EC2 has scheduled for
+    /// any of them (what is still to come).
+    fn status_of(&self, instances: &[Instance]) -> (Impaired, Scheduled) {
+        let mut impaired = BTreeMap::new();
+        let mut scheduled = BTreeMap::new();
+        let Some(checks) = &self.checks else {
+            return (impaired, scheduled);
+        };
+        for c in instances
+            .iter()
+            .filter(|i| i.state == InstanceState::Running)
+            .filter_map(|i| checks.get(&i.id))
+        {
+            if c.impaired() {
+                impaired.insert(c.id.clone(), c.failing());
+            }
+            let pending: Vec<ScheduledEvent> = c
+                .scheduled_events
+                .iter()
+                .filter(|e| e.pending())
+                .cloned()
+                .collect();
+            if !pending.is_empty() {
+                scheduled.insert(c.id.clone(), pending);
+            }
+        }
+        (impaired, scheduled)
     }
 }
 
 impl DeploymentSteps {
-    /// The instances, their status checks, and what the cluster says of
-    /// itself. Only the instances must be read; the rest is a finding.
-    async fn health_facts(&self, d: &Deployment) -> Result<Facts, ComputeError> {
-        let instances = self.compute.instances(&d.id).await?;
-        let (impaired, scheduled) = self.status_checks(&instances).await;
+    /// The instances and their status checks (from the survey), and what
+    /// the cluster says of itself. Only the instances must be known; the
+    /// rest is a finding.
+    async fn health_facts(&self, d: &Deployment, survey: &Survey) -> Option<Facts> {
+        let instances = survey.instances(&d.id)?.to_vec();
+        let (impaired, scheduled) = survey.status_of(&instances);
         // The cluster, from a node that runs.
         let mut owned = OwnedFacts::default();
         let cluster = match self.clusters.client(d, &[]).await {
@@ -76,7 +183,7 @@ impl DeploymentSteps {
             .as_ref()
             .map(|a| a.nodes.iter().map(|n| n.name.clone()).collect())
             .unwrap_or_default();
-        Ok(Facts {
+        Some(Facts {
             instances,
             impaired,
             scheduled,
@@ -166,55 +273,5 @@ impl DeploymentSteps {
             }
         }
         out
-    }
-
-    /// The running instances that fail a status check, with the names of
-    /// the checks, and the maintenance EC2 has scheduled for any of them
-    /// (what is still to come). Status checks that cannot be read judge
-    /// nothing this time (the instances' states still do): a missing
-    /// permission or an EC2 hiccup must not make every deployment look
-    /// broken.
-    async fn status_checks(
-        &self,
-        instances: &[Instance],
-    ) -> (
-        BTreeMap<String, Vec<&'static str>>,
-        BTreeMap<String, Vec<ScheduledEvent>>,
-    ) {
-        let running: Vec<String> = instances
-            .iter()
-            .filter(|i| i.state == InstanceState::Running)
-            .map(|i| i.id.clone())
-            .collect();
-        if running.is_empty() {
-            return (BTreeMap::new(), BTreeMap::new());
-        }
-        match self.compute.status_checks(&running).await {
-            Ok(checks) => {
-                let impaired = checks
-                    .iter()
-                    .filter(|c| c.impaired())
-                    .map(|c| (c.id.clone(), c.failing()))
-                    .collect();
-                let scheduled = checks
-                    .iter()
-                    .map(|c| {
-                        let pending: Vec<ScheduledEvent> = c
-                            .scheduled_events
-                            .iter()
-                            .filter(|e| e.pending())
-                            .cloned()
-                            .collect();
-                        (c.id.clone(), pending)
-                    })
-                    .filter(|(_, events)| !events.is_empty())
-                    .collect();
-                (impaired, scheduled)
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "health check: cannot read the instances' status checks");
-                (BTreeMap::new(), BTreeMap::new())
-            }
-        }
     }
 }
