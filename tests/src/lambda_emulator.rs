@@ -924,6 +924,21 @@ impl Moto {
             .ok_or_else(|| format!("CreateQueue gave no QueueUrl: {v}").into())
     }
 
+    /// Deletes a received message, as the event source mapping does once
+    /// the function handled it.
+    pub async fn delete(
+        &self,
+        queue_url: &str,
+        receipt_handle: &str,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        self.call(
+            "AmazonSQS.DeleteMessage",
+            json!({"QueueUrl": queue_url, "ReceiptHandle": receipt_handle}),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// A symmetric KMS key, as the stack's CredentialsKey; returns its ARN.
     pub async fn create_kms_key(&self) -> Result<String, Box<dyn std::error::Error>> {
         let v = self

@@ -380,3 +380,179 @@ async fn snapshotter_answers_scheduler_payloads() -> TestResult {
     assert!(!message.is_empty(), "{}", failed.describe());
     Ok(())
 }
+
+/// How many deployments the shard jobs of one invocation's output checked
+/// (the worker logs each job's summary), and how many jobs it logged.
+fn shard_jobs_checked(output: &str) -> (usize, usize) {
+    let mut jobs = 0;
+    let mut checked = 0;
+    for line in output
+        .lines()
+        .filter(|l| l.contains("health check shard done"))
+    {
+        jobs += 1;
+        let after = line
+            .split_once("\"checked\":")
+            .or_else(|| line.split_once("checked="))
+            .map(|(_, rest)| rest)
+            .unwrap_or_default();
+        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+        checked += digits.parse::<usize>().unwrap_or(0);
+    }
+    (checked, jobs)
+}
+
+/// A cold start misses no deployment (issue 36): a fleet of 350 running
+/// deployments in three organizations, on DynamoDB, is checked completely
+/// by each of two consecutive sweeps, where the sweep and every shard job
+/// it hands out run in a worker process of their own, started for that
+/// one event and stopped after it: nothing is carried from one invocation
+/// to the next but the table, the queue and the (simulated) instances.
+#[tokio::test]
+async fn a_cold_worker_process_misses_no_deployment_of_a_fleet_of_350() -> TestResult {
+    use floe_compute::{Compute, LaunchRequest, LaunchTemplateSpec, TAG_DEPLOYMENT, TAG_ORG};
+    use std::collections::BTreeMap;
+
+    const FLEET: usize = 350;
+    let endpoint = aws_endpoint();
+    let sqs = Moto::new(&endpoint);
+    let queue_name = unique("floe-fleet");
+    let queue_url = sqs.create_queue(&queue_name).await?;
+    let table = unique("floe-fleet");
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(&endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "test", "test", None, None, "test",
+        ))
+        .load()
+        .await;
+    let backend = floe_store_dynamo::DynamoBackend::new(&sdk, table.clone());
+    backend.ensure_table().await?;
+    let store = floe_store::Store::new(std::sync::Arc::new(backend));
+
+    // The fleet's nodes, in a simulated EC2 that every worker process
+    // reads from the same file.
+    let state = tempfile::tempdir()?;
+    let compute = floe_compute_sim::SimulatedCompute::persisted(
+        floe_compute_sim::SimulatedConfig::default(),
+        state.path().join("compute.json"),
+    )?;
+    compute
+        .ensure_launch_template(&LaunchTemplateSpec {
+            name: "lt".into(),
+            instance_type: "m6g.xlarge".into(),
+            arch: floe_domain::catalog::Arch::Arm64,
+            user_data: String::new(),
+            volume: floe_compute::Volume {
+                size_gb: 20,
+                volume_type: floe_domain::deployment::VolumeType::Gp3,
+                iops: None,
+                throughput: None,
+            },
+            tags: BTreeMap::new(),
+            instance_profile: None,
+        })
+        .await?;
+    let mut fleet = Vec::new();
+    for n in 0..FLEET {
+        let org = ["acme", "globex", "initech"][n % 3];
+        let d: floe_domain::deployment::Deployment = serde_json::from_value(json!({
+            "id": format!("0193a0c4d2b77c3e9a4b{n:012x}"), "org": org,
+            "spec": {"name": format!("fleet-{n}"), "version": "8.15.3", "node_groups": [
+                {"id": "hot", "roles": ["master", "data_hot"], "instance_type": "m6g.xlarge",
+                 "count": 1, "zone_count": 1, "storage": {"size_gb": 20}}]},
+            "status": "running", "pending_plan": null,
+            "created": "2026-11-29T10:00:00Z", "updated": "2026-11-29T10:00:00Z"
+        }))?;
+        let mut plan = floe_domain::plan::Plan::new(
+            org,
+            &d.id,
+            floe_domain::plan::PlanParams::Create(d.spec.clone()),
+            "t",
+            "t",
+            d.created,
+        );
+        // Asleep past the test: no sweep hands the seeded plans out.
+        plan.wake_at = Some(chrono::Utc::now() + chrono::Duration::days(1));
+        store.create_deployment(&d, &plan, None).await?;
+        compute
+            .launch(&LaunchRequest {
+                template_name: "lt".into(),
+                count: 1,
+                zone: n % 3,
+                client_token: d.id.clone(),
+                tags: BTreeMap::from([
+                    (TAG_DEPLOYMENT.to_string(), d.id.clone()),
+                    (TAG_ORG.to_string(), org.to_string()),
+                    ("floe:node-group".to_string(), "hot".to_string()),
+                ]),
+            })
+            .await?;
+        fleet.push(d);
+    }
+    drop(compute);
+
+    let worker = || {
+        worker_on_aws(&endpoint, &table, &queue_url, UNUSED_KEY)
+            .env("FLOE_SIM_STATE_DIR", state.path().display().to_string())
+    };
+    for sweep in 0..2 {
+        // The sweep, in a process of its own, hands out every shard.
+        let mut sweeper = worker().start().await?;
+        let swept = sweeper.invoke(&json!({"sweep": true})).await?;
+        assert!(
+            swept.response_json()["requeued"].is_u64(),
+            "{}",
+            swept.describe()
+        );
+        drop(sweeper);
+        // The sweep's messages, each taken off the queue as the event
+        // source mapping would once its job ran.
+        let mut jobs = BTreeMap::new();
+        for _ in 0..10 {
+            if jobs.len() >= usize::from(floe_store::FLEET_SHARDS) {
+                break;
+            }
+            for message in sqs.receive(&queue_url).await? {
+                sqs.delete(&queue_url, &message.receipt_handle).await?;
+                jobs.entry(message.body.clone()).or_insert(message);
+            }
+        }
+        assert_eq!(
+            jobs.len(),
+            usize::from(floe_store::FLEET_SHARDS),
+            "sweep {sweep}: {:?}",
+            jobs.keys()
+        );
+        assert!(
+            jobs.keys().all(|body| body.contains("health_shard")),
+            "{:?}",
+            jobs.keys()
+        );
+        // Each shard's job in a fresh process.
+        let mut checked = 0;
+        for job in jobs.values() {
+            let mut cold = worker().start().await?;
+            let ran = cold
+                .invoke(&sqs_event(&queue_name, std::slice::from_ref(job)))
+                .await?;
+            assert_eq!(
+                ran.response_json(),
+                json!({"batchItemFailures": []}),
+                "{}",
+                ran.describe()
+            );
+            let (n, logged) = shard_jobs_checked(&ran.output);
+            assert_eq!(logged, 1, "{}", ran.describe());
+            checked += n;
+        }
+        assert_eq!(checked, FLEET, "sweep {sweep}: every deployment once");
+    }
+    // What the checks found is on every record.
+    for d in &fleet {
+        let stored = store.get_deployment(&d.org, &d.id).await?.ok_or("stored")?;
+        assert!(stored.value.health.is_some(), "{} was never checked", d.id);
+    }
+    Ok(())
+}

@@ -295,14 +295,26 @@ fn identity_config(
 fn simulated(sim: &floe_wiring::SimSettings) -> Result<Nodes, WiringError> {
     use floe_clusters_sim::{SimulatedClusters, SimulatedClustersConfig};
     use floe_compute_sim::{SimulatedCompute, SimulatedConfig};
-    let compute: Arc<dyn Compute> = Arc::new(SimulatedCompute::new(
+    let config =
         SimulatedConfig::parse(sim.boot_delay, sim.terminate_delay, &sim.faults).map_err(|m| {
             ConfigError {
                 name: floe_wiring::SimSettings::FAULTS,
                 message: m,
             }
-        })?,
-    ));
+        })?;
+    let compute: Arc<dyn Compute> = match &sim.state_dir {
+        // Kept in a file: worker processes one after the other share one
+        // simulated EC2.
+        Some(dir) => Arc::new(
+            SimulatedCompute::persisted(config, dir.join("compute.json")).map_err(|e| {
+                ConfigError {
+                    name: "FLOE_SIM_STATE_DIR",
+                    message: e.to_string(),
+                }
+            })?,
+        ),
+        None => Arc::new(SimulatedCompute::new(config)),
+    };
     let clusters = Arc::new(SimulatedClusters::new(
         compute.clone(),
         SimulatedClustersConfig::default(),

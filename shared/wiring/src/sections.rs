@@ -538,12 +538,17 @@ impl ComputeChoice {
 /// emulator tests): `FLOE_SIM_BOOT_DELAY_MS` and
 /// `FLOE_SIM_TERMINATE_DELAY_MS` (whole milliseconds, default 0), and
 /// `FLOE_SIM_FAULTS`, the failures to inject, as text: floe-compute-sim's
-/// `SimulatedConfig::parse` reads it (empty: none).
+/// `SimulatedConfig::parse` reads it (empty: none). The worker built for
+/// the emulator tests also reads `FLOE_SIM_STATE_DIR`: a folder where its
+/// simulated instances are kept in a file, so that worker processes one
+/// after the other see the same instances, as EC2's would (local mode
+/// keeps them in its data folder).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SimSettings {
     pub boot_delay: Duration,
     pub terminate_delay: Duration,
     pub faults: String,
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 impl SimSettings {
@@ -558,6 +563,10 @@ impl SimSettings {
             boot_delay: millis("FLOE_SIM_BOOT_DELAY_MS")?,
             terminate_delay: millis("FLOE_SIM_TERMINATE_DELAY_MS")?,
             faults: env.get(SimSettings::FAULTS).unwrap_or_default(),
+            state_dir: env
+                .get("FLOE_SIM_STATE_DIR")
+                .filter(|d| !d.trim().is_empty())
+                .map(std::path::PathBuf::from),
         })
     }
 }
@@ -1063,6 +1072,7 @@ mod tests {
                 boot_delay: Duration::from_millis(1500),
                 terminate_delay: Duration::from_millis(200),
                 faults: faults.into(),
+                state_dir: None,
             }
         );
         // The worker built for the emulator tests reads the same settings.
