@@ -41,7 +41,7 @@ rows=$out/rows.tsv
 : > "$rows"
 
 # The bench runners (dev profile), each named by its bench target.
-benches=(create_plan clone cold_start dynamo_calls list_scale)
+benches=(create_plan clone cold_start dynamo_calls list_scale fleet_health)
 
 echo "== building the measured binaries ($profile) and the bench runners (dev)"
 # Every binary of the workspace (floe-local, the functions, the baselines)
@@ -285,6 +285,7 @@ if [ -z "$only" ]; then
   run_bench cold_start env FLOE_COLD_START_DIR="$bin_dir" FLOE_COLD_START_RUNS="${FLOE_COLD_START_RUNS:-10}"
   run_bench dynamo_calls env
   run_bench list_scale env
+  run_bench fleet_health env
   # Search in local mode next to tantivy used directly
   # (tests/benches/search.rs): the runner measures the library itself and
   # starts floe-local from its own profile's folder, so it is built with

@@ -18,7 +18,7 @@
 
 mod support;
 
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::AttributeValue;
 use axum::body::Body;
 use axum::http::Request;
 use floe_api::{ApiState, app};
@@ -27,7 +27,7 @@ use floe_domain::deployment::{Deployment, DeploymentSpec, DeploymentStatus};
 use floe_domain::repository::EndpointPolicy;
 use floe_secrets::LocalCipher;
 use floe_store::Store;
-use floe_store::backend::{Backend, Kind, Record, RecordKey, Write};
+use floe_store::backend::{Backend, Kind, Record, RecordKey};
 use floe_store_dynamo::DynamoBackend;
 use floe_store_sqlite::SqliteBackend;
 use http_body_util::BodyExt;
@@ -97,81 +97,6 @@ fn deployment_record(template: &DeploymentSpec, n: usize) -> Fallible<Record> {
         attrs: floe_store::stores::deployment_attrs(&d),
         expires_at: None,
     })
-}
-
-/// How a backend is filled: SQLite through the port (100 a transaction);
-/// DynamoDB with BatchWriteItem in the adapter's item layout (pk, sk, body,
-/// version, refs, name, status, tags), since moto copies the whole table
-/// for every transaction, which makes a large load quadratic there. The
-/// adapter itself never calls BatchWriteItem (its IAM role lacks it).
-enum Loader {
-    Port(Arc<SqliteBackend>),
-    Dynamo(aws_sdk_dynamodb::Client, String),
-}
-
-fn dynamo_item(r: &Record) -> std::collections::HashMap<String, AttributeValue> {
-    let s = |v: &str| AttributeValue::S(v.to_string());
-    let mut item = std::collections::HashMap::from([
-        ("pk".to_string(), s(&format!("ORG#{}", r.key.org))),
-        (
-            "sk".to_string(),
-            s(&format!("{}#{}", r.key.kind.prefix(), r.key.key)),
-        ),
-        ("body".to_string(), s(&r.body)),
-        (
-            "version".to_string(),
-            AttributeValue::N(r.version.to_string()),
-        ),
-        ("refs".to_string(), AttributeValue::N(r.refs.to_string())),
-    ]);
-    if let Some(name) = &r.attrs.name {
-        item.insert("name".to_string(), s(name));
-    }
-    if let Some(status) = &r.attrs.status {
-        item.insert("status".to_string(), s(status));
-    }
-    if !r.attrs.tags.is_empty() {
-        item.insert("tags".to_string(), AttributeValue::Ss(r.attrs.tags.clone()));
-    }
-    item
-}
-
-impl Loader {
-    async fn load(&self, records: Vec<Record>) -> Fallible<()> {
-        match self {
-            Loader::Port(b) => {
-                for chunk in records.chunks(100) {
-                    b.write(chunk.iter().cloned().map(Write::Create).collect())
-                        .await?;
-                }
-            }
-            Loader::Dynamo(client, table) => {
-                for chunk in records.chunks(25) {
-                    let mut requests = Vec::with_capacity(chunk.len());
-                    for r in chunk {
-                        let put = PutRequest::builder()
-                            .set_item(Some(dynamo_item(r)))
-                            .build()?;
-                        requests.push(WriteRequest::builder().put_request(put).build());
-                    }
-                    // Moto processes every item; anything left over is sent again.
-                    while !requests.is_empty() {
-                        let out = client
-                            .batch_write_item()
-                            .request_items(table.as_str(), requests)
-                            .send()
-                            .await?;
-                        requests = out
-                            .unprocessed_items()
-                            .and_then(|u| u.get(table.as_str()))
-                            .cloned()
-                            .unwrap_or_default();
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 fn router(backend: Arc<dyn Backend>) -> Fallible<axum::Router> {
@@ -266,7 +191,7 @@ async fn bare_query_time(
 
 async fn measure(
     label: &str,
-    loader: Loader,
+    loader: support::Loader,
     backend: Arc<dyn Backend>,
     large: usize,
     runs: (usize, usize),
@@ -285,8 +210,10 @@ async fn measure(
         small.push(page_time(&app, &token, query, runs.0).await?);
     }
     let bare_small = match &loader {
-        Loader::Dynamo(client, table) => Some(bare_query_time(client, table, runs.0).await?),
-        Loader::Port(_) => None,
+        support::Loader::Dynamo(client, table) => {
+            Some(bare_query_time(client, table, runs.0).await?)
+        }
+        support::Loader::Port(_) => None,
     };
     let t = Instant::now();
     loader.load(records(SMALL, large)?).await?;
@@ -295,7 +222,7 @@ async fn measure(
         large - SMALL,
         t.elapsed()
     );
-    if let (Loader::Dynamo(client, table), Some(bare_small)) = (&loader, bare_small) {
+    if let (support::Loader::Dynamo(client, table), Some(bare_small)) = (&loader, bare_small) {
         let bare_large = bare_query_time(client, table, runs.1).await?;
         let ratio = bare_large.as_secs_f64() / bare_small.as_secs_f64().max(f64::MIN_POSITIVE);
         println!(
@@ -338,7 +265,7 @@ async fn main() -> Fallible<()> {
     let sqlite = Arc::new(SqliteBackend::open(&dir.path().join("list.db"))?);
     measure(
         "SQLite",
-        Loader::Port(sqlite.clone()),
+        support::Loader::Port(sqlite.clone()),
         sqlite,
         large,
         (50, 50),
@@ -355,7 +282,7 @@ async fn main() -> Fallible<()> {
     dynamo.ensure_table().await?;
     measure(
         "DynamoDB (moto)",
-        Loader::Dynamo(aws_sdk_dynamodb::Client::new(&sdk), table),
+        support::Loader::Dynamo(aws_sdk_dynamodb::Client::new(&sdk), table),
         Arc::new(dynamo),
         large,
         (20, 5),

@@ -51,9 +51,9 @@ impl Probe for DeploymentSteps {
 }
 
 /// Running instances failing a status check, with the names of the checks.
-type Impaired = BTreeMap<String, Vec<&'static str>>;
+pub type Impaired = BTreeMap<String, Vec<&'static str>>;
 /// Maintenance EC2 has scheduled, by instance.
-type Scheduled = BTreeMap<String, Vec<ScheduledEvent>>;
+pub type Scheduled = BTreeMap<String, Vec<ScheduledEvent>>;
 
 /// What EC2 says of a page of deployments, read together: the cost of a
 /// check is then a listing per page (a thousand instances a page) and a
@@ -117,7 +117,7 @@ impl Survey {
     /// Of `instances`, the running ones that fail a status check, with
     /// the names of the checks, and the maintenance EC2 has scheduled for
     /// any of them (what is still to come).
-    fn status_of(&self, instances: &[Instance]) -> (Impaired, Scheduled) {
+    pub fn status_of(&self, instances: &[Instance]) -> (Impaired, Scheduled) {
         let mut impaired = BTreeMap::new();
         let mut scheduled = BTreeMap::new();
         let Some(checks) = &self.checks else {
