@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of Floe on a fresh machine: installs what the tests need
-# (a Python venv with moto, schemathesis and openapi-python-client; the
-# TypeScript client's npm packages), starts moto on 127.0.0.1, then runs
-# formatting, lints and the whole workspace's tests (unit, handler,
-# conformance on SQLite and DynamoDB, black-box, OpenAPI drift, contract).
+# (a Python venv with moto, schemathesis, openapi-python-client and lychee;
+# the TypeScript client's and the docs' npm packages; mdBook), starts moto
+# on 127.0.0.1, then runs formatting, lints, the manual's build and link
+# check, and the whole workspace's tests (unit, handler, conformance on
+# SQLite and DynamoDB, black-box, OpenAPI drift, contract).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -36,6 +37,22 @@ phase_table() {
 }
 
 phase install
+
+# mdBook builds the manual (scripts/docs.sh). It comes from crates.io, so
+# it compiles (two to three minutes on two cores): started first, in the
+# background, to overlap the downloads below, and awaited before the docs
+# phase. Installed once per machine (cargo's bin folder), again only when
+# the version changes; `search` is the only feature the build needs.
+mdbook_version=0.5.4
+mkdir -p target
+mdbook_pid=""
+if [ "$(mdbook --version 2>/dev/null)" != "mdbook v$mdbook_version" ]; then
+  echo "== installing mdbook $mdbook_version (cargo install, in the background)"
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS -u CARGO_TARGET_DIR \
+    cargo install mdbook --version "$mdbook_version" --locked --quiet \
+    --no-default-features --features search > target/mdbook-install.log 2>&1 &
+  mdbook_pid=$!
+fi
 
 if ! command -v shellcheck >/dev/null; then
   apt-get install -y shellcheck || { apt-get update && apt-get install -y shellcheck; }
@@ -97,6 +114,16 @@ fi
 export FLOE_TEST_SCHEMATHESIS="$venv/bin/st"
 export FLOE_TEST_OPENAPI_PYTHON_CLIENT="$venv/bin/openapi-python-client"
 export FLOE_TEST_TYPESCRIPT_CLIENT="$root/$ts"
+
+# The document's linters and the API reference page's builder
+# (tests/docs), installed as their lock file pins them.
+docs_tools=tests/docs
+if [ ! -d "$docs_tools/node_modules" ] || ! cmp -s "$docs_tools/package-lock.json" "$docs_tools/node_modules/.package-lock.json.installed"; then
+  echo "== installing the document's linters (npm ci)"
+  (cd "$docs_tools" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$docs_tools/package-lock.json" "$docs_tools/node_modules/.package-lock.json.installed"
+fi
+export REDOCLY_TELEMETRY=off
 
 mkdir -p target
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
@@ -178,6 +205,16 @@ rm -rf target/lambda
 env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo lambda build --quiet --profile lambda-ci "$lambda_flag" --output-format zip \
   --lambda-dir target/lambda -p floe-api-function -p floe-worker-function -p floe-snapshotter-function
 "$venv/bin/python" scripts/check_lambda_zips.py infra/template.yaml "$lambda_arch"
+
+# The manual: built with mdBook, the API reference page rendered from
+# openapi/openapi.json, every link checked (scripts/docs.sh).
+phase docs
+if [ -n "$mdbook_pid" ] && ! wait "$mdbook_pid"; then
+  cat target/mdbook-install.log
+  echo "cargo install mdbook failed"
+  exit 1
+fi
+./scripts/docs.sh
 
 phase tests
 echo "== tests"

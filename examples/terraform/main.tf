@@ -7,7 +7,7 @@
 #   terraform apply -var s3_endpoint=$S3_ENDPOINT -var s3_bucket=$S3_BUCKET \
 #     -var s3_access_key=$S3_ACCESS_KEY -var s3_secret_key=$S3_SECRET_KEY
 #
-# docs/terraform/README.md explains the provider; the test suite applies
+# docs/terraform/provider.md explains the provider; the test suite applies
 # this configuration as it is written here (tests/tests/terraform.rs).
 
 terraform {

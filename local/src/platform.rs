@@ -44,8 +44,8 @@ impl LocalPlatform {
         // Every simulated instance gets an address of its own on this
         // machine, where its simulated node serves.
         // A file named after an instance id in one of these folders loses
-        // that instance, fails its status check, or stops it (README:
-        // self-healing).
+        // that instance, fails its status check, or stops it (docs/health.md:
+        // "Trying it in local mode").
         let fault_dir = |name: &str| {
             let dir = config.data_dir.join("sim").join(name);
             if let Err(e) = std::fs::create_dir_all(&dir) {

@@ -998,7 +998,8 @@ pub const DEPLOYMENTS: &str = "/api/v1/deployments";
 pub const POLICIES: &str = "/api/v1/snapshot-policies";
 pub const INSTANCE_TYPES: &str = "/api/v1/platform/configuration/instance-types";
 
-/// The README's FlashBlade-style repository, byte for byte.
+/// The FlashBlade guide's repository body, as the walk-through in
+/// docs/getting-started.md sends it, with fixed keys and endpoint.
 pub const FLASHBLADE_REPOSITORY: &str = r#"{"type":"s3","settings":{"max_restore_bytes_per_sec":"1gb","max_snapshot_bytes_per_sec":"150mb","access_key":"XXXXX","secret_key":"YYYYY","bucket":"elastic-snapshots","endpoint":"1.2.3.4","protocol":"http"}}"#;
 
 pub fn s3_repository(bucket: &str) -> Value {

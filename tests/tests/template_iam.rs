@@ -1234,21 +1234,26 @@ fn node_identities_are_bounded_and_confined_to_the_node_path() {
     assert!(problems.is_empty(), "{}", report(&problems));
 }
 
-/// The `sam deploy` command of a README: the lines from `sam deploy` to
-/// the end of its code block.
-fn deploy_command(readme: &str) -> String {
-    let text = source(readme);
+/// The manual's page on deploying to AWS: its `sam deploy` command and
+/// its table of the template's parameters.
+const DEPLOY_GUIDE: &str = "docs/deploying.md";
+
+/// The `sam deploy` command of a deploy guide: the lines from `sam deploy`
+/// to the end of its code block.
+fn deploy_command(guide: &str) -> String {
+    let text = source(guide);
     let start = text
         .find("sam deploy --template-file")
-        .unwrap_or_else(|| panic!("{readme} has no sam deploy command"));
+        .unwrap_or_else(|| panic!("{guide} has no sam deploy command"));
     let end = text[start..].find("```").map_or(text.len(), |e| start + e);
     text[start..end].to_string()
 }
 
 /// An operator copies the deploy command and fills the table's values:
-/// every parameter the template requires (no Default) is in both READMEs'
-/// commands, every parameter is in the top-level README's table, and
-/// neither names a parameter the template does not have.
+/// every parameter the template requires (no Default) is in both deploy
+/// guides' commands (the manual's deploy page and infra/README.md), every
+/// parameter is in the manual's parameters table, and neither names a
+/// parameter the template does not have.
 #[test]
 fn the_deploy_guides_name_exactly_the_template_parameters() {
     let t = template();
@@ -1259,11 +1264,11 @@ fn the_deploy_guides_name_exactly_the_template_parameters() {
         .map(|(name, _)| name)
         .collect();
     let mut problems = Vec::new();
-    for readme in ["README.md", "infra/README.md"] {
-        let command = deploy_command(readme);
+    for guide in [DEPLOY_GUIDE, "infra/README.md"] {
+        let command = deploy_command(guide);
         for name in &required {
             if !command.contains(&format!("{name}=")) {
-                problems.push(format!("{readme}: sam deploy lacks the required {name}"));
+                problems.push(format!("{guide}: sam deploy lacks the required {name}"));
             }
         }
         for word in command.split_whitespace() {
@@ -1272,15 +1277,17 @@ fn the_deploy_guides_name_exactly_the_template_parameters() {
                 && !parameters.contains_key(name)
             {
                 problems.push(format!(
-                    "{readme}: sam deploy sets {name}, no parameter of the template"
+                    "{guide}: sam deploy sets {name}, no parameter of the template"
                 ));
             }
         }
     }
-    let readme = source("README.md");
+    let guide = source(DEPLOY_GUIDE);
     for name in parameters.keys() {
-        if !readme.contains(&format!("`{name}`")) {
-            problems.push(format!("README.md: the parameters table lacks `{name}`"));
+        if !guide.contains(&format!("`{name}`")) {
+            problems.push(format!(
+                "{DEPLOY_GUIDE}: the parameters table lacks `{name}`"
+            ));
         }
     }
     assert!(problems.is_empty(), "{}", report(&problems));

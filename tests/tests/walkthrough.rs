@@ -1,8 +1,8 @@
 //! The API's own walk-through (repository, deployment, policy, attach,
 //! listings, plans, shutdown, delete): what a user types, and what they
 //! would look at in each answer. Run once on the embedded SQLite store and
-//! once on DynamoDB (moto, started by scripts/test.sh). The README's block
-//! itself is run by `readme.rs`.
+//! once on DynamoDB (moto, started by scripts/test.sh). The walk-through's
+//! block in docs/getting-started.md is itself run by `readme.rs`.
 
 use floe_tests::{
     Call, DEPLOYMENTS, FLASHBLADE_REPOSITORY, INSTANCE_TYPES, POLICIES, REPOSITORIES, Reply,
@@ -37,7 +37,7 @@ fn check_versioned(r: &Reply, version: u64) {
     );
 }
 
-/// The README's Graviton deployment.
+/// The walk-through's Graviton deployment (docs/getting-started.md).
 fn graviton(name: &str, repository: Option<&str>, policies: &[&str], team: &str) -> Value {
     let mut d = json!({
         "name": name,
@@ -98,7 +98,7 @@ async fn walkthrough(s: &Server) -> TestResult {
 
     let token = s.token(ORG, &["platform_admin"]);
 
-    // 1. The FlashBlade repository, exactly as the README sends it.
+    // 1. The FlashBlade repository, the body the walk-through sends.
     let repo_path = format!("{REPOSITORIES}/flashblade");
     let repo = s
         .call(

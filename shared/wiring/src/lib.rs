@@ -1,7 +1,7 @@
 //! Floe's configuration, typed. Every environment variable that the three
 //! functions and local mode read is read here, once, by one function; a
-//! mistake is a [`ConfigError`] naming the variable. The README's
-//! configuration table lists the same variables.
+//! mistake is a [`ConfigError`] naming the variable. The manual's
+//! configuration page (docs/configuration.md) lists the same variables.
 //!
 //! It also builds what every process builds the same way ([`build`]: the
 //! store, the cipher, the token verifier). Function-specific adapters (EC2,

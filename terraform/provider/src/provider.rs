@@ -271,7 +271,7 @@ mod tests {
         let mut diags = Diagnostics::default();
         let mut missing = Vec::new();
         let provider_schema = provider.schema(&mut diags).expect("the provider's schema");
-        for n in undocumented(&provider_schema.block, "README.md") {
+        for n in undocumented(&provider_schema.block, "provider.md") {
             missing.push(format!("provider: {n}"));
         }
         for (name, resource) in provider.get_resources(&mut diags).expect("resources") {
