@@ -70,80 +70,95 @@ fn server(plans_finish: bool) -> Server {
     Server::start_with(&env)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn schemathesis_finds_nothing() -> TestResult {
-    let st = tool("FLOE_TEST_SCHEMATHESIS");
-    let s = server(false);
-    let token = s.token("acme", &["platform_admin"]);
-    // The repository the document's examples name, so that the examples of
-    // deployments and policies that refer to it can be created.
-    s.call(
-        Call::put("/api/v1/platform/configuration/snapshots/repositories/main-backups")
-            .bearer(&token)
-            .json(&s3_repository("elastic-snapshots")),
-    )
-    .await
-    .expect_status(201);
-    // Resources that exist, so that the operations on one reach their own
-    // logic and not only the 404 of a random id: a deployment (its create
-    // plan stays pending here, so the operations that need a running one
-    // answer their documented 409) and a policy.
-    let created = s
+/// A local server with a platform_admin token and resources that exist, so
+/// that the operations on one reach their own logic and not only the 404
+/// of a random id: the repository the document's examples name, a
+/// deployment (its create plan stays pending here, so the operations that
+/// need a running one answer their documented 409) and a policy.
+struct Seeded {
+    server: Server,
+    token: String,
+    deployment_id: String,
+    policy_id: String,
+}
+
+async fn seeded() -> Seeded {
+    let server = server(false);
+    let token = server.token("acme", &["platform_admin"]);
+    server
+        .call(
+            Call::put("/api/v1/platform/configuration/snapshots/repositories/main-backups")
+                .bearer(&token)
+                .json(&s3_repository("elastic-snapshots")),
+        )
+        .await
+        .expect_status(201);
+    let id = |v: serde_json::Value| v["id"].as_str().unwrap_or_default().to_string();
+    let deployment_id = id(server
         .call(
             Call::post("/api/v1/deployments")
                 .bearer(&token)
                 .json(&deployment("contract-seed", Some("main-backups"), &[])),
         )
-        .await;
-    let deployment_id = created.expect_status(201).json()["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let created = s
+        .await
+        .expect_status(201)
+        .json());
+    let policy_id = id(server
         .call(
             Call::post("/api/v1/snapshot-policies")
                 .bearer(&token)
                 .json(&policy("contract-seed", "main-backups")),
         )
-        .await;
-    let policy_id = created.expect_status(201).json()["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+        .await
+        .expect_status(201)
+        .json());
     assert!(!deployment_id.is_empty() && !policy_id.is_empty());
+    Seeded {
+        server,
+        token,
+        deployment_id,
+        policy_id,
+    }
+}
+
+/// Runs schemathesis with `committed` (a configuration in tests/contract)
+/// against a seeded server, from `cwd`, failing on any failure it reports.
+/// The seeded ids are added as a dictionary that half of the generated
+/// path parameters draw from (the other half stay random, so the 404s are
+/// still exercised).
+async fn schemathesis(committed: &str, cwd: PathBuf) -> TestResult {
+    let st = tool("FLOE_TEST_SCHEMATHESIS");
+    let seeded = seeded().await;
     let report = tempfile::tempdir()?;
-    // The committed configuration, with the seeded ids as a dictionary that
-    // half of the generated path parameters draw from (the other half stay
-    // random, so the 404s are still exercised).
     let config = report.path().join("schemathesis.toml");
-    let committed = std::fs::read_to_string(contract_dir().join("schemathesis.toml"))?;
+    let committed = std::fs::read_to_string(contract_dir().join(committed))?;
     std::fs::write(
         &config,
         format!(
-            "{committed}\n[dictionaries.ids]\nvalues = [\"{deployment_id}\", \"{policy_id}\"]\n\
+            "{committed}\n[dictionaries.ids]\nvalues = [\"{}\", \"{}\"]\n\
              [dictionaries.names]\nvalues = [\"main-backups\"]\n\
              [dictionaries.refs]\nvalues = [\"main-elasticsearch\"]\n\
              [parameters]\n\
              \"path.id\" = {{ dictionary = \"ids\", probability = 0.5 }}\n\
              \"path.name\" = {{ dictionary = \"names\", probability = 0.5 }}\n\
-             \"path.ref_id\" = {{ dictionary = \"refs\", probability = 0.5 }}\n"
+             \"path.ref_id\" = {{ dictionary = \"refs\", probability = 0.5 }}\n",
+            seeded.deployment_id, seeded.policy_id
         ),
     )?;
-    let base = s.base_url().to_string();
-    let auth = format!("Authorization: Bearer {token}");
+    let base = seeded.server.base_url().to_string();
+    let auth = format!("Authorization: Bearer {}", seeded.token);
     let doc = document();
     let junit = report.path().join("junit.xml");
     tokio::task::spawn_blocking(move || {
         run(
             "schemathesis",
             Command::new(&st)
-                // The configuration beside this test's tools.
-                .current_dir(contract_dir())
+                .current_dir(cwd)
                 .arg("--config-file")
                 .arg(&config)
-                // Every check runs: schemathesis's default, which the
-                // configuration narrows for one check on the operations
-                // under a deployment (`--checks all` would override that).
+                // Every check runs: schemathesis's default, which a
+                // configuration may narrow for one check on some
+                // operations (`--checks all` would override that).
                 .args(["run", "--no-color", "-u", &base, "-H", &auth])
                 .arg("--report")
                 .arg("junit")
@@ -153,6 +168,60 @@ async fn schemathesis_finds_nothing() -> TestResult {
         )
     })
     .await?;
+    drop(seeded);
+    Ok(())
+}
+
+/// The project's configuration (tests/contract/schemathesis.toml): a fixed
+/// number of cases per operation, and allowances for rules the document
+/// states in prose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_nothing() -> TestResult {
+    schemathesis("schemathesis.toml", contract_dir()).await
+}
+
+/// schemathesis close to its defaults (tests/contract/schemathesis-minimal.toml):
+/// its own example counts and expected statuses for 120 s, allowing only
+/// the rules JSON Schema cannot state. Run from an empty folder, so that no
+/// configuration of the project's is found by walking up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_close_to_its_defaults_finds_nothing() -> TestResult {
+    let cwd = tempfile::tempdir()?;
+    schemathesis("schemathesis-minimal.toml", cwd.path().to_path_buf()).await
+}
+
+/// The minimal configuration allows exactly the operations whose
+/// descriptions name rules JSON Schema cannot state: an allowance without
+/// its rule in the document, or a rule the configuration does not know,
+/// fails here.
+#[test]
+fn the_minimal_configuration_allows_only_the_rules_the_document_names() -> TestResult {
+    let config = std::fs::read_to_string(contract_dir().join("schemathesis-minimal.toml"))?;
+    let mut allowed: Vec<String> = config
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("include-operation-id = ["))
+        .flat_map(|l| l.split('"').skip(1).step_by(2).map(str::to_string))
+        .collect();
+    allowed.sort();
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(document())?)?;
+    let mut named: Vec<String> = Vec::new();
+    for item in doc["paths"].as_object().ok_or("no paths")?.values() {
+        for op in item.as_object().ok_or("a path item")?.values() {
+            let description = op["description"].as_str().unwrap_or_default();
+            if description.contains("Rules JSON Schema cannot state:") {
+                named.push(op["operationId"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    named.sort();
+    assert!(
+        !allowed.is_empty(),
+        "no allowance read from the configuration"
+    );
+    assert_eq!(
+        allowed, named,
+        "the operations schemathesis-minimal.toml allows rules for, and those whose description names them"
+    );
     Ok(())
 }
 

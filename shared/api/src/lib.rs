@@ -11,6 +11,7 @@ pub mod params;
 mod respond;
 mod responses;
 pub mod routes;
+mod rules;
 pub mod state;
 
 pub use error::ApiError;
@@ -40,8 +41,13 @@ Every resource carries a version (`ETag`, `x-cloud-resource-version`); updates a
 Every answer carries `x-request-id`: the client's own when it is 1 to 128 visible ASCII characters, a new UUID otherwise; \
 the same id is in every log line the request wrote. \
 Platform roles may act in another organization with the `x-floe-organization` header.",
-        license(name = "Apache-2.0"),
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+        contact(name = "The Floe maintainers"),
     ),
+    // Relative: the API is wherever this document is served from
+    // (`GET /api/v1/openapi.json`): floe-local's address, or the stack's
+    // API Gateway URL (its `ApiUrl` output).
+    servers((url = "/", description = "The API that serves this document: http://127.0.0.1:8080 for ./scripts/run.sh, the stack's `ApiUrl` output on AWS.")),
     modifiers(&BearerAuth),
     tags(
         (name = "snapshot-repositories", description = "Where snapshots are kept: S3 on AWS or any S3-compatible store, or a local folder."),
@@ -118,6 +124,7 @@ fn collected() -> utoipa::openapi::OpenApi {
     }
     all_of_parts_are_open(&mut doc);
     error_codes::document(&mut doc);
+    rules::state(&mut doc);
     doc
 }
 

@@ -530,6 +530,16 @@ async fn health_catalog_and_unknown_paths() -> TestResult {
         (h.status, h.body["status"].as_str()),
         (StatusCode::OK, Some("ok"))
     );
+    // Like every operation without query parameters, it refuses one.
+    let h = api
+        .call("GET", "/api/v1/health?verbose=1", None, &[], None)
+        .await?;
+    assert_eq!(h.status, StatusCode::BAD_REQUEST);
+    assert_eq!(h.body["errors"][0]["fields"][0], "verbose");
+    assert_eq!(
+        h.body["errors"][0]["message"],
+        "verbose: is not a parameter of this operation, which takes none"
+    );
     let doc = api
         .call("GET", "/api/v1/openapi.json", None, &[], None)
         .await?;
@@ -693,6 +703,80 @@ fn every_schema_reference_resolves() -> TestResult {
 
 /// The headers the document promises on a versioned answer are the ones
 /// the typed answers send.
+/// The rules JSON Schema can state are in the document: either/or bodies
+/// as `oneOf`, fields that come together as `dependentRequired`, lists
+/// that cannot be empty as `minItems`, a cursor's form as a pattern; and
+/// it names its servers and describes every operation.
+#[test]
+fn the_document_states_what_json_schema_can() -> TestResult {
+    let doc: Value = serde_json::from_str(&floe_api::openapi_json())?;
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(
+        schemas["Schedule"]["oneOf"].as_array().map(Vec::len),
+        Some(2)
+    );
+    for restore in ["RestoreRequest", "RestoreSnapshot"] {
+        assert_eq!(
+            schemas[restore]["dependentRequired"]["rename_pattern"],
+            json!(["rename_replacement"]),
+            "{restore}"
+        );
+    }
+    assert_eq!(schemas["NodeGroup"]["properties"]["roles"]["minItems"], 1);
+    assert_eq!(
+        schemas["DeploymentSpec"]["properties"]["node_groups"]["minItems"],
+        1
+    );
+    assert_eq!(
+        schemas["DrillQuery"]["properties"]["query"]["maxProperties"],
+        1
+    );
+    assert!(doc["servers"].as_array().is_some_and(|s| !s.is_empty()));
+    let mut cursors = 0;
+    for item in doc["paths"].as_object().ok_or("paths")?.values() {
+        for (method, op) in item.as_object().ok_or("a path item")? {
+            let id = op["operationId"].as_str().unwrap_or(method);
+            assert!(
+                op["description"].as_str().is_some_and(|d| !d.is_empty()),
+                "{id} has no description"
+            );
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                if p["name"] == "cursor" {
+                    cursors += 1;
+                    assert_eq!(p["schema"]["pattern"], "^[A-Za-z0-9_-]{2,683}$", "{id}");
+                }
+            }
+        }
+    }
+    assert!(cursors >= 8, "{cursors} cursor parameters");
+    Ok(())
+}
+
+/// A field that excludes another or comes with one is text when sent: a
+/// `null` beside a value would be a second spelling of "left out".
+#[tokio::test]
+async fn either_or_fields_refuse_null() -> TestResult {
+    let api = api()?;
+    let mut policy = policy_body("main");
+    policy["schedule"] = json!({"interval": "30m", "cron": null});
+    let r = api
+        .admin("POST", "/api/v1/snapshot-policies", Some(policy))
+        .await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.body["errors"][0]["code"], "validation.type");
+    assert_eq!(r.body["errors"][0]["fields"][0], "schedule.cron");
+    let mut spec = deployment_body("renamed", None, &[]);
+    spec["restore_snapshot"] = json!({"source_deployment_id": "x", "rename_pattern": null});
+    let r = api.admin("POST", "/api/v1/deployments", Some(spec)).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.body["errors"][0]["code"], "validation.type");
+    assert_eq!(
+        r.body["errors"][0]["fields"][0],
+        "restore_snapshot.rename_pattern"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn documented_version_headers_are_sent() -> TestResult {
     let doc: Value = serde_json::from_str(&floe_api::openapi_json())?;

@@ -94,6 +94,11 @@ impl ParamError {
 impl From<ParamError> for ApiError {
     fn from(e: ParamError) -> ApiError {
         match e {
+            ParamError::Unknown { name, known: [] } => ApiError::field(
+                Code::VALIDATION_UNKNOWN_PARAMETER,
+                name,
+                "is not a parameter of this operation, which takes none",
+            ),
             ParamError::Unknown { name, known } => ApiError::field(
                 Code::VALIDATION_UNKNOWN_PARAMETER,
                 name,

@@ -52,6 +52,9 @@ async fn create_api_key(
 
 /// Your API keys in the organization you act in (never their text),
 /// oldest first.
+///
+/// Each key's id, description, roles, creation and expiry. A key's text is
+/// in its create's answer only; the platform keeps a hash.
 #[utoipa::path(
     get,
     path = "/api/v1/users/auth/keys",
@@ -94,6 +97,9 @@ async fn delete_api_key(
 /// Every user's API keys in the organization (never their text), oldest
 /// first: for platform admins, in their organization or the one
 /// `x-floe-organization` names.
+///
+/// As the caller's own list, with each key's maker (`user_id`); an admin
+/// deletes any of them with `DELETE /api/v1/users/{user_id}/auth/keys/{api_key_id}`.
 #[utoipa::path(
     get,
     path = "/api/v1/users/auth/keys/_all",

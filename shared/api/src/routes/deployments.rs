@@ -106,6 +106,12 @@ async fn create_deployment(
 }
 
 /// List deployments.
+///
+/// The deployments of the caller's organization, a page at a time (`size`,
+/// then `cursor` from the previous page's `next_cursor`), each as its GET
+/// shows it; deleted ones are gone from the list. `name`, `status` and
+/// `tag` filter the list. Refusals: 400 for a size out of range or a
+/// malformed filter.
 #[utoipa::path(
     get,
     path = "/api/v1/deployments",
@@ -136,6 +142,13 @@ async fn list_deployments(
 }
 
 /// Read a deployment.
+///
+/// Its spec as last accepted, its status, its plans' summary, how to reach
+/// its cluster (`elasticsearch`: endpoint, CA, nodes, proxy path), its
+/// health (`healthy` and the warnings beside it) and its recovery. The
+/// `ETag` is the version a replace or delete names in `If-Match`. The
+/// elastic password is never here: only the create's and a reset's answers
+/// carry it. 404 for a deployment of another organization.
 #[utoipa::path(
     get,
     path = "/api/v1/deployments/{id}",

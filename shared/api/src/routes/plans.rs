@@ -21,6 +21,9 @@ operations!(
 );
 
 /// A deployment's plans: the current one, the pending one, and the history.
+///
+/// Each plan with its steps, their status and times, and a failed step's
+/// error. The history is newest first, a page at a time (`size`, `cursor`).
 #[utoipa::path(
     get,
     path = "/api/v1/deployments/{id}/plans",

@@ -2,6 +2,7 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, Params};
+use crate::params::NoParams;
 use crate::respond::Plain;
 use crate::responses::Invalid;
 use crate::state::ApiState;
@@ -21,19 +22,26 @@ pub struct Health {
 }
 
 /// Liveness of the API (no token needed).
+///
+/// Answers 200 with the API's version while the API serves requests; it
+/// reads no record and calls no other service, so it says nothing of the
+/// deployments (each deployment's view carries its own health). Like every
+/// operation without query parameters, it refuses any (400 naming it).
 #[utoipa::path(
     get,
     path = "/api/v1/health",
     operation_id = "get-health",
     tag = "platform",
-    responses(Plain<Health>),
+    params(NoParams),
+    responses(Plain<Health>, Invalid),
     security(())
 )]
-async fn health() -> Plain<Health> {
-    Plain(Health {
+async fn health(params: Params<NoParams>) -> Result<Plain<Health>, ApiError> {
+    params.check()?;
+    Ok(Plain(Health {
         status: "ok".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-    })
+    }))
 }
 
 /// The EC2 instance types deployments can use.

@@ -48,6 +48,9 @@ async fn create_policy(
 }
 
 /// List snapshot policies.
+///
+/// The organization's policies, a page at a time, each as its GET shows
+/// it.
 #[utoipa::path(
     get,
     path = "/api/v1/snapshot-policies",
@@ -69,6 +72,10 @@ async fn list_policies(
 }
 
 /// Read a snapshot policy.
+///
+/// Its schedule, snapshot name, repository, indices and retention, and the
+/// deployments it is attached to. The `ETag` is the version a replace or
+/// delete names in `If-Match`. 404 for a policy of another organization.
 #[utoipa::path(
     get,
     path = "/api/v1/snapshot-policies/{id}",
@@ -89,6 +96,11 @@ async fn get_policy(
 }
 
 /// Replace a snapshot policy.
+///
+/// The body is a whole policy, as a create takes it (a GET's body with
+/// fields changed is one). Each deployment it is attached to gets its
+/// schedule changed (one EventBridge Scheduler schedule per attachment on
+/// AWS).
 #[utoipa::path(
     put,
     path = "/api/v1/snapshot-policies/{id}",

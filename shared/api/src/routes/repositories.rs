@@ -64,6 +64,9 @@ impl RawRepository {
 }
 
 /// List snapshot repositories.
+///
+/// The platform's repositories, a page at a time, each as its GET shows it
+/// (credentials never).
 #[utoipa::path(
     get,
     path = "/api/v1/platform/configuration/snapshots/repositories",
@@ -85,6 +88,10 @@ async fn list_repositories(
 }
 
 /// Read one snapshot repository (credentials are never returned).
+///
+/// Its type and settings as last written; `secret_key` and
+/// `session_token` are write-only and never shown, `access_key` is. The
+/// `ETag` is the version a replace or delete names in `If-Match`.
 #[utoipa::path(
     get,
     path = "/api/v1/platform/configuration/snapshots/repositories/{name}",

@@ -63,6 +63,12 @@ async fn take_snapshot(
 }
 
 /// The deployment's snapshots, newest first, with a summary on the first page.
+///
+/// A page at a time, each with its state, times, indices, shards and size,
+/// the policy that took it, and, for the snapshots Floe took, the
+/// document counts recorded around it. The first page's summary gives the
+/// count, the latest snapshot's state and the end of the latest successful
+/// one.
 #[utoipa::path(
     get,
     path = "/api/v1/deployments/{id}/snapshots",

@@ -17,15 +17,27 @@ use validator::Validate;
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
     /// Elasticsearch time value, at least `1m` and whole minutes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::validation::text_not_null"
+    )]
     #[schema(example = "30m")]
     pub interval: Option<String>,
     /// Elasticsearch SLM cron: `sec min hour day-of-month month day-of-week [year]`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::validation::text_not_null"
+    )]
     #[schema(example = "0 30 1 * * ?")]
     pub cron: Option<String>,
     /// IANA time zone of `cron`; UTC when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::validation::text_not_null"
+    )]
     #[schema(example = "Europe/Berlin")]
     pub timezone: Option<String>,
 }
@@ -38,9 +50,11 @@ pub struct Retention {
     pub expire_after: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(range(min = 1, max = 10000))]
+    #[schema(minimum = 1, maximum = 10000)]
     pub min_count: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(range(min = 1, max = 10000))]
+    #[schema(minimum = 1, maximum = 10000)]
     pub max_count: Option<u32>,
 }
 

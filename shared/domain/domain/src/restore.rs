@@ -67,10 +67,18 @@ pub struct RestoreSnapshot {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub indices: Vec<String>,
     /// A regular expression over the restored indices' names (restore mode).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::validation::text_not_null"
+    )]
     pub rename_pattern: Option<String>,
     /// Its replacement, `$1` for a group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::validation::text_not_null"
+    )]
     pub rename_replacement: Option<String>,
     #[serde(default)]
     pub mode: RestoreMode,
@@ -101,9 +109,19 @@ pub struct RestoreRequest {
     /// Indices or patterns; empty means every index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub indices: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A regular expression over the restored indices' names.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::validation::text_not_null"
+    )]
     pub rename_pattern: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its replacement, `$1` for a group.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::validation::text_not_null"
+    )]
     pub rename_replacement: Option<String>,
     /// Restore the cluster state too (templates, persistent settings).
     /// Feature states come back only when named in `feature_states`.

@@ -138,6 +138,16 @@ fn describe(e: &validator::ValidationError) -> String {
     }
 }
 
+/// For an optional text field that, when sent, must be text: `null` is
+/// refused as a wrong type (400 naming the field) instead of read as left
+/// out. The fields that come together or exclude each other (a schedule's
+/// `interval` and `cron`, a restore's rename) use it, so that the document
+/// can state their rule (`oneOf`, `dependentRequired`) exactly: a `null`
+/// beside a value would otherwise be a second spelling of "absent".
+pub fn text_not_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    <String as serde::Deserialize>::deserialize(d).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
