@@ -23,7 +23,9 @@
 //! Run by scripts/bench.sh, or with moto on loopback:
 //! `FLOE_TEST_AWS_ENDPOINT=http://127.0.0.1:PORT cargo bench --profile dev
 //! --workspace --bench fleet_health`. FLOE_FLEET_SIZES (default
-//! `100,1000,10000`) sets the sizes; FLOE_FLEET_DYNAMO=off leaves out moto.
+//! `100,1000,10000`) sets the sizes; FLOE_FLEET_DYNAMO=off leaves out moto,
+//! FLOE_FLEET_SQLITE=off the SQLite file; FLOE_FLEET_SWEEPS (default 3) and
+//! FLOE_FLEET_CHURN (default 5) shape the measured sweeps.
 
 mod support;
 
@@ -58,9 +60,38 @@ const NODES: u32 = 3;
 const ZONES: usize = 200;
 /// Sweeps measured after the first (which records every deployment's
 /// health once); between two, this many deployments are created and as
-/// many deleted, so that pages shift as in a living fleet.
-const SWEEPS: usize = 3;
-const CHURN: usize = 5;
+/// many deleted, so that pages shift as in a living fleet. Both can be
+/// lowered (FLOE_FLEET_SWEEPS, at least 2 for an interval; FLOE_FLEET_CHURN)
+/// for a run on moto, whose Query and transactions grow with the table.
+#[derive(Clone, Copy)]
+struct Shape {
+    sweeps: usize,
+    churn: usize,
+}
+
+impl Shape {
+    fn from_env() -> Fallible<Self> {
+        let knob = |name: &str, default: usize| -> Fallible<usize> {
+            match std::env::var(name) {
+                Ok(v) => Ok(v
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{name} must be a number"))?),
+                Err(_) => Ok(default),
+            }
+        };
+        let shape = Self {
+            sweeps: knob("FLOE_FLEET_SWEEPS", 3)?,
+            churn: knob("FLOE_FLEET_CHURN", 5)?,
+        };
+        if shape.sweeps < 2 {
+            return Err(
+                "FLOE_FLEET_SWEEPS must be at least 2: an interval needs two sweeps".into(),
+            );
+        }
+        Ok(shape)
+    }
+}
 const MINUTE_S: f64 = 60.0;
 const MINUTES_PER_MONTH: f64 = 43_200.0;
 
@@ -477,7 +508,7 @@ fn spread(n: usize) -> f64 {
     (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
-async fn measure(label: &str, target: &Target, size: usize) -> Fallible<Figures> {
+async fn measure(label: &str, target: &Target, size: usize, shape: Shape) -> Fallible<Figures> {
     let seed: Arc<dyn Backend> = match target {
         Target::Sqlite(path) => Arc::new(SqliteBackend::open(path)?),
         Target::Dynamo(_) => Arc::new(SqliteBackend::in_memory()?),
@@ -534,8 +565,8 @@ async fn measure(label: &str, target: &Target, size: usize) -> Fallible<Figures>
         fleet.store = Store::new(fleet.counting.clone());
     }
     let mut runs = Vec::new();
-    for _ in 0..SWEEPS {
-        for _ in 0..CHURN {
+    for _ in 0..shape.sweeps {
+        for _ in 0..shape.churn {
             fleet.remove_oldest().await?;
             fleet.add().await?;
         }
@@ -737,14 +768,14 @@ enum Target {
     Dynamo(Box<aws_config::SdkConfig>),
 }
 
-async fn run_all(label: &str, target: &Target, sizes: &[usize]) -> Fallible<()> {
+async fn run_all(label: &str, target: &Target, sizes: &[usize], shape: Shape) -> Fallible<()> {
     let mut base: Option<Figures> = None;
     for (n, &size) in sizes.iter().enumerate() {
         let target = match target {
             Target::Sqlite(dir) => Target::Sqlite(dir.join(format!("fleet-{n}.db"))),
             other => other.clone(),
         };
-        let figures = measure(label, &target, size).await?;
+        let figures = measure(label, &target, size, shape).await?;
         let baseline = *base.get_or_insert(figures);
         report(label, &figures, &baseline);
     }
@@ -807,8 +838,10 @@ async fn main() -> Fallible<()> {
     if sizes.first() != Some(&100) {
         return Err("FLOE_FLEET_SIZES must start with 100, the baseline".into());
     }
+    let shape = Shape::from_env()?;
     println!(
-        "The fleet's health check (issue 36): {ORGS} organizations, {NODES} nodes a deployment, {CHURN} deployments replaced between sweeps, {SWEEPS} sweeps measured after the first."
+        "The fleet's health check (issue 36): {ORGS} organizations, {NODES} nodes a deployment, {} deployments replaced between sweeps, {} sweeps measured after the first.",
+        shape.churn, shape.sweeps
     );
     println!(
         "Run for real: the sweep, each shard's job in a fresh health check, the store, the survey over the simulated compute, judge, heals, the notification's handler. Simulated: the clusters (green at once) and the clock."
@@ -824,11 +857,20 @@ async fn main() -> Fallible<()> {
         price::DATE,
     );
     let dir = tempfile::tempdir()?;
-    run_all("SQLite", &Target::Sqlite(dir.path().to_path_buf()), &sizes).await?;
+    if std::env::var("FLOE_FLEET_SQLITE").as_deref() != Ok("off") {
+        let sqlite = Target::Sqlite(dir.path().to_path_buf());
+        run_all("SQLite", &sqlite, &sizes, shape).await?;
+    }
     if std::env::var("FLOE_FLEET_DYNAMO").as_deref() == Ok("off") {
         return Ok(());
     }
     let sdk = support::moto_config().await?;
-    run_all("DynamoDB (moto)", &Target::Dynamo(Box::new(sdk)), &sizes).await?;
+    run_all(
+        "DynamoDB (moto)",
+        &Target::Dynamo(Box::new(sdk)),
+        &sizes,
+        shape,
+    )
+    .await?;
     Ok(())
 }

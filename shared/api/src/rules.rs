@@ -36,12 +36,13 @@ type Edit = fn(&mut Object);
 /// Writes the rules into `doc`.
 pub fn state(doc: &mut OpenApi) {
     cursors(doc);
+    resource_ids(doc);
     unstated(doc);
     let Some(components) = doc.components.as_mut() else {
         return;
     };
     schedules(&mut components.schemas);
-    let edits: [(&str, Edit); 10] = [
+    let edits: [(&str, Edit); 11] = [
         ("NodeGroup", node_group),
         ("DeploymentSpec", node_groups),
         ("CloneRequest", node_groups),
@@ -52,6 +53,7 @@ pub fn state(doc: &mut OpenApi) {
         ("SnapshotRequest", index_patterns),
         ("PolicySpec", index_patterns),
         ("NewApiKey", new_api_key),
+        ("Tag", tag),
     ];
     for (name, edit) in edits {
         if let Some(RefOr::T(Schema::Object(o))) = components.schemas.get_mut(name) {
@@ -121,6 +123,38 @@ fn unstated(doc: &mut OpenApi) {
             text.push_str(rule);
         }
         op.description = Some(text);
+    }
+}
+
+/// The ids Floe makes (deployments, policies, API keys): 32 lower-case hex
+/// digits, a UUID v7 without dashes.
+pub const RESOURCE_ID_PATTERN: &str = "^[0-9a-f]{32}$";
+
+/// Every path parameter that is an id Floe made has that id's form (a
+/// malformed one is 404, as an id of nothing).
+fn resource_ids(doc: &mut OpenApi) {
+    for op in crate::links::operations_mut(doc) {
+        for p in op.parameters.iter_mut().flatten() {
+            if matches!(p.name.as_str(), "id" | "api_key_id")
+                && matches!(p.parameter_in, ParameterIn::Path)
+                && let Some(RefOr::T(Schema::Object(o))) = p.schema.as_mut()
+            {
+                o.pattern = Some(RESOURCE_ID_PATTERN.into());
+            }
+        }
+    }
+}
+
+/// A tag's key is 1 to 64 characters without `:` or control characters,
+/// its value 1 to 256 without control characters.
+fn tag(o: &mut Object) {
+    for (name, pattern) in [
+        ("key", r"^[^:\u0000-\u001f\u007f-\u009f]{1,64}$"),
+        ("value", r"^[^\u0000-\u001f\u007f-\u009f]{1,256}$"),
+    ] {
+        if let Some(Schema::Object(p)) = property(o, name) {
+            p.pattern = Some(pattern.into());
+        }
     }
 }
 

@@ -732,6 +732,11 @@ fn the_document_states_what_json_schema_can() -> TestResult {
         1
     );
     assert!(doc["servers"].as_array().is_some_and(|s| !s.is_empty()));
+    assert!(
+        schemas["Tag"]["properties"]["key"]["pattern"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("^[^:"))
+    );
     let mut cursors = 0;
     for item in doc["paths"].as_object().ok_or("paths")?.values() {
         for (method, op) in item.as_object().ok_or("a path item")? {
@@ -744,6 +749,9 @@ fn the_document_states_what_json_schema_can() -> TestResult {
                 if p["name"] == "cursor" {
                     cursors += 1;
                     assert_eq!(p["schema"]["pattern"], "^[A-Za-z0-9_-]{2,683}$", "{id}");
+                }
+                if p["in"] == "path" && (p["name"] == "id" || p["name"] == "api_key_id") {
+                    assert_eq!(p["schema"]["pattern"], "^[0-9a-f]{32}$", "{id}");
                 }
             }
         }
