@@ -27,6 +27,9 @@ const TIME_VALUE_PATTERN: &str = "^[0-9]+(d|h|m|s|ms|micros|nanos)$";
 /// space, separator or upper case letter (1 to 255 of them).
 const INDEX_PATTERN: &str = r#"^[^A-Z\s\\/"<>|,#?]+$"#;
 
+/// A node group's id: 1 to 32 of a-z, 0-9 and `-`, not first.
+const GROUP_ID_PATTERN: &str = "^[a-z0-9][a-z0-9-]{0,31}$";
+
 /// A feature state's name, as the restore checks it.
 const FEATURE_PATTERN: &str = "^[a-z0-9_-]+$";
 
@@ -74,22 +77,37 @@ const EXISTS: &str = "What the body names must exist when the request comes (a r
 const MOUNT_LICENSE: &str = "`mode: mount` needs the organization's license to allow searchable snapshots (or a `license` given with it), or 400 naming `license`: the platform license is state.";
 const DATE_MATH: &str = "A snapshot name in date math (`<nightly-{now/d}>`) must resolve, as Elasticsearch resolves it when the request comes, to a valid name, or 400: its formats and time zones are a grammar no pattern holds.";
 const LICENSE_TIME: &str = "The license is checked against the time of the request, as Elasticsearch checks one before installing it: issued and started by now, its expiry still ahead, or 400.";
+const CATALOG: &str = "Each `instance_type` must be in the platform's instance catalog (`GET /api/v1/platform/configuration/instance-types`), or 400 naming it: the catalog is the platform's data, which grows without a new document, so it is no `enum` here.";
+const RELATIONS: &str = "Relations between values: node group ids and tag keys are unique, a group's `zone_count` is at most its `count`, and a `shared_cache` is no larger than the node's disk; each refused with 400 naming the field.";
+const RETENTION: &str = "A retention's `min_count` is at most its `max_count`, or 400 naming it: a relation between two values.";
 const KEY_LIFETIME: &str = "`expiration` lies between 1m and 3650d, or 400: a range over values with units (`90d`, `2160h`), which numeric bounds cannot hold (the pattern gives the form).";
 
 /// Each operation's rules that JSON Schema cannot state.
 const UNSTATED_RULES: &[(&str, &[&str])] = &[
-    ("create-deployment", &[EXISTS, MOUNT_LICENSE]),
-    ("update-deployment", &[PRECONDITIONS, EXISTS, MOUNT_LICENSE]),
+    (
+        "create-deployment",
+        &[EXISTS, MOUNT_LICENSE, CATALOG, RELATIONS],
+    ),
+    (
+        "update-deployment",
+        &[PRECONDITIONS, EXISTS, MOUNT_LICENSE, CATALOG, RELATIONS],
+    ),
     ("delete-deployment", &[PRECONDITIONS]),
-    ("clone-deployment", &[EXISTS, MOUNT_LICENSE]),
+    (
+        "clone-deployment",
+        &[EXISTS, MOUNT_LICENSE, CATALOG, RELATIONS],
+    ),
     ("restore-deployment", &[EXISTS]),
     ("start-deployment", &[EXISTS]),
-    ("start-deployment-drill", &[MOUNT_LICENSE]),
+    ("start-deployment-drill", &[MOUNT_LICENSE, CATALOG]),
     ("take-deployment-snapshot", &[DATE_MATH]),
     ("put-snapshot-repository", &[PRECONDITIONS, ENDPOINT]),
     ("delete-snapshot-repository", &[PRECONDITIONS]),
-    ("create-snapshot-policy", &[EXISTS]),
-    ("update-snapshot-policy", &[PRECONDITIONS, EXISTS]),
+    ("create-snapshot-policy", &[EXISTS, RETENTION]),
+    (
+        "update-snapshot-policy",
+        &[PRECONDITIONS, EXISTS, RETENTION],
+    ),
     ("delete-snapshot-policy", &[PRECONDITIONS]),
     ("set-license", &[LICENSE_TIME]),
     ("create-api-key", &[KEY_LIFETIME]),
@@ -246,14 +264,48 @@ fn schedules(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
     schemas.insert("Schedule".into(), RefOr::T(Schema::OneOf(one)));
 }
 
-/// A node group has at least one role.
+/// A node group has an id of its form, at least one role and none twice,
+/// and a `shared_cache` only with the `data_frozen` role.
 fn node_group(o: &mut Object) {
     array_bounds(o, "roles", 1, None);
+    if let Some(Schema::Array(roles)) = property(o, "roles") {
+        roles.unique_items = true;
+    }
+    if let Some(Schema::Object(id)) = property(o, "id") {
+        id.pattern = Some(GROUP_ID_PATTERN.into());
+    }
+    keyword(
+        o,
+        "not",
+        json!({
+            "required": ["shared_cache"],
+            "properties": {
+                "shared_cache": {"type": "string"},
+                "roles": {"not": {"contains": {"const": "data_frozen"}}}
+            }
+        }),
+    );
 }
 
-/// A deployment has 1 to 20 node groups.
+/// A deployment has 1 to 20 node groups, one of them with the `master`
+/// role and one with `data_hot` or `data_content` (the two may be one).
 fn node_groups(o: &mut Object) {
     array_bounds(o, "node_groups", 1, Some(20));
+    let lacking = |roles: serde_json::Value| {
+        json!({
+            "required": ["node_groups"],
+            "properties": {"node_groups": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"not": {"properties": {"roles": {"contains": {"enum": roles}}}}}
+            }}
+        })
+    };
+    keyword(
+        o,
+        "not",
+        json!({"anyOf": [lacking(json!(["master"])), lacking(json!(["data_hot", "data_content"]))]}),
+    );
 }
 
 /// `rename_pattern` and `rename_replacement` come together, each a
