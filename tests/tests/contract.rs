@@ -172,9 +172,9 @@ async fn schemathesis(committed: &str, cwd: PathBuf) -> TestResult {
     Ok(())
 }
 
-/// The project's configuration (tests/contract/schemathesis.toml): a fixed
-/// number of cases per operation, and allowances for rules the document
-/// states in prose.
+/// The project's configuration (tests/contract/schemathesis.toml): a
+/// bounded number of cases per operation for 60 s, and allowances for rules
+/// the document states in prose.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_nothing() -> TestResult {
     schemathesis("schemathesis.toml", contract_dir()).await
