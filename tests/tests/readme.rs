@@ -4,7 +4,8 @@
 //! `curl -f` and `jq -e` in it is an assertion, and the page cannot drift
 //! from what works. The README's short tour shows lines of that block only,
 //! so the front door cannot show a command the tested walk-through does
-//! not run.
+//! not run, and its blocks run on their own too, in order, as a user
+//! pastes them.
 //!
 //! Only what ties the block to this test's server changes: its address
 //! replaces `http://127.0.0.1:8080`, `.floe` is this server's data folder,
@@ -79,14 +80,29 @@ fn the_readme_tour_shows_only_lines_of_the_walkthrough() -> TestResult {
 async fn the_walkthrough_runs_as_written() -> TestResult {
     let page = read(PAGE)?;
     let script = walkthrough(&page).ok_or_else(|| format!("{PAGE} has no walk-through block"))?;
+    run_as_a_user(&script, PAGE).await
+}
+
+/// The README's tour on its own: its blocks after the two commands, in
+/// order, as a user pastes them one after the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_tour_runs_as_written() -> TestResult {
+    let readme = read("README.md")?;
+    let blocks = sh_blocks(&readme);
+    let tour = blocks.get(1..).ok_or("the README has no tour")?.join("\n");
+    run_as_a_user(&tour, "README.md").await
+}
+
+/// Runs `script` (from `source`) with bash against a fresh local server,
+/// from a folder whose `.floe` is the server's data, as a user would.
+async fn run_as_a_user(script: &str, source: &str) -> TestResult {
     assert!(
         script.contains("http://127.0.0.1:8080"),
-        "the walk-through talks to the address ./scripts/run.sh serves"
+        "{source} talks to the address ./scripts/run.sh serves"
     );
     let server =
         Server::start_with(&[("FLOE_SIM_BOOT_DELAY_MS", "0"), ("FLOE_PLAN_POLL_MS", "50")]);
     let script = script.replace("http://127.0.0.1:8080", server.base_url());
-
     // Where the user stands: a folder whose .floe is the server's data.
     let work = tempfile::tempdir()?;
     std::os::unix::fs::symlink(server.data_dir(), work.path().join(".floe"))?;
@@ -125,12 +141,12 @@ async fn the_walkthrough_runs_as_written() -> TestResult {
         .output();
     let out = tokio::time::timeout(Duration::from_secs(300), run)
         .await
-        .map_err(|_| "the walk-through did not finish in 5 minutes")??;
+        .map_err(|_| "it did not finish in 5 minutes")??;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "the walk-through of {PAGE} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- server\n{}",
+        "the shell of {source} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- server\n{}",
         out.status,
         server.logs().join("\n")
     );
