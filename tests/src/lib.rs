@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub mod fault_proxy;
 pub mod lambda_emulator;
+pub mod moto_server;
 pub mod stack;
 
 pub type TestResult = Result<(), Box<dyn std::error::Error>>;

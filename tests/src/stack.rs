@@ -8,18 +8,6 @@ use std::process::Command;
 
 pub type StackError = Box<dyn std::error::Error>;
 
-/// The moto endpoint scripts/test.sh started, refused unless on loopback.
-pub fn loopback_endpoint() -> Result<String, StackError> {
-    let endpoint = std::env::var("FLOE_TEST_AWS_ENDPOINT").map_err(|_| {
-        "FLOE_TEST_AWS_ENDPOINT is not set: run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
-    })?;
-    let host = endpoint.strip_prefix("http://").unwrap_or_default();
-    if !(host.starts_with("127.") || host.starts_with("localhost")) {
-        return Err(format!("FLOE_TEST_AWS_ENDPOINT {endpoint} is not a loopback address").into());
-    }
-    Ok(endpoint)
-}
-
 /// One run of the deploy script: `create` or `update` stack `name`, with the
 /// parameter changes `set` and, on create, the VPC range `cidr`.
 #[derive(Debug, Clone, Default)]

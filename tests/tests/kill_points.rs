@@ -45,6 +45,7 @@ use floe_tests::fault_proxy::{Fault, FaultProxy, Rule, Withheld};
 use floe_tests::lambda_emulator::{
     Function, Moto, Outcome, Running, SqsRecord, http_api_event, sqs_event,
 };
+use floe_tests::moto_server::MotoServer;
 use floe_tests::{AUDIENCE, DEPLOYMENTS, ISSUER, REPOSITORIES};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -78,22 +79,6 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
-/// moto, which scripts/test.sh starts. The suite fails without it: a
-/// skipped suite would look like a passing one.
-fn aws_endpoint() -> String {
-    let Ok(endpoint) = std::env::var("FLOE_TEST_AWS_ENDPOINT") else {
-        panic!(
-            "FLOE_TEST_AWS_ENDPOINT is not set, so the worker cannot run on moto. \
-             Run scripts/test.sh, which starts moto on 127.0.0.1 and sets it"
-        );
-    };
-    assert!(
-        endpoint.starts_with("http://127.0.0.1:") || endpoint.starts_with("http://localhost:"),
-        "FLOE_TEST_AWS_ENDPOINT={endpoint}: the tests only talk to a local endpoint"
-    );
-    endpoint
-}
-
 fn sdk_at(endpoint: &str) -> aws_config::SdkConfig {
     aws_config::SdkConfig::builder()
         .behavior_version(aws_config::BehaviorVersion::latest())
@@ -108,6 +93,8 @@ fn sdk_at(endpoint: &str) -> aws_config::SdkConfig {
 /// What every kill point shares: moto, a VPC of loopback addresses, the
 /// images, the bucket.
 struct Account {
+    /// A moto of the suite's own (floe_tests::moto_server says why).
+    _moto: MotoServer,
     endpoint: String,
     sdk: aws_config::SdkConfig,
     ec2: aws_sdk_ec2::Client,
@@ -118,8 +105,9 @@ struct Account {
 }
 
 impl Account {
-    async fn new() -> TestResult<Account> {
-        let endpoint = aws_endpoint();
+    async fn new(suite: &str) -> TestResult<Account> {
+        let moto = MotoServer::start(suite)?;
+        let endpoint = moto.endpoint().to_owned();
         let sdk = sdk_at(&endpoint);
         let ec2 = aws_sdk_ec2::Client::new(&sdk);
         let image = |arch: &'static str| {
@@ -198,6 +186,7 @@ impl Account {
             return Err(format!("creating bucket {bucket}: {}", created.status()).into());
         }
         Ok(Account {
+            _moto: moto,
             ec2_config: floe_compute_ec2::Ec2Config {
                 image_arm64: image_arm64?,
                 image_x86_64: image_x86_64?,
@@ -433,8 +422,9 @@ impl<'a> Rig<'a> {
     }
 }
 
-/// One api request's `(status, body)`, asked again while the api answers 503: moto, shared by every
-/// test of the run, can be slower than the api's bound on one AWS call.
+/// One api request's `(status, body)`, asked again while the api answers
+/// 503: moto, serving the suite's kill points one request at a time on a
+/// loaded machine, can be slower than the api's bound on one AWS call.
 /// Both set-up requests are idempotent (a PUT, and a POST with a key).
 async fn call_until_served(
     api: &mut Running,
@@ -1012,7 +1002,7 @@ async fn timed(account: &Account, point: &KillPoint) -> TestResult<(Verdict, Dur
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_plan_killed_at_each_call_finishes_and_makes_everything_once() -> TestResult {
     let started = Instant::now();
-    let account = Account::new().await?;
+    let account = Account::new("kill_points").await?;
     let (log, steps) = dry_run(&account).await?;
     let points = kill_points(&log);
     println!(
@@ -1198,7 +1188,7 @@ async fn run_fault_round(account: &Account, round: &FaultRound) -> TestResult<(u
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_plan_survives_faults_on_each_aws_call_and_makes_everything_once() -> TestResult {
     let started = Instant::now();
-    let account = Account::new().await?;
+    let account = Account::new("worker_faults").await?;
     let (log, _) = dry_run(&account).await?;
     let rounds = fault_rounds(&log);
     let mut failed = Vec::new();

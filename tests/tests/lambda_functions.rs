@@ -414,7 +414,10 @@ async fn a_cold_worker_process_misses_no_deployment_of_a_fleet_of_350() -> TestR
     use std::collections::BTreeMap;
 
     const FLEET: usize = 350;
-    let endpoint = aws_endpoint();
+    // A moto of its own: 350 deployments' records and two sweeps' worth
+    // of calls, which no other suite waits behind.
+    let moto = floe_tests::moto_server::MotoServer::start("fleet_350")?;
+    let endpoint = moto.endpoint().to_owned();
     let sqs = Moto::new(&endpoint);
     let queue_name = unique("floe-fleet");
     let queue_url = sqs.create_queue(&queue_name).await?;

@@ -17,7 +17,8 @@
 
 use floe_store::Store;
 use floe_store_dynamo::DynamoBackend;
-use floe_tests::stack::{Deploy, environment, loopback_endpoint};
+use floe_tests::moto_server::MotoServer;
+use floe_tests::stack::{Deploy, environment};
 use floe_wiring::{ApiConfig, Env, SnapshotterConfig, WorkerConfig};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -75,7 +76,10 @@ fn env_of(pairs: &[(String, String)]) -> Env {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_template_deploys_and_what_it_makes_fits_the_code() -> TestResult {
-    let endpoint = loopback_endpoint()?;
+    // A moto of its own: two stacks' worth of resources and a conformance
+    // run, none of it waiting behind (or slowing) the other suites.
+    let moto = MotoServer::start("stack_deploy")?;
+    let endpoint = moto.endpoint().to_owned();
     let sdk = sdk(&endpoint);
     let name = format!("floe-{}", floe_domain::names::new_resource_id());
     let create = |name| Deploy {

@@ -48,7 +48,8 @@ use floe_store_dynamo::DynamoBackend;
 use floe_tests::lambda_emulator::{
     Function, HttpAnswer, Running, SqsRecord, http_api_event, sqs_event,
 };
-use floe_tests::stack::{Deploy, environment, loopback_endpoint, string_at};
+use floe_tests::moto_server::MotoServer;
+use floe_tests::stack::{Deploy, environment, string_at};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -683,7 +684,10 @@ async fn expect_succeeded(p: &mut Platform, id: &str, kind: &str) -> TestResult 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_platform_runs_on_what_the_stack_made() -> TestResult {
     let started = Instant::now();
-    let endpoint = loopback_endpoint()?;
+    // A moto of its own: the stack and three deployments' plans make
+    // thousands of calls, which no other suite waits behind.
+    let moto = MotoServer::start("stack_platform")?;
+    let endpoint = moto.endpoint().to_owned();
     let sdk = sdk(&endpoint);
     let dir = tempfile::tempdir()?;
     let issuer = issuer(dir.path()).await?;
